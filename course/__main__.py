@@ -1,0 +1,39 @@
+"""``python -m course <command>``: doctor, bench, figures, release, grade, progress."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command -> (module, function, one-line help); each function takes the parsed args.
+COMMANDS = {
+    "doctor": ("course.doctor", "main", "check the set-up: GPU or simulator, versions, fixes"),
+    "bench": ("course.bench.cli", "main", "time every lesson's variants (GPU, lecture sizes)"),
+    "figures": ("course.figures", "main", "redraw the figures in assets/"),
+    "release": ("course.grading.release", "main", "write student copies of the notebooks"),
+    "grade": ("course.grading.batch", "main", "grade submitted notebooks to a CSV"),
+    "progress": ("course.grading.progress", "main", "show which checks passed"),
+}
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        parser = argparse.ArgumentParser(prog="python -m course",
+                                         description="numba.cuda course tools")
+        sub = parser.add_subparsers(dest="command", metavar="command")
+        for name, (_m, _f, help_) in COMMANDS.items():
+            sub.add_parser(name, help=help_)
+        if argv and argv[0] not in ("-h", "--help"):
+            parser.error(f"unknown command {argv[0]!r}")
+        parser.print_help()
+        return 0 if argv else 2
+    module, func, _ = COMMANDS[argv[0]]
+    import course  # noqa: F401 - choose gpu/sim before anything imports numba
+
+    rc = getattr(importlib.import_module(module), func)(argv[1:])
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

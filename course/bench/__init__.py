@@ -1,0 +1,148 @@
+# ENGINEERS: read /work/main/ENGINEERS.md first (it is what {COMMON} and {GPU} in your brief refer to).
+"""``python -m course bench``: time every lesson's variants at lecture sizes in one run.
+
+Each lesson has a module here with ``TITLE`` and ``run(report)``; ``run`` adds rows to a
+:class:`Report`, which sets every time beside the floor (bytes / measured copy bandwidth,
+FLOPs / measured FP32 rate) and the peers (CuPy, PyTorch) and writes a markdown table,
+a JSON file and a bar chart to ``assets/benchmarks/``.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import pkgutil
+import time
+from pathlib import Path
+
+from .. import perf, runtime
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "benchmarks"
+
+
+def lessons() -> list[str]:
+    """Names of the lessons that have a benchmark module."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+class Report:
+    """Rows of one lesson's benchmark on one device, with ceilings and peers."""
+
+    def __init__(self, lesson: str, title: str = "", quiet: bool = False):
+        self.lesson, self.title, self.quiet = lesson, title or lesson, quiet
+        self.info = runtime.device_info()
+        self.ceilings = perf.measured_ceilings()
+        self.rows: list[dict] = []
+        self.notes: list[str] = []
+        self.date = time.strftime("%Y-%m-%d")
+
+    def add(self, name: str, timing, *, nbytes: float = 0, flops: float = 0,
+            size: str = "", kind: str = "numba", note: str = "") -> dict:
+        """Add one measured row; ``nbytes``/``flops``: the minimum the operation must do."""
+        ms = timing.median_ms
+        c = self.ceilings
+        row = {
+            "name": name, "kind": kind, "size": size, "median_ms": ms,
+            "min_ms": timing.min_ms, "max_ms": timing.max_ms, "n": len(timing.times_ms),
+            "gbps": perf.gbps(nbytes, ms) if nbytes else None,
+            "tflops": perf.tflops(flops, ms) if flops else None,
+            "floor_ms": perf.floor_ms(nbytes, flops, c) if (nbytes or flops) else None,
+            "note": note,
+        }
+        row["pct_copy"] = perf.percent(row["gbps"], c["copy_gbps"]) if row["gbps"] else None
+        row["pct_fp32"] = perf.percent(row["tflops"], c["fp32_tflops"]) if row["tflops"] else None
+        self.rows.append(row)
+        if not self.quiet:
+            print(f"  {name:<34} {size:<22} {_fmt(ms, 4)} ms"
+                  + (f"  {row['gbps']:8.1f} GB/s" if row["gbps"] else "")
+                  + (f"  {row['tflops']:7.2f} TFLOP/s" if row["tflops"] else ""), flush=True)
+        return row
+
+    def add_peer(self, lib_name: str, name: str, fn, **kw) -> dict | None:
+        """Time a CuPy/PyTorch callable as a peer row; skipped (None) when not installed."""
+        lib = perf.peer(lib_name)
+        if lib is None:
+            self.note(f"{lib_name} not available: its peer row ({name}) was skipped.")
+            return None
+        return self.add(name, perf.time_peer(lib, fn, label=name), kind="peer", **kw)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    # -- output ------------------------------------------------------------------------
+    def markdown(self) -> str:
+        c, i = self.ceilings, self.info
+        lines = [f"# {self.title}", "",
+                 f"- device: **{i.get('name')}** (cc {i.get('compute_capability')}, "
+                 f"{i.get('sm_count')} SMs), mode {runtime.MODE}, date {self.date}",
+                 f"- measured ceilings: copy {c['copy_gbps']} GB/s (read + write), "
+                 f"FP32 {c['fp32_tflops']} TFLOP/s (FMA kernel)",
+                 f"- software: numba {i['numba']}, numba-cuda {i['numba_cuda']}, "
+                 f"numpy {i['numpy']}, Python {i['python']}",
+                 "- time: median of repeated runs after warm-up (CUDA events); "
+                 "floor = max(bytes / copy bandwidth, FLOPs / FP32 rate)", "",
+                 "| variant | kind | size | median ms | min-max ms | GB/s | % copy | TFLOP/s "
+                 "| % FP32 | x floor | note |",
+                 "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for r in self.rows:
+            xfloor = r["median_ms"] / r["floor_ms"] if r["floor_ms"] else None
+            lines.append(
+                f"| {r['name']} | {r['kind']} | {r['size']} | {_fmt(r['median_ms'], 4)} | "
+                f"{_fmt(r['min_ms'], 3)}-{_fmt(r['max_ms'], 3)} | {_fmt(r['gbps'], 4)} | "
+                f"{_fmt(r['pct_copy'], 3)} | {_fmt(r['tflops'], 3)} | {_fmt(r['pct_fp32'], 3)} | "
+                f"{_fmt(xfloor, 3)} | {r['note']} |")
+        if self.notes:
+            lines += ["", "Notes:", ""] + [f"- {n}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+    def save(self, outdir: Path | None = None) -> list[Path]:
+        """Write <lesson>-<device>-<date>.md/.json/.png; returns the paths."""
+        outdir = Path(outdir or ASSETS)
+        outdir.mkdir(parents=True, exist_ok=True)
+        dev = "".join(ch if ch.isalnum() else "-" for ch in str(self.info.get("name"))).strip("-")
+        stem = outdir / f"{self.lesson}-{dev.lower()}-{self.date}"
+        md, js, png = stem.with_suffix(".md"), stem.with_suffix(".json"), stem.with_suffix(".png")
+        md.write_text(self.markdown())
+        js.write_text(json.dumps({"lesson": self.lesson, "title": self.title, "date": self.date,
+                                  "device": self.info, "ceilings": self.ceilings,
+                                  "rows": self.rows, "notes": self.notes}, indent=1, default=str))
+        self.plot(png)
+        return [md, js, png]
+
+    def plot(self, path: Path) -> None:
+        from .. import plots
+
+        fig, ax = plots.figure(figsize=(8, 0.45 * len(self.rows) + 1.5))
+        plots.time_bars([r["name"] + (f" [{r['size']}]" if r["size"] else "") for r in self.rows],
+                        [r["median_ms"] for r in self.rows],
+                        floors=[r["floor_ms"] for r in self.rows],
+                        kinds=[r["kind"] for r in self.rows], axes=ax,
+                        title=f"{self.title} - {self.info.get('name')} ({self.date})")
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        plots.close(fig)
+
+
+def _fmt(x, digits: int) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.{digits}g}"
+
+
+def run(names: list[str] | None = None, outdir: Path | None = None) -> list[Path]:
+    """Run the named lessons' benchmarks (all when empty) and save their reports."""
+    names = names or lessons()
+    unknown = sorted(set(names) - set(lessons()))
+    if unknown:
+        raise SystemExit(f"no benchmark for {unknown}; known: {', '.join(lessons())}")
+    if runtime.MODE != "gpu":
+        print("warning: simulator mode - these are CPU wall times at simulator sizes, not GPU "
+              "numbers; the report will say so.", flush=True)
+    written = []
+    for name in names:
+        mod = importlib.import_module(f"{__name__}.{name}")
+        print(f"== {name}: {mod.TITLE}", flush=True)
+        report = Report(name, mod.TITLE)
+        mod.run(report)
+        written += report.save(outdir)
+        print(f"   wrote {written[-3].name}", flush=True)
+    return written

@@ -1,0 +1,73 @@
+"""Lesson 01 benchmark: the lecture's table at N = 2^20, and the bandwidth test at N = 2^26."""
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .. import runtime
+from ..kernels import vector_add as lesson
+from ..timing import Timing, benchmark
+
+TITLE = "01 vector add (CSE P 524 Lecture 9)"
+
+
+def run(report) -> None:
+    lecture = runtime.profile() == "lecture"
+    n_small = 1 << 20 if lecture else 2_000
+    n_big = 1 << 26 if lecture else 4_000
+    rng = np.random.default_rng(1)
+
+    def arrays(n):
+        return (cuda.to_device(rng.uniform(-1, 1, n).astype(np.float32)),
+                cuda.to_device(rng.uniform(-1, 1, n).astype(np.float32)))
+
+    x, y = arrays(n_small)
+    nbytes = 3 * 4 * n_small
+    for variant in ("one_thread", "one_block", "many_blocks", "grid_stride"):
+        t = benchmark(lambda v=variant: lesson.launch(v, n_small, x, y, 256),
+                      repeat=3 if variant == "one_thread" else None, label=variant)
+        report.add(variant, t, nbytes=nbytes, size=f"N=2^{n_small.bit_length() - 1}"
+                   if lecture else f"N={n_small}", note="256 threads/block")
+    for name, gpus in lesson.LECTURE_TABLE.items():
+        for gpu, ms in gpus.items():
+            report.add(f"lecture {name}", Timing([ms]), nbytes=12 * 2**20, size="N=2^20",
+                       kind="lecture", note=gpu)
+
+    x, y = arrays(n_big)
+    nbytes = 3 * 4 * n_big
+    size = f"N=2^{n_big.bit_length() - 1}" if lecture else f"N={n_big}"
+    report.add("many_blocks", benchmark(lambda: lesson.launch("many_blocks", n_big, x, y, 256)),
+               nbytes=nbytes, size=size, note="ceil(N/256) blocks of 256")
+    best = None
+    for blocks_per_sm in ((4, 8, 16, 32) if lecture else (1,)):
+        blocks = blocks_per_sm * (cuda.get_current_device().MULTIPROCESSOR_COUNT if lecture else 2)
+        t = benchmark(lambda b=blocks: lesson.launch("grid_stride", n_big, x, y, 256, b))
+        if best is None or t.median_ms < best[1].median_ms:
+            best = (blocks, t)
+    report.add("grid_stride", best[1], nbytes=nbytes, size=size,
+               note=f"best grid: {best[0]} blocks of 256 (tried 4-32 per SM)")
+    report.add_peer("torch", "torch.add(out=)", _torch_add(n_big), nbytes=nbytes, size=size)
+    report.add_peer("cupy", "cupy.add(out=)", _cupy_add(n_big), nbytes=nbytes, size=size)
+    report.note("bytes per element: 12 (read x, read y, write y); lecture rows are the "
+                "lecture's own GPUs (GT 750M laptop, Tesla K80 server) at N = 2^20.")
+
+
+def _torch_add(n):
+    def fn():
+        import torch
+
+        if not hasattr(fn, "a"):
+            fn.a, fn.b = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+        torch.add(fn.a, fn.b, out=fn.b)
+    return fn
+
+
+def _cupy_add(n):
+    def fn():
+        import cupy
+
+        if not hasattr(fn, "a"):
+            fn.a = cupy.random.random(n, dtype=cupy.float32)
+            fn.b = cupy.random.random(n, dtype=cupy.float32)
+        cupy.add(fn.a, fn.b, out=fn.b)
+    return fn

@@ -1,0 +1,67 @@
+"""Lesson 04 exercise: ``matmul_tiled`` - C = A @ B with shared-memory tiles of TILE x TILE.
+
+The spec launches ``matmul[(ceil(N / TILE), ceil(M / TILE)), (TILE, TILE)](A, B, C)`` for
+A (M x K), B (K x N), C (M x N), float32, with ``TILE = 16`` (this module's constant, which
+the student's kernel uses for its ``cuda.shared.array((TILE, TILE), float32)`` tiles).
+Block (bx, by) owns the tile C[by*TILE : +TILE, bx*TILE : +TILE]; thread (tx, ty) owns
+C[by*TILE + ty, bx*TILE + tx].
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import Case, Exercise, Tolerance, random_floats, sim
+
+TILE = 16      # threads per block side, and the side of the shared tiles sA, sB
+
+
+class MatmulTiled(Exercise):
+    """C = A @ B (float32, any compatible shapes) with TILE x TILE shared-memory tiles."""
+
+    def cases(self):
+        t = TILE
+        shapes = [((1, 1, 1), "1 x 1 @ 1 x 1"),
+                  ((t, t, t), "one tile, exact"),
+                  ((t - 1, t + 1, t + 3), "tile - 1 rows, K = tile + 1"),
+                  ((2 * t + 1, 37, t + 1), "37 (prime) = K, neither M nor N a multiple"),
+                  ((5, 2 * t + 3, 3 * t - 1), "wide and short, K not a multiple")]
+        if not sim():
+            shapes += [((257, 1000, 129), "large, odd"), ((1024, 1024, 1024), "1024^3")]
+        out = []
+        for (m, k, n), name in shapes:
+            out.append(Case(f"M x K x N = {m} x {k} x {n} ({name})", {"M": m, "K": k, "N": n},
+                            (math.ceil(n / t), math.ceil(m / t)), (t, t),
+                            repeats=2 if k == 37 else 1))
+        return out
+
+    def make_inputs(self, case, rng):
+        p = case.params
+        return {"A": random_floats(rng, (p["M"], p["K"])),
+                "B": random_floats(rng, (p["K"], p["N"]))}
+
+    def outputs(self, case):
+        return {"C": ((case.params["M"], case.params["N"]), np.float32)}
+
+    def reference(self, case, inputs):
+        return {"C": inputs["A"].astype(np.float64) @ inputs["B"].astype(np.float64)}
+
+    def tolerance(self, case, name):
+        k = case.params["K"]
+        return Tolerance(rtol=1e-5, atol=1e-6 * math.sqrt(k) * 4 + 1e-6,
+                         why=f"float32 dot products of K = {k} terms in [-1, 1]")
+
+    def launch(self, kernel, case, args):
+        kernel[case.grid, case.block](args["A"], args["B"], args["C"])
+
+
+EXERCISES = [
+    MatmulTiled(
+        "matmul_tiled", "04_matmul", "@cuda.jit def matmul(A, B, C)",
+        f"set C = A @ B for float32 A (M x K), B (K x N): blocks of (TILE, TILE) = "
+        f"({TILE}, {TILE}) threads, one C element per thread, stepping over K in tiles loaded "
+        "cooperatively into shared sA, sB (TILE x TILE each) with syncthreads after loading "
+        "and after using them; zero-fill tile elements past the matrix edges",
+        hints={"guard": "a tile element past the edge must be 0, not left over from before"}),
+]

@@ -1,0 +1,205 @@
+"""Lesson 02 exercises: ``reduce_sequential`` (kernel 3), ``reduce_first_add`` (kernel 4) and
+``reduce_grid_stride`` (kernel 7).
+
+Integer cases are compared exactly.  Float32 cases use a tolerance *derived* from the order
+of summation, never tuned: a sum whose longest chain of float32 additions has ``depth``
+additions is within ``depth * u * sum|x_i|`` of the exact sum (u = 2^-24, float32's unit
+roundoff).  A tree over 2^k values has depth k; a thread that loops over m elements adds m
+more; atomics from B blocks add B more (blocks arrive in any order, so float32 results of
+kernel 7 may differ in the last bits from run to run - integers never do).
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+import textwrap
+
+import numpy as np
+
+from . import EXACT, Case, Exercise, Tolerance, blocks_for, prime_near, sim
+
+U32 = 2.0 ** -24            # float32 unit roundoff
+LOW, HIGH = 0.5, 1.5        # float inputs: never zero, no cancellation, so |x_i| < 1.5
+
+
+def float32_sum_tolerance(n_terms: int, depth: int) -> Tolerance:
+    """The error bound of a float32 sum of ``n_terms`` values in [0.5, 1.5) with chains of
+    ``depth`` additions: atol = depth * 2^-24 * 1.5 * n_terms."""
+    return Tolerance(atol=depth * U32 * HIGH * n_terms,
+                     why=f"float32 sum: at most {depth} additions in a chain x 2^-24 x "
+                         f"sum|x| (<= 1.5 x {n_terms}); float64 reference")
+
+
+def _inputs(case, rng):
+    n, dtype = case.params["n"], np.dtype(case.params["dtype"])
+    if dtype.kind == "i":
+        x = rng.integers(-1000, 1000, size=n).astype(dtype)
+        x[x == 0] = 7
+    else:
+        x = rng.uniform(LOW, HIGH, size=n).astype(dtype)
+    return x
+
+
+def _size_cases(per_block: int, out_blocks: bool, grid_stride: bool = False):
+    """Sizes 1, tpb-1, tpb+1, a prime, a large one; two block sizes; int32 and float32."""
+    small, big = (32, 64) if sim() else (128, 256)
+    large = 2_900 if sim() else (1 << 20) + 7
+    rows = [(1, small, "int32"), (small * per_block - 1, small, "float32"),
+            (small * per_block + 1, small, "int32"),
+            (prime_near(5 * big), big, "float32"), (prime_near(5 * big) + 2, big, "int32"),
+            (large, big, "int32"), (large, small, "float32")]
+    cases = []
+    for n, tpb, dt in rows:
+        blocks = blocks_for(n, tpb * per_block)
+        what = {1: "n = 1", small * per_block - 1: "n = tpb - 1", small * per_block + 1:
+                "n = tpb + 1"}.get(n, f"n = {n}")
+        if grid_stride:
+            blocks = {large: 3}.get(n, blocks)          # far fewer threads than n
+        label = f"{what}, {dt}, {tpb} threads/block" + (", 3 blocks" if blocks == 3 and
+                                                        grid_stride else "")
+        cases.append(Case(label, {"n": n, "dtype": dt, "tpb": tpb}, (blocks,), (tpb,),
+                          shared_bytes=tpb * np.dtype(dt).itemsize,
+                          repeats=2 if n == large else 1))
+    if grid_stride:
+        cases.append(Case(f"n = {large}, int32, one block of {small}",
+                          {"n": large, "dtype": "int32", "tpb": small}, (1,), (small,),
+                          shared_bytes=small * 4))
+    return cases
+
+
+class BlockSums(Exercise):
+    """g_odata[b] = the sum of block b's elements (tpb or 2*tpb of them; past n count 0)."""
+
+    per_block = 1
+
+    def cases(self):
+        return _size_cases(self.per_block, out_blocks=True)
+
+    def make_inputs(self, case, rng):
+        return {"g_idata": _inputs(case, rng)}
+
+    def outputs(self, case):
+        return {"g_odata": ((case.grid[0],), np.dtype(case.params["dtype"]))}
+
+    def reference(self, case, inputs):
+        x = inputs["g_idata"]
+        width = case.block[0] * self.per_block
+        padded = np.zeros(case.grid[0] * width, dtype=np.float64 if x.dtype.kind == "f"
+                          else np.int64)
+        padded[:x.size] = x
+        sums = padded.reshape(case.grid[0], width).sum(axis=1)
+        return {"g_odata": sums if x.dtype.kind == "f" else sums.astype(x.dtype)}
+
+    def tolerance(self, case, name):
+        if np.dtype(case.params["dtype"]).kind == "i":
+            return EXACT
+        width = case.block[0] * self.per_block
+        return float32_sum_tolerance(width, int(math.log2(case.block[0])) + self.per_block)
+
+    def launch(self, kernel, case, args):
+        kernel[case.grid, case.block, 0, case.shared_bytes](args["g_idata"], args["g_odata"])
+
+
+class FirstAdd(BlockSums):
+    """Kernel 4: block b covers elements [2*b*tpb, 2*(b+1)*tpb)."""
+
+    per_block = 2
+
+
+class RacyAccumulation(Exception):
+    """The kernel updates ``out`` with a plain (non-atomic) read-modify-write or store."""
+
+
+class GridStride(Exercise):
+    """out[0] = sum of x, any grid: a grid-stride loop, then one atomic add per block."""
+
+    def cases(self):
+        return _size_cases(1, out_blocks=False, grid_stride=True)
+
+    def make_inputs(self, case, rng):
+        return {"x": _inputs(case, rng)}
+
+    def outputs(self, case):
+        return {"out": ((1,), np.dtype(case.params["dtype"]))}
+
+    def prepare(self, case, args):
+        # The spec: out[0] is zero before the launch (the guard band stays poisoned).
+        args["out"].copy_to_device(np.zeros(1, dtype=np.dtype(case.params["dtype"])))
+
+    def reference(self, case, inputs):
+        x = inputs["x"]
+        total = np.sum(x, dtype=np.float64 if x.dtype.kind == "f" else np.int64)
+        return {"out": np.array([total]) if x.dtype.kind == "f"
+                else np.array([total], dtype=x.dtype)}
+
+    def tolerance(self, case, name):
+        if np.dtype(case.params["dtype"]).kind == "i":
+            return EXACT
+        n, tpb, blocks = case.params["n"], case.block[0], case.grid[0]
+        per_thread = math.ceil(n / (tpb * blocks))
+        return float32_sum_tolerance(n, per_thread + int(math.log2(tpb)) + 1 + blocks)
+
+    def launch(self, kernel, case, args):
+        # In the simulator blocks run one after another, so `out[0] += v` by one thread per
+        # block can never lose an update there - but it does on a GPU, where blocks run at
+        # the same time.  So the kernel's source is read too (in both modes, same verdict).
+        racy = racy_writes(kernel, "out")
+        if racy:
+            raise RacyAccumulation(racy)
+        kernel[case.grid, case.block, 0, case.shared_bytes](args["x"], args["out"])
+
+
+def racy_writes(kernel, position_name: str) -> str | None:
+    """A sentence naming a plain store/``+=`` into the kernel's output array, else None.
+
+    The output is the kernel's second parameter (whatever its name); only
+    ``cuda.atomic.*`` may update it, because every block adds into the same element.
+    """
+    py = getattr(kernel, "py_func", None)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(py)))
+    except (OSError, TypeError, SyntaxError):
+        return None                     # no source to read (e.g. built by exec): skip
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None)
+    if fn is None or len(fn.args.args) < 2:
+        return None
+    out = fn.args.args[1].arg
+    for node in ast.walk(fn):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AugAssign) else []
+        for t in targets:
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) \
+                    and t.value.id == out:
+                line = node.lineno - fn.lineno + 1
+                op = "+=" if isinstance(node, ast.AugAssign) else "="
+                return (f"line {line} of {fn.name} updates {out}[...] with a plain `{op}`: "
+                        f"every block adds into {out}[0] at the same time on a GPU, so "
+                        f"read-add-write sequences interleave and updates are lost (a race). "
+                        f"Use cuda.atomic.add({out}, 0, block_sum) once per block "
+                        f"({position_name} is zeroed before the launch).")
+    return None
+
+
+_SHARED = ("dynamic shared memory: sdata = cuda.shared.array(0, dtype=g_idata.dtype), "
+           "launched as kernel[blocks, tpb, 0, tpb * itemsize]")
+HINTS = {
+    "wrong": "Is there a cuda.syncthreads() after the load and after every step of the tree? "
+             "Do threads past the end of g_idata put 0 into sdata? Does the tree start at "
+             "cuda.blockDim.x // 2 rather than a fixed number?",
+}
+
+EXERCISES = [
+    BlockSums("reduce_sequential", "02_reduction", "@cuda.jit def reduce(g_idata, g_odata)",
+              "kernel 3 (sequential addressing): write the sum of block b's tpb elements "
+              "to g_odata[b]; blocks = ceil(n / tpb); elements past n count as 0; "
+              + _SHARED, hints=HINTS),
+    FirstAdd("reduce_first_add", "02_reduction", "@cuda.jit def reduce(g_idata, g_odata)",
+             "kernel 4 (first add during load): block b sums elements [2*b*tpb, 2*(b+1)*tpb) "
+             "into g_odata[b]; blocks = ceil(n / (2 * tpb)); elements past n count as 0; "
+             + _SHARED, hints=HINTS),
+    GridStride("reduce_grid_stride", "02_reduction", "@cuda.jit def reduce(x, out)",
+               "kernel 7: add every element of x into out[0] (zero before the launch) with a "
+               "grid-stride loop and one cuda.atomic.add per block, for any grid size",
+               hints=HINTS),
+]

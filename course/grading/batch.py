@@ -1,0 +1,441 @@
+"""``python -m course grade SUBMISSIONS... --out grades.csv``: grade a class's notebooks.
+
+For each submitted notebook (this process only *reads* it):
+1. find its lesson (notebook metadata written by ``release``, else the file name, else
+   ``--lesson``) and the instructor notebook's plan (setup cells + exercise cells);
+2. find the student's exercise cells: by the cell marker ``metadata.course.exercise``, then
+   by cell id, then by the function name the check passes (``def add(``);
+3. run the instructor's setup cells and the student's exercise cells, then each exercise's
+   public + hidden checks, in a fresh subprocess (``course/grading/worker.py``) with a wall
+   time limit and resource limits;
+4. turn whatever came back (even nothing) into points, reasons, a CSV row and feedback.
+
+Not a sandbox: student code runs as you, with your files and network.  See
+instructor/README.md for what is isolated and how to grade inside a container.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import notebook as nbk
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Graded:
+    """One submission's outcome: points per exercise and every reason for a lost point."""
+
+    student: str
+    submission: str
+    lesson: str = ""
+    mode: str = ""
+    status: str = "graded"           # graded | invalid | timeout | crashed | error
+    points: dict = field(default_factory=dict)      # exercise -> points earned
+    max_points: dict = field(default_factory=dict)  # exercise -> points possible
+    results: dict = field(default_factory=dict)     # exercise -> worker event (cases)
+    reasons: list = field(default_factory=list)     # for the CSV and the feedback
+    notes: list = field(default_factory=list)       # informative, no points lost
+    not_found: set = field(default_factory=set)     # exercises whose cell is missing
+    seed: int = 0
+
+    @property
+    def total(self) -> float:
+        return round(sum(self.points.values()), 2)
+
+    @property
+    def possible(self) -> float:
+        return round(sum(self.max_points.values()), 2)
+
+
+# ---------------------------------------------------------------------------------------
+# reading a submission (trusted side: parsing only, nothing from it runs here)
+
+def student_name(path: Path, lessons) -> str:
+    """alice_01_vector_add.ipynb -> alice; alice/01_vector_add.ipynb -> alice."""
+    stem = path.stem
+    for lesson in sorted(lessons, key=len, reverse=True):
+        if lesson in stem:
+            rest = re.sub(r"^[\W_]+|[\W_]+$", "", stem.replace(lesson, ""))
+            return rest or path.parent.name or stem
+    return stem
+
+
+def find_lesson(nb: dict | None, path: Path, plans: dict, forced: str | None) -> str | None:
+    """Which lesson a submission answers (None when nothing tells)."""
+    if forced:
+        return forced
+    meta = (nb or {}).get("metadata", {})
+    lesson = meta.get("course", {}).get("lesson") if isinstance(meta, dict) and \
+        isinstance(meta.get("course"), dict) else None
+    if lesson in plans:
+        return lesson
+    for name in sorted(plans, key=len, reverse=True):
+        if name in path.name or name == path.parent.name:
+            return name
+    if nb is not None:
+        checked = {ex for c in nbk.cells(nb) for ex, _ in nbk.check_calls(c.source)}
+        hits = [name for name, p in plans.items() if checked & set(p.exercises)]
+        if len(hits) == 1:
+            return hits[0]
+    return None
+
+
+def locate(cells: list[nbk.Cell], ex: nbk.Exercise) -> tuple[list[nbk.Cell], str]:
+    """The student's cells for exercise ``ex``, and how they were found."""
+    code = [c for c in cells if c.kind == "code"]
+    by_marker = [c for c in code if c.exercise_tag == ex.name]
+    if by_marker:
+        return by_marker, "marker"
+    by_id = [c for c in code if ex.cell.id and c.id == ex.cell.id]
+    if by_id:
+        return by_id, "cell id"
+    by_name = [c for c in code if ex.function in nbk.defined_functions(c.source)
+               and not nbk.check_calls(c.source)]
+    return by_name, f"function name `{ex.function}`"
+
+
+def make_steps(plan: nbk.Plan, nb: dict, g: Graded) -> list[dict]:
+    """The worker's steps for this submission; missing/duplicated cells go into ``g``."""
+    cells = nbk.cells(nb)
+    steps, owners = [], {e.cell.index: e for e in plan.exercises.values()}
+    for kind, cell in plan.steps:
+        if kind == "setup":
+            steps.append({"kind": "setup", "label": f"setup cell {cell.index + 1}",
+                          "source": cell.source, "exercise": None, "function": None})
+            continue
+        ex = owners.get(cell.index)
+        if ex is None:   # a solution cell no check uses: the student's version, by id
+            mine = [c for c in cells if c.id and c.id == cell.id]
+            if mine:
+                steps.append({"kind": "solution", "label": f"cell {mine[-1].index + 1}",
+                              "source": mine[-1].source, "exercise": None, "function": None})
+            continue
+        found, how = locate(cells, ex)
+        if not found:
+            g.not_found.add(ex.name)
+            g.reasons.append(f"{ex.name}: exercise cell not found (no cell marked "
+                             f"{ex.name!r} and none defining `{ex.function}`): was it deleted?")
+            continue
+        if len(found) > 1:
+            where = ", ".join(str(c.index + 1) for c in found)
+            g.notes.append(f"{ex.name}: {len(found)} cells found by {how} (cells {where}); "
+                           f"graded the last one, cell {found[-1].index + 1}, as running the "
+                           "notebook top to bottom would")
+        elif how != "marker":
+            g.notes.append(f"{ex.name}: cell found by {how} (its marker was lost)")
+        mine = found[-1]
+        steps.append({"kind": "solution", "label": f"your {ex.name} cell (cell {mine.index + 1})",
+                      "source": mine.source, "exercise": ex.name, "function": ex.function})
+    return steps
+
+
+# ---------------------------------------------------------------------------------------
+# running one submission in a subprocess
+
+def _limits(timeout: float, memory_mb: int):
+    """preexec_fn: resource limits for the worker (POSIX only; best effort)."""
+    def apply():
+        try:
+            import resource
+        except ImportError:
+            return
+        wanted = [(resource.RLIMIT_CORE, 0),
+                  (resource.RLIMIT_CPU, int(2 * timeout) + 30),
+                  (resource.RLIMIT_FSIZE, 512 << 20)]
+        if memory_mb:
+            wanted.append((resource.RLIMIT_AS, memory_mb << 20))
+        for which, value in wanted:
+            try:
+                resource.setrlimit(which, (value, value))
+            except (ValueError, OSError):
+                pass
+    return apply
+
+
+def run_worker(steps: list[dict], seed: int, timeout: float, memory_mb: int,
+               case_time_limit: float | None) -> tuple[list[dict], str, str]:
+    """Run the steps in a fresh process; (events, status, last stderr line)."""
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
+        tmp = Path(tmp)
+        results = tmp / "results.jsonl"
+        (tmp / "job.json").write_text(json.dumps(
+            {"steps": steps, "seed": seed, "case_time_limit": case_time_limit,
+             "results": str(results)}))
+        env = dict(os.environ, COURSE_PROGRESS_FILE=str(tmp / "progress.json"),
+                   PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH"))
+                                            if p)
+        work = tmp / "cwd"
+        work.mkdir()
+        with open(tmp / "log.txt", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "course.grading.worker", str(tmp / "job.json")],
+                cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True,
+                preexec_fn=_limits(timeout, memory_mb) if os.name == "posix" else None)
+            try:
+                rc = proc.wait(timeout=timeout)
+                status = "graded" if rc == 0 else "crashed"
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+                rc, status = None, "timeout"
+        events = []
+        if results.exists():
+            for line in results.read_text(errors="replace").splitlines():
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    pass
+        if status == "graded" and not any(e["event"] == "done" for e in events):
+            status = "crashed"
+        tail = [l for l in (tmp / "log.txt").read_text(errors="replace").splitlines()
+                if l.strip()]
+        crash = _signal_name(rc) if status == "crashed" else ""
+        return events, status, (crash or (tail[-1][:200] if tail else ""))
+
+
+def _kill(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)   # the worker and anything it started
+    except (ProcessLookupError, PermissionError, AttributeError):
+        proc.kill()
+    proc.wait()
+
+
+def _signal_name(rc) -> str:
+    if rc is not None and rc < 0:
+        try:
+            return f"killed by signal {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit code {rc}" if rc else ""
+
+
+# ---------------------------------------------------------------------------------------
+# one submission, end to end
+
+def grade_one(path: Path, plans: dict, opts) -> Graded:
+    """Grade one notebook; never raises (a broken submission is a row with a reason)."""
+    g = Graded(student_name(path, plans), path.name, seed=opts.seed)
+    try:
+        nb = nbk.load(path)
+    except nbk.NotebookError as exc:
+        nb, g.status = None, "invalid"
+        g.reasons.append(str(exc))
+    lesson = find_lesson(nb, path, plans, opts.lesson)
+    if lesson is None or lesson not in plans:
+        g.status = "invalid" if g.status == "invalid" else "error"
+        g.reasons.append(f"cannot tell which lesson this notebook is (known: "
+                         f"{', '.join(sorted(plans))}); pass --lesson")
+        return g
+    plan = plans[lesson]
+    g.lesson = lesson
+    from . import hidden
+
+    for name in plan.exercises:
+        g.points[name], g.max_points[name] = 0.0, hidden.points_for(name)
+    if nb is None:
+        return g
+    try:
+        steps = make_steps(plan, nb, g)
+    except Exception as exc:  # noqa: BLE001 - a notebook odd enough to break parsing
+        g.status = "error"
+        g.reasons.append(f"could not read the cells: {type(exc).__name__}: {exc}")
+        return g
+    if not any(s["exercise"] for s in steps):
+        return g
+    t0 = time.perf_counter()
+    events, status, last = run_worker(steps, opts.seed, opts.timeout, opts.memory_mb,
+                                      opts.case_time_limit)
+    g.status = status
+    score(g, plan, events, status, last, opts, time.perf_counter() - t0)
+    return g
+
+
+def score(g: Graded, plan: nbk.Plan, events: list[dict], status: str, last: str, opts,
+          elapsed: float) -> None:
+    """Points and reasons from the worker's events."""
+    started = [e for e in events if e["event"] == "start"]
+    for e in events:
+        if e["event"] == "mode":
+            g.mode = e["mode"]
+        elif e["event"] == "cell_error" and not (e["kind"] == "solution" and e["exercise"]):
+            g.notes.append(f"{e['message']} (grading went on)")
+        elif e["event"] == "cell_error":
+            g.notes.append(e["message"])
+        elif e["event"] == "exercise":
+            g.results[e["name"]] = e
+    for name in plan.exercises:
+        if name not in g.max_points or name in g.not_found:
+            continue
+        e = g.results.get(name)
+        if e is None:
+            if status == "timeout":
+                g.reasons.append(f"{name}: not graded: the notebook did not finish within "
+                                 f"{opts.timeout:g} s (an endless loop outside a kernel?)"
+                                 + (f"; it was running {started[-1]['label']}" if started
+                                    else ""))
+            elif status == "crashed":
+                g.reasons.append(f"{name}: not graded: the grader process died ({last})"
+                                 + (f" while running {started[-1]['label']}" if started
+                                    else ""))
+            else:
+                g.reasons.append(f"{name}: not graded")
+            continue
+        cases = e.get("cases", [])
+        if e.get("error") or not cases:
+            g.reasons.append(f"{name}: 0 points: {e.get('error') or 'no cases ran'}")
+            continue
+        ok = sum(c["passed"] for c in cases)
+        full = g.max_points[name]
+        if ok == len(cases):
+            g.points[name] = full
+            continue
+        earned = 0.0 if opts.all_or_nothing else round(full * ok / len(cases), 2)
+        g.points[name] = earned
+        first = next(c for c in cases if not c["passed"])
+        g.reasons.append(f"{name} (-{round(full - earned, 2):g}): {len(cases) - ok} of "
+                         f"{len(cases)} cases failed; first: {first['name']}"
+                         f"{' (hidden)' if first['hidden'] else ''}: {first['message']}")
+    if status == "graded" and g.mode and elapsed:
+        g.notes.append(f"graded in {elapsed:.1f} s")
+
+
+# ---------------------------------------------------------------------------------------
+# CSV and command line
+
+def merge(rows: list[Graded]) -> list[Graded]:
+    """One row per student: several notebooks of one student are added up."""
+    by = {}
+    for g in rows:
+        if g.student not in by:
+            by[g.student] = g
+            continue
+        m = by[g.student]
+        m.submission += f"; {g.submission}"
+        m.lesson = "; ".join(x for x in (m.lesson, g.lesson) if x)
+        m.mode = m.mode or g.mode
+        m.status = m.status if g.status == "graded" else g.status
+        for name in g.max_points:
+            if name in m.max_points:
+                m.notes.append(f"{name} was submitted twice; kept {g.submission}")
+            m.points[name], m.max_points[name] = g.points[name], g.max_points[name]
+        m.results.update(g.results)
+        m.reasons += g.reasons
+        m.notes += g.notes
+    return list(by.values())
+
+
+def write_csv(rows: list[Graded], path: Path, exercises: list[str]) -> None:
+    """student, submission, lesson, mode, status, <exercise points>..., total, max, reasons."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["student", "submission", "lesson", "mode", "status", *exercises,
+                    "total", "max", "reasons"])
+        for g in rows:
+            w.writerow([g.student, g.submission, g.lesson, g.mode, g.status,
+                        *[f"{g.points[e]:g}" if e in g.points else "" for e in exercises],
+                        f"{g.total:g}", f"{g.possible:g}", " | ".join(g.reasons)])
+
+
+def load_plans(src: Path) -> dict:
+    """lesson -> Plan for every instructor notebook in ``src`` that has exercises."""
+    plans = {}
+    for p in sorted(src.glob("*.ipynb")):
+        plan = nbk.plan(p)
+        if plan.exercises:
+            plans[p.stem] = plan
+    return plans
+
+
+def expand(paths: list[Path]) -> list[Path]:
+    """Submission files: notebooks given, and every .ipynb under folders given."""
+    out = []
+    for p in paths:
+        out += sorted(q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts) \
+            if p.is_dir() else [p]
+    return out
+
+
+def main(argv=None) -> int:
+    """``python -m course grade SUBMISSIONS... --out grades.csv [--feedback DIR] ...``"""
+    ap = argparse.ArgumentParser(prog="python -m course grade",
+                                 description="Grade submitted notebooks to a CSV (one row per "
+                                             "student) and per-student feedback files.")
+    ap.add_argument("submissions", nargs="+", type=Path, help="notebooks or folders of them")
+    ap.add_argument("--out", type=Path, default=Path("grades.csv"), help="the CSV to write")
+    ap.add_argument("--feedback", type=Path, help="folder for <student>.md and .html")
+    ap.add_argument("--notebooks", type=Path, default=REPO / "notebooks",
+                    help="instructor notebooks (default: notebooks/)")
+    ap.add_argument("--lesson", help="lesson of every submission, e.g. 01_vector_add "
+                                     "(default: from the notebook or its file name)")
+    ap.add_argument("--timeout", type=float, default=600,
+                    help="seconds per submission, all exercises together (default 600)")
+    ap.add_argument("--case-time-limit", type=float, default=None,
+                    help="seconds per check case (default: course.check's: 60 sim, 10 GPU)")
+    ap.add_argument("--memory-mb", type=int, default=None,
+                    help="address-space limit per submission in MiB, 0 = none (default: "
+                         "16384 in the simulator, none on a GPU, whose driver maps a lot)")
+    ap.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
+    ap.add_argument("--seed", type=int, default=None, help="input seed (default: random, "
+                                                           "the same for every student)")
+    ap.add_argument("--all-or-nothing", action="store_true",
+                    help="an exercise earns its points only if every case passes "
+                         "(default: in proportion to the cases passed)")
+    opts = ap.parse_args(argv)
+    import course
+
+    opts.seed = secrets.randbits(31) if opts.seed is None else opts.seed
+    if opts.memory_mb is None:
+        opts.memory_mb = 0 if course.MODE == "gpu" else 16384
+    try:
+        plans = load_plans(opts.notebooks)
+    except (nbk.NotebookError, nbk.MarkerError) as exc:
+        print(f"grade: cannot read the instructor notebooks: {exc}", file=sys.stderr)
+        return 2
+    if not plans:
+        print(f"grade: no instructor notebook with exercises in {opts.notebooks}",
+              file=sys.stderr)
+        return 2
+    files = expand(opts.submissions)
+    missing = [str(p) for p in files if not p.exists()]
+    if missing or not files:
+        print(f"grade: no such submission(s): {', '.join(missing) or 'none given'}",
+              file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max(1, opts.jobs)) as pool:
+        rows = list(pool.map(lambda p: _one(p, plans, opts), files))
+    rows = merge(rows)
+    exercises = list(dict.fromkeys(e for p in plans.values() for e in p.exercises
+                                   if any(e in g.max_points for g in rows)))
+    write_csv(rows, opts.out, exercises)
+    if opts.feedback:
+        from .feedback import write_all
+
+        write_all(rows, opts.feedback)
+    print(f"graded {len(files)} notebook(s) of {len(rows)} student(s) in "
+          f"{time.perf_counter() - t0:.0f} s (seed {opts.seed}) -> {opts.out}"
+          + (f", feedback in {opts.feedback}" if opts.feedback else ""))
+    return 0
+
+
+def _one(path: Path, plans: dict, opts) -> Graded:
+    g = grade_one(path, plans, opts)
+    print(f"  {g.student:<20} {g.total:g}/{g.possible:g}  {g.status}", flush=True)
+    return g

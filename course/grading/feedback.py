@@ -1,0 +1,115 @@
+"""Per-student feedback files from ``python -m course grade``: ``<student>.md`` and ``.html``.
+
+They show scores, every case with its result and message, and why points were lost.  They
+never show the hidden cases' code (only each case's name and the checker's message), nor
+the grader's logs.
+"""
+from __future__ import annotations
+
+import html
+import re
+import time
+from pathlib import Path
+
+
+def safe_name(student: str) -> str:
+    """A file name for ``student`` (letters, digits, ``-_.``)."""
+    return re.sub(r"[^\w.-]+", "_", student).strip("._") or "student"
+
+
+def markdown(g) -> str:
+    """The feedback of one graded student (a :class:`course.grading.batch.Graded`)."""
+    mode = {"gpu": "on a GPU", "sim": "in the CUDA simulator"}.get(g.mode, "")
+    out = [f"# Feedback for {g.student}: {g.lesson or 'unknown lesson'}", "",
+           f"**Score: {g.total:g} / {g.possible:g}**  ",
+           f"Submission `{g.submission}`, graded {time.strftime('%Y-%m-%d')} {mode} "
+           f"(input seed {g.seed}).", ""]
+    if g.status != "graded":
+        out += [f"> Grading status: **{g.status}**", ""]
+    for name in g.max_points:
+        out += [f"## {name}: {g.points.get(name, 0):g} / {g.max_points[name]:g}", ""]
+        e = g.results.get(name)
+        cases = (e or {}).get("cases", [])
+        if cases:
+            ok = sum(c["passed"] for c in cases)
+            hidden = sum(c["hidden"] for c in cases)
+            out += [f"{ok} of {len(cases)} cases passed ({hidden} of them are hidden cases "
+                    "that your notebook's check does not run).", "",
+                    "| case | launch | result | details |", "|---|---|---|---|"]
+            for c in cases:
+                name_ = c["name"] + (" *(hidden)*" if c["hidden"] else "")
+                out.append(f"| {_cell(name_)} | `{c['launch']}` | "
+                           f"{'pass' if c['passed'] else '**fail**'} | {_cell(c['message'])} |")
+            out.append("")
+        for r in g.reasons:
+            if r.startswith(name):
+                out += [f"- {r}"]
+        out.append("")
+    other = [r for r in g.reasons if not any(r.startswith(n) for n in g.max_points)]
+    if other or g.notes:
+        out += ["## Notes", ""] + [f"- {r}" for r in other + g.notes] + [""]
+    out += ["---", "Replay a case in your notebook: `course.check(\"<exercise>\", your_kernel, "
+            f"seed={g.seed})` (the public cases only).", ""]
+    return "\n".join(out)
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def to_html(md: str) -> str:
+    """A small, dependency-free rendering of :func:`markdown`'s output."""
+    body, table = [], []
+
+    def flush():
+        if table:
+            rows = [r for r in table if not set(r.replace("|", "")) <= set("-")]
+            cells = [[html.escape(x.strip().replace("\\|", "|"))
+                      for x in re.split(r"(?<!\\)\|", r.strip("|"))] for r in rows]
+            head = "".join(f"<th>{c}</th>" for c in cells[0])
+            trs = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>"
+                          for r in cells[1:])
+            body.append(f"<table><tr>{head}</tr>{trs}</table>")
+            table.clear()
+
+    for line in md.splitlines():
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        flush()
+        if line.startswith("# "):
+            body.append(f"<h1>{html.escape(line[2:])}</h1>")
+        elif line.startswith("## "):
+            body.append(f"<h2>{html.escape(line[3:])}</h2>")
+        elif line.startswith("- "):
+            body.append(f"<li>{_inline(html.escape(line[2:]))}</li>")
+        elif line.startswith("> "):
+            body.append(f"<blockquote>{_inline(html.escape(line[2:]))}</blockquote>")
+        elif line == "---":
+            body.append("<hr>")
+        elif line.strip():
+            body.append(f"<p>{_inline(html.escape(line))}</p>")
+    flush()
+    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}"
+             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><style>{style}</style>"
+            f"</head><body>{''.join(body)}</body></html>\n")
+
+
+def _inline(text: str) -> str:
+    text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+    text = re.sub(r"\*(.+?)\*", r"<i>\1</i>", text)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
+
+
+def write_all(rows, folder: Path) -> list[Path]:
+    """``<student>.md`` and ``<student>.html`` for every row; their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for g in rows:
+        md = markdown(g)
+        base = folder / safe_name(g.student)
+        base.with_suffix(".md").write_text(md, encoding="utf-8")
+        base.with_suffix(".html").write_text(to_html(md), encoding="utf-8")
+        written += [base.with_suffix(".md"), base.with_suffix(".html")]
+    return written

@@ -1,0 +1,68 @@
+"""Hidden cases: extra cases only the grader runs, kept outside the student release.
+
+An instructor keeps them in a folder named by ``$COURSE_HIDDEN_DIR`` (default:
+``instructor/hidden`` beside ``notebooks/`` when it exists): one file per exercise,
+``<exercise>.py``, defining ``cases(exercise) -> list[Case]`` and optionally ``POINTS``
+(what the exercise is worth in ``python -m course grade``; default 1).
+
+Students do not have that folder, yet their check report must say that more cases run at
+grading.  So which exercises *have* hidden cases is public: :data:`ANNOUNCED` below (or
+``declares_hidden_cases = True`` on an exercise class).  ``release --check`` fails when a
+hidden file exists for an exercise that is not announced.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Exercises graded with hidden cases (names only: the cases themselves stay private).
+ANNOUNCED = frozenset({"vector_add", "matrix_add"})
+
+
+def hidden_dir() -> Path | None:
+    """The folder holding hidden cases, or None when there is none (a student's copy)."""
+    env = os.environ.get("COURSE_HIDDEN_DIR")
+    p = Path(env) if env else REPO / "instructor" / "hidden"
+    return p if p.is_dir() else None
+
+
+def file_for(name: str) -> Path | None:
+    """The hidden-case file of exercise ``name``, or None."""
+    d = hidden_dir()
+    p = d / f"{name}.py" if d else None
+    return p if p and p.exists() else None
+
+
+def announced(exercise) -> bool:
+    """True when students are told that ``exercise`` has hidden cases (no files needed)."""
+    return exercise.name in ANNOUNCED or bool(getattr(exercise, "declares_hidden_cases", False))
+
+
+def _module(name: str):
+    path = file_for(name)
+    if path is None:
+        return None
+    spec = importlib.util.spec_from_file_location(f"_course_hidden_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def cases_for(exercise) -> list:
+    """The hidden cases of ``exercise`` (each marked hidden), or [] when there are none."""
+    mod = _module(exercise.name)
+    if mod is None:
+        return []
+    cases = list(mod.cases(exercise))
+    for c in cases:
+        c.hidden = True
+    return cases
+
+
+def points_for(name: str) -> float:
+    """What exercise ``name`` is worth when graded (``POINTS`` in its hidden file; 1)."""
+    mod = _module(name)
+    return float(getattr(mod, "POINTS", 1.0)) if mod is not None else 1.0

@@ -1,0 +1,132 @@
+"""What a check returns: :class:`CheckResult` (text and HTML views) of :class:`CaseResult`s."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+
+@dataclass
+class CaseResult:
+    """The outcome of one case: its name, launch, and the first problem found (if any)."""
+
+    name: str
+    launch: str
+    passed: bool = True
+    message: str = ""
+    timed_out: bool = False
+    hidden: bool = False
+
+    def fail(self, message: str, timed_out: bool = False) -> None:
+        self.passed, self.message, self.timed_out = False, message, timed_out
+
+
+@dataclass
+class CheckResult:
+    """Result of ``course.check``: ``.passed`` plus a readable report."""
+
+    exercise: str
+    passed: bool
+    mode: str
+    seed: int
+    spec: object = None
+    cases: list = field(default_factory=list)
+    error: str = ""
+    elapsed_s: float = 0.0
+    hidden_run: bool = False
+
+    # -- numbers ---------------------------------------------------------------------------
+    @property
+    def public(self) -> list:
+        return [c for c in self.cases if not c.hidden]
+
+    @property
+    def hidden(self) -> list:
+        return [c for c in self.cases if c.hidden]
+
+    @property
+    def failures(self) -> list:
+        return [c for c in self.cases if not c.passed]
+
+    def _hidden_note(self) -> str:
+        spec = self.spec
+        if spec is None or self.hidden_run:
+            return ""
+        if getattr(spec, "has_hidden_cases", False):
+            return "More cases run when your work is graded."
+        return ""
+
+    def _headline(self) -> str:
+        mode = "GPU" if self.mode == "gpu" else "simulator"
+        if self.error:
+            return f"{self.exercise}: not checked - {self.error}"
+        pub = self.public
+        ok_pub = sum(c.passed for c in pub)
+        line = f"{self.exercise}: {ok_pub}/{len(pub)} public cases passed"
+        if self.hidden:
+            line += f", {sum(c.passed for c in self.hidden)}/{len(self.hidden)} hidden"
+        return f"{line} ({mode}, {self.elapsed_s:.1f} s)"
+
+    def _tolerance_lines(self) -> list[str]:
+        spec = self.spec
+        if spec is None or not self.cases:
+            return []
+        try:
+            from ..exercises import Case
+
+            names = list(spec.outputs(spec.cases()[0])) + list(spec.inout)
+            tols = {str(spec.tolerance(spec.cases()[0], n)) for n in names}
+        except Exception:  # noqa: BLE001 - the report must always render
+            return []
+        return [f"tolerance: {t}" for t in sorted(tols)]
+
+    # -- views -----------------------------------------------------------------------------
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        mark = "PASS" if self.passed else "FAIL"
+        lines = [f"[{mark}] {self._headline()}"]
+        for c in self.cases:
+            tag = "ok  " if c.passed else "FAIL"
+            hid = " (hidden)" if c.hidden else ""
+            lines.append(f"  {tag} {c.name}{hid}  launch {c.launch}")
+            if c.message:
+                lines.append(f"       -> {c.message}")
+        lines += [f"  {t}" for t in self._tolerance_lines()]
+        note = self._hidden_note()
+        if note:
+            lines.append(f"  {note}")
+        if not self.passed and self.spec is not None and not self.error:
+            lines.append(f"  expected: {self.spec.signature} - {self.spec.goal}")
+        lines.append(f"  seed {self.seed} (course.check(..., seed={self.seed}) replays "
+                     "these inputs)")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        color = "#1a7f37" if self.passed else "#b42318"
+        bg = "#eefbf1" if self.passed else "#fff1f0"
+        mark = "&#10004;" if self.passed else "&#10008;"
+        rows = []
+        for c in self.cases:
+            status = ("<span style='color:#1a7f37'>pass</span>" if c.passed
+                      else "<span style='color:#b42318'><b>fail</b></span>")
+            rows.append(
+                f"<tr><td>{html.escape(c.name)}{' <i>(hidden)</i>' if c.hidden else ''}</td>"
+                f"<td><code>{html.escape(c.launch)}</code></td><td>{status}</td>"
+                f"<td>{html.escape(c.message)}</td></tr>")
+        table = ("<table style='border-collapse:collapse;font-size:90%'><tr><th align=left>case"
+                 "</th><th align=left>launch</th><th align=left>result</th>"
+                 "<th align=left>details</th></tr>" + "".join(rows) + "</table>") if rows else ""
+        extra = [html.escape(t) for t in self._tolerance_lines()]
+        note = self._hidden_note()
+        if note:
+            extra.append(f"<b>{html.escape(note)}</b>")
+        if not self.passed and self.spec is not None and not self.error:
+            extra.append(f"expected: <code>{html.escape(self.spec.signature)}</code> - "
+                         f"{html.escape(self.spec.goal)}")
+        extra.append(f"seed {self.seed} (pass <code>seed={self.seed}</code> to replay)")
+        return (f"<div class='course-check' data-passed='{str(self.passed).lower()}' "
+                f"style='border:2px solid {color};background:{bg};padding:6px 10px;"
+                f"border-radius:6px'><div style='color:{color};font-weight:bold'>{mark} "
+                f"{html.escape(self._headline())}</div>{table}"
+                f"<div style='font-size:85%;color:#444'>{'<br>'.join(extra)}</div></div>")

@@ -1,0 +1,391 @@
+"""Lessons 05-07 - faces: mean face, centering (coalesced or not), covariance, eigenfaces.
+
+Follows CSE P 524 (UW, Andrew Lumsdaine), Lecture 9: CelebA, m = 202,599 images of
+n = 55 x 45 = 2,475 pixels, stored row by row in one flat float32 array ``data`` of
+m * n values: pixel j of image i is ``data[i * num_features + j]``.
+Kernels keep the lecture's names (compute_mean_kernel, correction_kernel,
+correction_kernel_ortho, covariance_kernel, symmetric_covariance_kernel,
+shared_covariance_kernel with chunk_size tiles).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, float32
+
+from .. import runtime
+
+NOTEBOOKS = ["05_mean_face", "06_centering_coalescing", "07_covariance_pca"]
+
+THREADS_PER_BLK = 32   # the lecture's block size for the mean and centering kernels
+
+
+# ---------------------------------------------------------------------------------------
+# 05 - mean face
+
+@cuda.jit
+def compute_mean_kernel(data, mean, num_entries, num_features):
+    # Thread thid owns pixel thid of the mean image; data (m * n) and mean (n) in global memory.
+    thid = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if thid < num_features:
+        accum = float32(0)                      # a register, not global memory
+        for entry in range(num_entries):
+            accum += data[entry * num_features + thid]
+        mean[thid] = accum / num_entries        # one global write per thread
+
+
+@cuda.jit
+def mean_split_kernel(data, mean, num_entries, num_features):
+    # Grid (ceil(n / tpb), S): thread (j, s) sums pixel j over images s, s + S, s + 2S, ...
+    # then adds its partial mean to mean[j] atomically (mean must start at zero).
+    thid = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if thid < num_features:
+        accum = float32(0)
+        for entry in range(cuda.blockIdx.y, num_entries, cuda.gridDim.y):
+            accum += data[entry * num_features + thid]
+        cuda.atomic.add(mean, thid, accum / num_entries)
+
+
+# ---------------------------------------------------------------------------------------
+# 06 - centering
+
+@cuda.jit
+def correction_kernel(data, mean, num_entries, num_features):
+    # Thread thid owns pixel (column) thid and walks down all images: at each step the
+    # 32 threads of a warp touch 32 neighbouring floats of one image (coalesced).
+    thid = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if thid < num_features:
+        value = mean[thid]
+        for entry in range(num_entries):
+            data[entry * num_features + thid] -= value
+
+
+@cuda.jit
+def correction_kernel_ortho(data, mean, num_entries, num_features):
+    # Thread thid owns image (row) thid and walks along its pixels: at each step the
+    # 32 threads of a warp touch 32 floats num_features apart (not coalesced).
+    thid = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if thid < num_entries:
+        for feat in range(num_features):
+            data[thid * num_features + feat] -= mean[feat]
+
+
+@cuda.jit
+def correction_kernel_2d(data, mean, num_entries, num_features):
+    # 2-D grid: x picks the pixel j (coalesced, as in correction_kernel), y spreads the
+    # images over enough blocks to fill the GPU; each thread strides over images.
+    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if j < num_features:
+        value = mean[j]
+        start = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+        stride = cuda.gridDim.y * cuda.blockDim.y
+        for entry in range(start, num_entries, stride):
+            data[entry * num_features + j] -= value
+
+
+# ---------------------------------------------------------------------------------------
+# 07 - covariance C = Dc^T Dc / m
+
+@cuda.jit
+def covariance_kernel(data, cov, num_entries, num_features):
+    # Thread (J, j) owns cov[j, J]: a dot product of pixel columns j and J over all images.
+    J = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    j = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    if j < num_features and J < num_features:
+        accum = float32(0)
+        for entry in range(num_entries):
+            accum += data[entry * num_features + j] * data[entry * num_features + J]
+        cov[j * num_features + J] = accum / num_entries
+
+
+@cuda.jit
+def symmetric_covariance_kernel(data, cov, num_entries, num_features):
+    # As covariance_kernel, but only threads on or below the diagonal (J <= j) work;
+    # each writes its value twice, to cov[j, J] and cov[J, j].
+    J = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    j = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    if j < num_features and J <= j:
+        accum = float32(0)
+        for entry in range(num_entries):
+            accum += data[entry * num_features + j] * data[entry * num_features + J]
+        cov[j * num_features + J] = cov[J * num_features + j] = accum / num_entries
+
+
+@cuda.jit
+def shared_covariance_kernel(data, cov, num_entries, num_features):
+    # Block (bx, by) of chunk_size x chunk_size threads owns the tile of cov with rows
+    # by * chunk_size + ty and columns bx * chunk_size + tx (tiles above the diagonal exit).
+    # Launch with 2 * chunk_size**2 * 4 bytes of dynamic shared memory: cache_x, cache_y.
+    chunk_size = cuda.blockDim.x
+    base_x = cuda.blockIdx.x * chunk_size
+    base_y = cuda.blockIdx.y * chunk_size
+    thid_x = cuda.threadIdx.x
+    thid_y = cuda.threadIdx.y
+    x = base_x + thid_x
+    y = base_y + thid_y
+    if base_x > base_y:
+        return
+    shared = cuda.shared.array(0, dtype=float32)
+    cache_x = shared[:chunk_size * chunk_size]   # cache_x[r * chunk_size + c]: image r, pixel base_x + c
+    cache_y = shared[chunk_size * chunk_size:]   # cache_y[r * chunk_size + c]: image r, pixel base_y + c
+    accum = float32(0)
+    for chunk in range((num_entries + chunk_size - 1) // chunk_size):
+        row = chunk * chunk_size + thid_y        # this thread loads image row, pixels col_x, col_y
+        col_x = base_x + thid_x
+        col_y = base_y + thid_x
+        value_x = float32(0)
+        value_y = float32(0)
+        if row < num_entries and col_x < num_features:
+            value_x = data[row * num_features + col_x]
+        if row < num_entries and col_y < num_features:
+            value_y = data[row * num_features + col_y]
+        cache_x[thid_y * chunk_size + thid_x] = value_x
+        cache_y[thid_y * chunk_size + thid_x] = value_y
+        cuda.syncthreads()                       # the tiles are complete
+        if x <= y:
+            for k in range(chunk_size):
+                accum += cache_y[k * chunk_size + thid_y] * cache_x[k * chunk_size + thid_x]
+        cuda.syncthreads()                       # everyone is done before the next load
+    if y < num_features and x <= y:
+        cov[y * num_features + x] = cov[x * num_features + y] = accum / num_entries
+
+
+BLK = 64     # register-tiled kernel: each block owns a BLK x BLK tile of cov
+RT = 4       # each of its 16 x 16 threads owns RT x RT values (rows ty + 16a, cols tx + 16b)
+KC = 16      # images per shared-memory stage
+
+
+@cuda.jit
+def register_tiled_covariance_kernel(data, cov, num_entries, num_features):
+    # Beyond the lecture: 16 x 16 threads per block, each accumulating RT x RT = 16 values
+    # in registers from tiles sx, sy (shared, KC images x BLK pixels): 16 FMAs per
+    # 8 shared loads instead of 1 per 2. Tiles above the diagonal exit.
+    bx = cuda.blockIdx.x
+    by = cuda.blockIdx.y
+    if bx > by:
+        return
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    tid = ty * 16 + tx
+    sx = cuda.shared.array((KC, BLK), dtype=float32)
+    sy = cuda.shared.array((KC, BLK), dtype=float32)
+    acc = cuda.local.array((RT, RT), dtype=float32)
+    ya = cuda.local.array(RT, dtype=float32)
+    xb = cuda.local.array(RT, dtype=float32)
+    for a in range(RT):
+        for b in range(RT):
+            acc[a, b] = float32(0)
+    for e0 in range(0, num_entries, KC):
+        for r in range(KC * BLK // 256):         # 256 threads load KC x BLK values per tile
+            idx = tid + r * 256
+            k = idx // BLK
+            c = idx % BLK
+            row = e0 + k
+            value_x = float32(0)
+            value_y = float32(0)
+            if row < num_entries:
+                if bx * BLK + c < num_features:
+                    value_x = data[row * num_features + bx * BLK + c]
+                if by * BLK + c < num_features:
+                    value_y = data[row * num_features + by * BLK + c]
+            sx[k, c] = value_x
+            sy[k, c] = value_y
+        cuda.syncthreads()
+        for k in range(KC):
+            for a in range(RT):
+                ya[a] = sy[k, ty + 16 * a]
+            for b in range(RT):
+                xb[b] = sx[k, tx + 16 * b]
+            for a in range(RT):
+                for b in range(RT):
+                    acc[a, b] += ya[a] * xb[b]
+        cuda.syncthreads()
+    for a in range(RT):
+        y = by * BLK + ty + 16 * a
+        for b in range(RT):
+            x = bx * BLK + tx + 16 * b
+            if y < num_features and x <= y:
+                cov[y * num_features + x] = cov[x * num_features + y] = acc[a, b] / num_entries
+
+
+_SIG = "void(float32[::1], float32[::1], int64, int64)"
+PTX_SIGNATURES = {name: _SIG for name in (
+    "compute_mean_kernel", "mean_split_kernel", "correction_kernel", "correction_kernel_ortho",
+    "correction_kernel_2d", "covariance_kernel", "symmetric_covariance_kernel",
+    "shared_covariance_kernel", "register_tiled_covariance_kernel")}
+NOT_SHOWN = {"register_tiled_covariance_kernel"}   # in the benchmark; the notebook links to it
+
+
+# ---------------------------------------------------------------------------------------
+# launch helpers (device arrays in, results in place)
+
+def sm_count() -> int:
+    """Streaming multiprocessors of the GPU (2 in the simulator, to keep launches small)."""
+    return cuda.get_current_device().MULTIPROCESSOR_COUNT if runtime.MODE == "gpu" else 2
+
+
+def launch_mean(d_data, d_mean, m, n, split: int | None = 0, tpb: int = THREADS_PER_BLK):
+    """mean of the rows of d_data into d_mean; split=0: lecture kernel, else S slices."""
+    if not split:
+        compute_mean_kernel[math.ceil(n / tpb), tpb](d_data, d_mean, m, n)
+        return
+    d_mean.copy_to_device(np.zeros(n, dtype=np.float32))
+    mean_split_kernel[(math.ceil(n / tpb), split), tpb](d_data, d_mean, m, n)
+
+
+def default_split(m: int, n: int, tpb: int = 128) -> int:
+    """Image slices for mean_split_kernel: enough blocks for ~16 per SM, at most m."""
+    return max(1, min(m, 16 * sm_count() // max(1, math.ceil(n / tpb)) + 1))
+
+
+def launch_center(kind, d_data, d_mean, m, n, tpb: int = THREADS_PER_BLK,
+                  block_y: int = 8, blocks_y: int | None = None):
+    """Subtract d_mean from every row of d_data in place with the chosen kernel."""
+    if kind == "coalesced":
+        correction_kernel[math.ceil(n / tpb), tpb](d_data, d_mean, m, n)
+    elif kind == "noncoalesced":
+        correction_kernel_ortho[math.ceil(m / tpb), tpb](d_data, d_mean, m, n)
+    elif kind == "2d":
+        gx = math.ceil(n / tpb)
+        gy = blocks_y or max(1, min(math.ceil(m / block_y), 32 * sm_count() // gx + 1))
+        correction_kernel_2d[(gx, gy), (tpb, block_y)](d_data, d_mean, m, n)
+    else:
+        raise ValueError(f"unknown centering kernel {kind!r}: coalesced, noncoalesced or 2d")
+
+
+def launch_cov(kind, d_data, d_cov, m, n, chunk_size: int = 8):
+    """cov = data^T data / m into d_cov (n * n) with the chosen kernel."""
+    if kind in ("naive", "symmetric"):
+        kernel = covariance_kernel if kind == "naive" else symmetric_covariance_kernel
+        kernel[(math.ceil(n / 8), math.ceil(n / 8)), (8, 8)](d_data, d_cov, m, n)
+    elif kind == "tiled":
+        if chunk_size < 1 or chunk_size * chunk_size > 1024:
+            raise ValueError(f"chunk_size must be 1..32 (chunk_size**2 threads), got {chunk_size}")
+        g = math.ceil(n / chunk_size)
+        shared_covariance_kernel[(g, g), (chunk_size, chunk_size), 0, 8 * chunk_size ** 2](
+            d_data, d_cov, m, n)
+    elif kind == "register":
+        g = math.ceil(n / BLK)
+        register_tiled_covariance_kernel[(g, g), (16, 16)](d_data, d_cov, m, n)
+    else:
+        raise ValueError(f"unknown covariance kernel {kind!r}: naive, symmetric, tiled, register")
+
+
+def cgma(chunk_size: int) -> float:
+    """The lecture's compute-to-global-memory-access ratio of a chunk_size tile (= chunk_size)."""
+    loads = 2 * chunk_size ** 2                 # floats one block loads per chunk
+    flops = chunk_size ** 2 * 2 * chunk_size    # each thread: chunk_size multiply-adds
+    return flops / loads
+
+
+# ---------------------------------------------------------------------------------------
+# host functions: the VARIANTS contract (numpy in, numpy out)
+
+def _validate(D) -> np.ndarray:
+    D = np.asarray(D)
+    if D.ndim != 2 or D.shape[0] < 1 or D.shape[1] < 1:
+        raise ValueError(f"D must be a 2-D array (m images, n pixels) with m, n >= 1; "
+                         f"got shape {D.shape}")
+    if D.dtype != np.float32:
+        raise ValueError(f"D must be float32 (the lecture's value_t), got {D.dtype}")
+    return np.ascontiguousarray(D)
+
+
+def mean_face(D, split: int | None = 0, threads_per_block: int = THREADS_PER_BLK):
+    """Mean of the rows of D (m, n) -> (n,) float32; split > 0 uses mean_split_kernel."""
+    D = _validate(D)
+    m, n = D.shape
+    d_data = cuda.to_device(D.ravel())
+    d_mean = cuda.device_array(n, dtype=np.float32)
+    launch_mean(d_data, d_mean, m, n, split=split, tpb=threads_per_block)
+    return d_mean.copy_to_host()
+
+
+def _center_host(kind):
+    def run(D, threads_per_block: int = THREADS_PER_BLK, **kw):
+        D = _validate(D)
+        m, n = D.shape
+        d_data = cuda.to_device(D.ravel())
+        d_mean = cuda.device_array(n, dtype=np.float32)
+        launch_mean(d_data, d_mean, m, n)
+        launch_center(kind, d_data, d_mean, m, n, tpb=threads_per_block, **kw)
+        return d_data.copy_to_host().reshape(m, n)
+    run.__name__ = f"center_{kind}"
+    run.__doc__ = f"D - mean(D) (m, n) float32, centered by the {kind!r} kernel."
+    return run
+
+
+def _cov_host(kind):
+    def run(Dc, **kw):
+        Dc = _validate(Dc)
+        m, n = Dc.shape
+        d_data = cuda.to_device(Dc.ravel())
+        d_cov = cuda.device_array(n * n, dtype=np.float32)
+        launch_cov(kind, d_data, d_cov, m, n, **kw)
+        return d_cov.copy_to_host().reshape(n, n)
+    run.__name__ = f"cov_{kind}"
+    run.__doc__ = f"Dc^T Dc / m (n, n) float32 by the {kind!r} covariance kernel."
+    return run
+
+
+VARIANTS = {
+    "mean": mean_face,
+    "mean_split": lambda D, **kw: mean_face(D, split=kw.pop("split", None) or
+                                            default_split(*np.shape(D)), **kw),
+    "center_coalesced": _center_host("coalesced"),
+    "center_noncoalesced": _center_host("noncoalesced"),
+    "center_2d": _center_host("2d"),
+    "cov_naive": _cov_host("naive"),
+    "cov_symmetric": _cov_host("symmetric"),
+    "cov_tiled": _cov_host("tiled"),
+    "cov_register": _cov_host("register"),
+}
+
+
+def reference(D, what: str = "mean"):
+    """float64 answers: 'mean' (n,), 'center' (m, n) or 'cov' (n, n) of D as given."""
+    D = np.asarray(D, dtype=np.float64)
+    if what == "mean":
+        return D.mean(axis=0)
+    if what == "center":
+        return D - D.mean(axis=0)
+    if what == "cov":
+        return D.T @ D / D.shape[0]
+    raise ValueError(f"what must be 'mean', 'center' or 'cov', not {what!r}")
+
+
+# ---------------------------------------------------------------------------------------
+# memory transactions, counted from the index pattern (no tracer needed)
+
+def warp_lines(kernel: str, num_features: int, step: int = 0, first_thread: int = 0,
+               warp: int = 32, line_bytes: int = 128, itemsize: int = 4) -> int:
+    """Distinct cache lines one warp's access to data touches at loop step ``step``.
+
+    'coalesced' (correction_kernel): thread t reads data[step * n + t];
+    'noncoalesced' (correction_kernel_ortho): thread t reads data[t * n + step].
+    """
+    threads = np.arange(first_thread, first_thread + warp, dtype=np.int64)
+    if kernel == "coalesced":
+        idx = step * num_features + threads
+    elif kernel == "noncoalesced":
+        idx = threads * num_features + step
+    else:
+        raise ValueError("kernel must be 'coalesced' or 'noncoalesced'")
+    return int(np.unique(idx * itemsize // line_bytes).size)
+
+
+def transactions_table(num_features: int, num_entries: int, warp: int = 32) -> dict:
+    """Average lines and 32-byte sectors per warp request for both centering kernels."""
+    out = {}
+    for kernel in ("coalesced", "noncoalesced"):
+        lines, sectors = [], []
+        steps = range(0, min(num_entries if kernel == "coalesced" else num_features, 64))
+        for s in steps:
+            lines.append(warp_lines(kernel, num_features, s, warp=warp))
+            sectors.append(warp_lines(kernel, num_features, s, warp=warp, line_bytes=32))
+        out[kernel] = {"lines_per_request": float(np.mean(lines)),
+                       "sectors_per_request": float(np.mean(sectors)),
+                       "useful_bytes": warp * 4,
+                       "moved_bytes": float(np.mean(sectors)) * 32}
+    return out

@@ -1,0 +1,326 @@
+"""Lesson 09 - multi-channel histogram: global atomics, privatized shared histograms,
+the two-phase design of the CS149 leaderboard work log, and a tuned kernel.
+
+The problem (CS149 histogram leaderboard, H100): ``data`` is uint8 of shape
+(length, channels), row-major; the answer is int32 (channels, 256), the histogram of each
+channel's column.  Leaderboard shape: length 1,048,576 x 512 channels (512 MiB).
+
+Host side: :func:`to_device` validates and uploads the data once (padding the channel count
+to a multiple of 4 with zero columns, so that rows can be read as packed uint16/uint32 words;
+padded channels are never counted); :func:`launch` runs one variant on device arrays and
+returns the device histogram; ``VARIANTS[name](data, **settings)`` does both, numpy in and out.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, int32, uint32
+
+from .. import runtime
+
+NOTEBOOKS = ["09_histogram"]
+NOT_SHOWN = {"zero_fill"}          # a helper that zeroes the output before atomics
+
+NUM_BINS = 256                     # one bin per uint8 value
+TP_CHANNELS = 32                   # two_phase: channels per block (8 packed uint32 words)
+TP_STRIDE = NUM_BINS + 1           # two_phase: padded shared row per channel (bank spread)
+LANES = 32                         # tuned: uint16 columns per block = 64 channels
+MAX_TUNED_ROWS = 65535             # tuned: 16-bit shared counters hold at most this many rows
+TP_SHARED = TP_CHANNELS * TP_STRIDE    # two_phase: int32 words of shared memory (32.9 KB)
+TUNED_SHARED = NUM_BINS * LANES        # tuned: uint32 words of shared memory (32 KB)
+
+
+# --- single channel ------------------------------------------------------------------------
+
+@cuda.jit
+def hist1d_global_atomics(x, hist):
+    # Thread g owns x[g], x[g + T], ... (T = all threads); hist (256,) int32 in global memory.
+    for k in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        cuda.atomic.add(hist, x[k], 1)
+
+
+@cuda.jit
+def hist1d_shared(x, hist):
+    # Same elements per thread, but counted in the block's private copy in shared memory;
+    # the block then adds its 256 counts to the global hist: one atomic per bin and block.
+    sdata = cuda.shared.array(NUM_BINS, int32)
+    t = cuda.threadIdx.x
+    for b in range(t, NUM_BINS, cuda.blockDim.x):
+        sdata[b] = 0
+    cuda.syncthreads()
+    for k in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        cuda.atomic.add(sdata, x[k], 1)
+    cuda.syncthreads()
+    for b in range(t, NUM_BINS, cuda.blockDim.x):
+        if sdata[b] > 0:
+            cuda.atomic.add(hist, b, sdata[b])
+
+
+# --- multi channel --------------------------------------------------------------------------
+
+@cuda.jit
+def histogram_global_atomics(data, hist):
+    # Thread g owns elements g, g + T, ... of the flattened row-major data (coalesced reads);
+    # every element is one atomic on hist[channel, value] in global memory.
+    n_ch = data.shape[1]
+    for k in range(cuda.grid(1), data.shape[0] * n_ch, cuda.gridsize(1)):
+        r = k // n_ch
+        c = k - r * n_ch
+        if c < hist.shape[0]:
+            cuda.atomic.add(hist, (c, data[r, c]), 1)
+
+
+@cuda.jit
+def histogram_block_per_channel(data, hist):
+    # Block c owns channel c (the column data[:, c]); thread t reads rows t, t + blockDim, ...
+    # Neighbouring threads read bytes one row (= channels bytes) apart: uncoalesced.
+    sdata = cuda.shared.array(NUM_BINS, int32)
+    c = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    for b in range(t, NUM_BINS, cuda.blockDim.x):
+        sdata[b] = 0
+    cuda.syncthreads()
+    for r in range(t, data.shape[0], cuda.blockDim.x):
+        cuda.atomic.add(sdata, data[r, c], 1)
+    cuda.syncthreads()
+    for b in range(t, NUM_BINS, cuda.blockDim.x):
+        hist[c, b] = sdata[b]
+
+
+@cuda.jit
+def histogram_two_phase(words, partial, rows_per_block):
+    # words (length, channels/4) uint32 in global memory: words[r, w] packs channels 4w..4w+3.
+    # Block (bx, by) owns channels [32 bx, 32 bx + 32) x rows [by * rows_per_block, ...):
+    # 8 threads cover the block's 32 channels of one row, so a block reads blockDim/8 rows
+    # at a time; thread t owns word column bx * 8 + t % 8, rows t // 8, + blockDim / 8, ...
+    # sh: 32 padded shared histograms; the block writes them to partial[by] (global).
+    sh = cuda.shared.array(TP_SHARED, int32)
+    t = cuda.threadIdx.x
+    for i in range(t, TP_SHARED, cuda.blockDim.x):
+        sh[i] = 0
+    cuda.syncthreads()
+    per_row = TP_CHANNELS // 4
+    w = t % per_row
+    col = cuda.blockIdx.x * per_row + w
+    r0 = cuda.blockIdx.y * rows_per_block
+    r1 = min(r0 + rows_per_block, words.shape[0])
+    if col < words.shape[1]:
+        base = 4 * w * TP_STRIDE
+        for r in range(r0 + t // per_row, r1, cuda.blockDim.x // per_row):
+            v = words[r, col]
+            cuda.atomic.add(sh, base + (v & 0xFF), 1)
+            cuda.atomic.add(sh, base + TP_STRIDE + ((v >> 8) & 0xFF), 1)
+            cuda.atomic.add(sh, base + 2 * TP_STRIDE + ((v >> 16) & 0xFF), 1)
+            cuda.atomic.add(sh, base + 3 * TP_STRIDE + (v >> 24), 1)
+    cuda.syncthreads()
+    for i in range(t, TP_CHANNELS * NUM_BINS, cuda.blockDim.x):
+        ch = i // NUM_BINS
+        b = i - ch * NUM_BINS
+        c = cuda.blockIdx.x * TP_CHANNELS + ch
+        if c < partial.shape[1]:
+            partial[cuda.blockIdx.y, c, b] = sh[ch * TP_STRIDE + b]
+
+
+@cuda.jit
+def reduce_partials(partial, hist):
+    # Thread g owns hist element g of the flattened (channels, 256) output and sums the
+    # partial histograms of every row chunk: partial[k, c, b] for k = 0 .. chunks - 1.
+    for g in range(cuda.grid(1), hist.shape[0] * NUM_BINS, cuda.gridsize(1)):
+        c = g // NUM_BINS
+        b = g - c * NUM_BINS
+        s = 0
+        for k in range(partial.shape[0]):
+            s += partial[k, c, b]
+        hist[c, b] = s
+
+
+@cuda.jit
+def histogram_tuned(pairs, out, rows_per_block):
+    # pairs (length, channels/2) uint16 in global memory: pairs[r, p] = channels 2p, 2p + 1.
+    # Block (bx, by), threads (32, W): lane x owns column bx * 32 + x (2 channels) for the
+    # rows [by * rows_per_block, ...) that warp y visits: r0 + y, r0 + y + W, ...
+    # sh[v * 32 + x] (shared) packs lane x's two 16-bit counters of value v: every lane
+    # only touches its own bank, so no bank conflicts whatever the data.  Flush: atomics
+    # into out[by % slots] (global; slots = 1: straight into the histogram).
+    sh = cuda.shared.array(TUNED_SHARED, uint32)
+    x = cuda.threadIdx.x
+    nw = cuda.blockDim.y
+    tid = cuda.threadIdx.y * LANES + x
+    for i in range(tid, TUNED_SHARED, LANES * nw):
+        sh[i] = 0
+    cuda.syncthreads()
+    col = cuda.blockIdx.x * LANES + x
+    r = cuda.blockIdx.y * rows_per_block + cuda.threadIdx.y
+    r1 = min(cuda.blockIdx.y * rows_per_block + rows_per_block, pairs.shape[0])
+    if col < pairs.shape[1]:
+        while r + 3 * nw < r1:              # 4 independent loads in flight per thread
+            p0 = pairs[r, col]
+            p1 = pairs[r + nw, col]
+            p2 = pairs[r + 2 * nw, col]
+            p3 = pairs[r + 3 * nw, col]
+            cuda.atomic.add(sh, (p0 & 0xFF) * LANES + x, 1)
+            cuda.atomic.add(sh, (p0 >> 8) * LANES + x, 65536)
+            cuda.atomic.add(sh, (p1 & 0xFF) * LANES + x, 1)
+            cuda.atomic.add(sh, (p1 >> 8) * LANES + x, 65536)
+            cuda.atomic.add(sh, (p2 & 0xFF) * LANES + x, 1)
+            cuda.atomic.add(sh, (p2 >> 8) * LANES + x, 65536)
+            cuda.atomic.add(sh, (p3 & 0xFF) * LANES + x, 1)
+            cuda.atomic.add(sh, (p3 >> 8) * LANES + x, 65536)
+            r += 4 * nw
+        while r < r1:
+            p0 = pairs[r, col]
+            cuda.atomic.add(sh, (p0 & 0xFF) * LANES + x, 1)
+            cuda.atomic.add(sh, (p0 >> 8) * LANES + x, 65536)
+            r += nw
+    cuda.syncthreads()
+    slot = cuda.blockIdx.y % out.shape[0]
+    for i in range(tid, TUNED_SHARED, LANES * nw):
+        v = i // LANES
+        c = 2 * (cuda.blockIdx.x * LANES + (i - v * LANES))
+        word = sh[i]
+        if (word & 0xFFFF) != 0 and c < out.shape[1]:
+            cuda.atomic.add(out, (slot, c, v), word & 0xFFFF)
+        if (word >> 16) != 0 and c + 1 < out.shape[1]:
+            cuda.atomic.add(out, (slot, c + 1, v), word >> 16)
+
+
+@cuda.jit
+def zero_fill(a):
+    # Thread g zeroes elements g, g + T, ... of the flattened 3-D int32 array a.
+    n1, n2 = a.shape[1], a.shape[2]
+    for g in range(cuda.grid(1), a.shape[0] * n1 * n2, cuda.gridsize(1)):
+        k = g // (n1 * n2)
+        rest = g - k * n1 * n2
+        a[k, rest // n2, rest - (rest // n2) * n2] = 0
+
+
+PTX_SIGNATURES = {
+    "hist1d_global_atomics": "void(uint8[::1], int32[::1])",
+    "hist1d_shared": "void(uint8[::1], int32[::1])",
+    "histogram_global_atomics": "void(uint8[:, ::1], int32[:, ::1])",
+    "histogram_block_per_channel": "void(uint8[:, ::1], int32[:, ::1])",
+    "histogram_two_phase": "void(uint32[:, ::1], int32[:, :, ::1], int64)",
+    "reduce_partials": "void(int32[:, :, ::1], int32[:, ::1])",
+    "histogram_tuned": "void(uint16[:, ::1], int32[:, :, ::1], int64)",
+    "zero_fill": "void(int32[:, :, ::1])",
+}
+
+
+# --- host side ------------------------------------------------------------------------------
+
+def validate(data) -> np.ndarray:
+    """``data`` as a C-contiguous uint8 (length, channels) array, or a clear ValueError."""
+    a = np.asarray(data)
+    if a.dtype != np.uint8:
+        raise ValueError(f"data must be uint8 (one byte per value, 256 bins); got {a.dtype}")
+    if a.ndim != 2:
+        raise ValueError(f"data must be 2-D (length, channels); got shape {a.shape}")
+    if a.shape[0] < 1 or a.shape[1] < 1:
+        raise ValueError(f"data is empty (shape {a.shape}): need length >= 1 and channels >= 1")
+    return np.ascontiguousarray(a)
+
+
+def to_device(data):
+    """Upload validated data once: (device uint8 array with channels padded to a multiple
+    of 4 by zero columns, true channel count)."""
+    a = validate(data)
+    n_ch = a.shape[1]
+    pad = -n_ch % 4
+    if pad:
+        a = np.concatenate([a, np.zeros((a.shape[0], pad), np.uint8)], axis=1)
+    return cuda.to_device(a), n_ch
+
+
+def sm_count() -> int:
+    """Streaming multiprocessors of this GPU (2 in the simulator, to keep launches small)."""
+    return cuda.get_current_device().MULTIPROCESSOR_COUNT if runtime.MODE == "gpu" else 2
+
+
+def chunking(length: int, chunks: int, max_rows: int | None = None) -> tuple[int, int]:
+    """(rows per block, number of row chunks) for about ``chunks`` chunks of ``length`` rows."""
+    rows = max(1, math.ceil(length / max(1, chunks)))
+    if max_rows:
+        rows = min(rows, max_rows)
+    return rows, math.ceil(length / rows)
+
+
+def launch(variant: str, d_bytes, n_ch: int, *, threads_per_block: int = 256,
+           chunks: int | None = None, warps: int = 8, slots: int = 1):
+    """Run ``variant`` on device data from :func:`to_device`; returns the device histogram
+    (n_ch, 256) int32.  ``chunks``: row chunks (default: about 4 blocks per SM)."""
+    length = d_bytes.shape[0]
+    hist = cuda.device_array((n_ch, NUM_BINS), np.int32)
+    if variant == "global_atomics":
+        zero_fill[4 * sm_count(), 256](hist.reshape(1, n_ch, NUM_BINS))
+        histogram_global_atomics[32 * sm_count(), threads_per_block](d_bytes, hist)
+    elif variant == "block_per_channel":
+        histogram_block_per_channel[n_ch, threads_per_block](d_bytes, hist)
+    elif variant == "two_phase":
+        gx = math.ceil(n_ch / TP_CHANNELS)
+        rows, gy = chunking(length, chunks or math.ceil(4 * sm_count() / gx))
+        partial = cuda.device_array((gy, n_ch, NUM_BINS), np.int32)
+        histogram_two_phase[(gx, gy), threads_per_block](d_bytes.view(np.uint32), partial, rows)
+        reduce_partials[math.ceil(n_ch * NUM_BINS / 256), 256](partial, hist)
+    elif variant == "tuned":
+        gx = math.ceil(d_bytes.shape[1] // 2 / LANES)
+        rows, gy = chunking(length, chunks or math.ceil(4 * sm_count() / gx), MAX_TUNED_ROWS)
+        out = hist.reshape(1, n_ch, NUM_BINS) if slots == 1 else \
+            cuda.device_array((min(slots, gy), n_ch, NUM_BINS), np.int32)
+        zero_fill[4 * sm_count(), 256](out)
+        histogram_tuned[(gx, gy), (LANES, warps)](d_bytes.view(np.uint16), out, rows)
+        if slots != 1:
+            reduce_partials[math.ceil(n_ch * NUM_BINS / 256), 256](out, hist)
+    else:
+        raise ValueError(f"unknown variant {variant!r}; choose from {sorted(VARIANTS)}")
+    return hist
+
+
+def _host(variant):
+    def run(data, **settings):
+        d_bytes, n_ch = to_device(data)
+        return launch(variant, d_bytes, n_ch, **settings).copy_to_host()
+    run.__name__ = f"histogram_{variant}"
+    run.__doc__ = (f"(channels, 256) int32 histogram of uint8 (length, channels) data by the "
+                   f"{variant!r} kernel(s); settings as in launch().")
+    return run
+
+
+VARIANTS = {name: _host(name) for name in
+            ("global_atomics", "block_per_channel", "two_phase", "tuned")}
+
+
+def hist1d(x, variant: str = "shared", blocks: int | None = None, threads_per_block: int = 256):
+    """Single-channel histogram (256,) int32 of a 1-D uint8 array ('global_atomics'|'shared')."""
+    x = np.ascontiguousarray(x)
+    if x.dtype != np.uint8 or x.ndim != 1 or x.size == 0:
+        raise ValueError(f"x must be a non-empty 1-D uint8 array; got {x.dtype} {x.shape}")
+    kernel = {"global_atomics": hist1d_global_atomics, "shared": hist1d_shared}[variant]
+    d_hist = cuda.to_device(np.zeros(NUM_BINS, np.int32))
+    kernel[blocks or 8 * sm_count(), threads_per_block](cuda.to_device(x), d_hist)
+    return d_hist.copy_to_host()
+
+
+def reference(data) -> np.ndarray:
+    """The exact answer: (channels, 256) int32 counts by numpy (one bincount per channel)."""
+    a = validate(data)
+    offsets = a.astype(np.int64) + NUM_BINS * np.arange(a.shape[1])
+    return np.bincount(offsets.ravel(), minlength=a.shape[1] * NUM_BINS) \
+        .reshape(a.shape[1], NUM_BINS).astype(np.int32)
+
+
+def make_data(length: int, channels: int, distribution: str = "uniform", seed: int = 0):
+    """uint8 (length, channels): 'uniform' random, 'skewed' (90% of values in 4 bins) or
+    'constant' (every channel holds one value)."""
+    rng = np.random.default_rng(seed)
+    if distribution == "uniform":
+        return rng.integers(0, 256, size=(length, channels), dtype=np.uint8)
+    if distribution == "skewed":
+        a = rng.integers(0, 256, size=(length, channels), dtype=np.uint8)
+        hot = rng.random((length, channels)) < 0.9
+        a[hot] = rng.choice(np.array([0, 1, 7, 200], np.uint8), size=int(hot.sum()))
+        return a
+    if distribution == "constant":
+        return np.broadcast_to(rng.integers(0, 256, size=channels, dtype=np.uint8),
+                               (length, channels)).copy()
+    raise ValueError(f"unknown distribution {distribution!r}: uniform, skewed or constant")

@@ -1,0 +1,117 @@
+# ENGINEERS: read /work/main/ENGINEERS.md first (it is what {COMMON} and {GPU} in your brief refer to).
+"""Lesson 01 - vector add: one thread, one block, many blocks, grid-stride loop.
+
+Follows CSE P 524 (UW, Andrew Lumsdaine), Lecture 9: ``y[i] = x[i] + y[i]`` for N = 2^20
+floats, first with one CUDA thread, then one block of 256 threads, then many blocks.
+Also the 2-D ``matrixAdd`` of CSE/DSC 291 (UCSD).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda
+
+from .. import runtime
+
+NOTEBOOKS = ["01_vector_add"]
+NOT_SHOWN = {"matrix_add"}  # the solution of exercise 2: the notebook has it as an exercise
+
+
+@cuda.jit
+def add_one_thread(n, x, y):
+    # Launched as [1, 1]: the single thread walks all n elements (x, y in global memory).
+    for i in range(n):
+        y[i] = x[i] + y[i]
+
+
+@cuda.jit
+def add_one_block(n, x, y):
+    # One block: thread t owns elements t, t + blockDim.x, t + 2 * blockDim.x, ...
+    index = cuda.threadIdx.x
+    stride = cuda.blockDim.x
+    for i in range(index, n, stride):
+        y[i] = x[i] + y[i]
+
+
+@cuda.jit
+def add_grid_stride(n, x, y):
+    # Any grid: thread g owns elements g, g + T, g + 2T, ... where T = all threads launched.
+    index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    stride = cuda.blockDim.x * cuda.gridDim.x
+    for i in range(index, n, stride):
+        y[i] = x[i] + y[i]
+
+
+@cuda.jit
+def matrix_add(A, B, C):
+    # 2-D grid of 2-D blocks: thread (i, j) owns C[j, i]; arrays are (Ny, Nx), row-major.
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    j = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    if i < C.shape[1] and j < C.shape[0]:   # guard: Nx, Ny need not be multiples of the block
+        C[j, i] = A[j, i] + B[j, i]
+
+
+PTX_SIGNATURES = {
+    "add_one_thread": "void(int64, float32[::1], float32[::1])",
+    "add_one_block": "void(int64, float32[::1], float32[::1])",
+    "add_grid_stride": "void(int64, float32[::1], float32[::1])",
+    "matrix_add": "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])",
+}
+
+
+def default_blocks() -> int:
+    """A grid that fills the device: 32 blocks per SM on a GPU, 2 blocks in the simulator."""
+    if runtime.MODE == "gpu":
+        return 32 * cuda.get_current_device().MULTIPROCESSOR_COUNT
+    return 2
+
+
+def launch(variant: str, n: int, x, y, threads_per_block: int = 256, blocks: int | None = None):
+    """Launch one variant on device arrays x, y (y is updated in place)."""
+    if variant == "one_thread":
+        add_one_thread[1, 1](n, x, y)
+    elif variant == "one_block":
+        add_one_block[1, threads_per_block](n, x, y)
+    elif variant == "many_blocks":
+        add_grid_stride[math.ceil(n / threads_per_block), threads_per_block](n, x, y)
+    elif variant == "grid_stride":
+        add_grid_stride[blocks or default_blocks(), threads_per_block](n, x, y)
+    else:
+        raise ValueError(f"unknown variant {variant!r}; choose from {sorted(VARIANTS)}")
+
+
+def _host(variant):
+    def run(x, y, threads_per_block: int = 256, blocks: int | None = None):
+        x, y = _validate(x, y)
+        d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+        launch(variant, x.size, d_x, d_y, threads_per_block, blocks)
+        return d_y.copy_to_host()
+    run.__name__ = f"vector_add_{variant}"
+    run.__doc__ = f"x + y computed by the {variant!r} kernel (numpy in, numpy out)."
+    return run
+
+
+def _validate(x, y):
+    x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+    if x.ndim != 1 or x.shape != y.shape:
+        raise ValueError(f"x and y must be 1-D arrays of the same length; got {x.shape}, {y.shape}")
+    if x.size == 0:
+        raise ValueError("x and y are empty: nothing to add")
+    return x, y
+
+
+VARIANTS = {name: _host(name) for name in ("one_thread", "one_block", "many_blocks", "grid_stride")}
+
+
+def reference(x, y):
+    """x + y in float64."""
+    return np.asarray(x, dtype=np.float64) + np.asarray(y, dtype=np.float64)
+
+
+# The lecture's table (CSE P 524, Lecture 9): N = 2^20 floats; time in ms.
+LECTURE_TABLE = {
+    "one_thread": {"GT 750M": 411.0, "K80": 463.0},
+    "one_block": {"GT 750M": 3.2, "K80": 2.7},
+    "many_blocks": {"GT 750M": 0.68, "K80": 0.09},
+}

@@ -1,0 +1,264 @@
+"""Lesson 03 - window average (conv1d): global reads, a shared ``support`` array, constant weights.
+
+Follows CSE/DSC 291 Deep Learning Systems (UCSD), "GPU and CUDA basics": the CPU loop
+``output[i] = (input[i] + input[i+1] + input[i+2]) / 3`` for N = 1024 * 1024 outputs and
+an input of N + 2, then GPU v1 (three global reads per thread) and GPU v2 (a block loads
+THREADS_PER_BLK + 2 inputs once into shared memory).  The constant-memory variant follows
+the CS 483 GPT-2 final report (Req 6: layernorm weights in ``__constant__`` memory).
+
+The shared kernels use THREADS_PER_BLK as a compile-time constant, exactly as the lecture's
+``#define``; :func:`make_shared_kernels` compiles them for another block size (the slider).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import threading
+
+import numpy as np
+from numba import cuda, float32
+
+NOTEBOOKS = ["03_window_average"]
+
+THREADS_PER_BLK = 128                                  # the lecture's #define
+WEIGHTS = np.full(3, 1.0 / 3.0, dtype=np.float32)      # lives in constant memory below
+
+
+@cuda.jit
+def convolve_global(N, input, output):
+    # v1: thread `index` owns output[index]; three reads of input, all from global memory.
+    index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if index < N:                       # guard: N need not be a multiple of the block
+        result = float32(0.0)
+        for i in range(3):
+            result += input[index + i]
+        output[index] = result / float32(3.0)
+
+
+def make_shared_kernels(THREADS_PER_BLK):
+    """The two shared-memory kernels compiled for one block size (a compile-time constant)."""
+
+    @cuda.jit
+    def convolve_shared(N, input, output):
+        # v2: thread `index` owns output[index]; the block first copies its THREADS_PER_BLK + 2
+        # inputs from global memory into `support` (shared memory), once each.
+        index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        tx = cuda.threadIdx.x
+        support = cuda.shared.array(THREADS_PER_BLK + 2, float32)   # per-block allocation
+        if index < N + 2:
+            support[tx] = input[index]
+        if tx < 2 and index + THREADS_PER_BLK < N + 2:               # the halo: two more inputs
+            support[THREADS_PER_BLK + tx] = input[index + THREADS_PER_BLK]
+        cuda.syncthreads()                  # every load is done before anyone reads support
+        if index < N:
+            result = float32(0.0)
+            for i in range(3):
+                result += support[tx + i]
+            output[index] = result / float32(3.0)
+
+    @cuda.jit
+    def convolve_shared_const(N, input, output):
+        # v2 with the three weights in constant memory (read through the constant cache,
+        # one broadcast per warp); thread `index` owns output[index].
+        weights = cuda.const.array_like(WEIGHTS)
+        index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        tx = cuda.threadIdx.x
+        support = cuda.shared.array(THREADS_PER_BLK + 2, float32)
+        if index < N + 2:
+            support[tx] = input[index]
+        if tx < 2 and index + THREADS_PER_BLK < N + 2:
+            support[THREADS_PER_BLK + tx] = input[index + THREADS_PER_BLK]
+        cuda.syncthreads()
+        if index < N:
+            result = float32(0.0)
+            for i in range(3):
+                result += weights[i] * support[tx + i]
+            output[index] = result
+
+    return convolve_shared, convolve_shared_const
+
+
+convolve_shared, convolve_shared_const = make_shared_kernels(THREADS_PER_BLK)
+
+_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_kernels(threads_per_blk: int):
+    if threads_per_blk == THREADS_PER_BLK:
+        return convolve_shared, convolve_shared_const
+    return make_shared_kernels(threads_per_blk)
+
+
+PTX_SIGNATURES = {name: "void(int64, float32[::1], float32[::1])"
+                  for name in ("convolve_global", "convolve_shared", "convolve_shared_const")}
+
+
+# ---------------------------------------------------------------------------------------
+# host side
+
+def cpu_loop(input):
+    """The lecture's CPU loop, in plain Python (slow: for small inputs only)."""
+    output = np.empty(len(input) - 2, dtype=np.float32)
+    for i in range(len(input) - 2):
+        output[i] = (input[i] + input[i + 1] + input[i + 2]) / np.float32(3.0)
+    return output
+
+
+def launch(variant: str, n: int, d_input, d_output, threads_per_block: int = THREADS_PER_BLK):
+    """Launch one variant on device arrays (d_input has n + 2 elements, d_output n)."""
+    blocks = math.ceil(n / threads_per_block)
+    if variant == "global":
+        convolve_global[blocks, threads_per_block](n, d_input, d_output)
+        return
+    shared, shared_const = _shared_kernels(threads_per_block)
+    if variant == "shared":
+        shared[blocks, threads_per_block](n, d_input, d_output)
+    elif variant == "shared_const_weights":
+        shared_const[blocks, threads_per_block](n, d_input, d_output)
+    else:
+        raise ValueError(f"unknown variant {variant!r}; choose from {sorted(VARIANTS)}")
+
+
+def _validate(x, threads_per_block):
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim != 1 or x.size < 3:
+        raise ValueError(f"x must be a 1-D array of at least 3 elements; got shape {x.shape}")
+    if not (1 <= threads_per_block <= 1024):
+        raise ValueError(f"threads_per_block must be in 1..1024, not {threads_per_block}")
+    return x
+
+
+def _host(variant):
+    def run(x, threads_per_block: int = THREADS_PER_BLK):
+        x = _validate(x, threads_per_block)
+        n = x.size - 2
+        d_in, d_out = cuda.to_device(x), cuda.device_array(n, dtype=np.float32)
+        launch(variant, n, d_in, d_out, threads_per_block)
+        return d_out.copy_to_host()
+    run.__name__ = f"window_{variant}"
+    run.__doc__ = f"y[i] = mean(x[i:i+3]) by the {variant!r} kernel (float32; len(y) = len(x) - 2)."
+    return run
+
+
+VARIANTS = {name: _host(name) for name in ("global", "shared", "shared_const_weights")}
+
+
+def reference(x):
+    """mean(x[i:i+3]) for every i, in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    return (x[:-2] + x[1:-1] + x[2:]) / 3.0
+
+
+def moved_bytes(n: int) -> int:
+    """The minimum traffic (bytes): read n + 2 floats once, write n floats."""
+    return 4 * (2 * n + 2)
+
+
+# ---------------------------------------------------------------------------------------
+# counting reads: run a kernel in the simulator with arrays that count element reads
+
+class CountingArray(np.ndarray):
+    """A numpy array that counts how many elements kernels read from it (thread-safe)."""
+
+    def __array_finalize__(self, obj):
+        self.reads = getattr(obj, "reads", None)
+
+    def __getitem__(self, idx):
+        out = super().__getitem__(idx)
+        if self.reads is not None:
+            with _LOCK:
+                self.reads[0] += np.size(out)
+        return out
+
+
+def counting(a, reads: list | None = None):
+    """A simulator device array over a copy of ``a``; element reads are added to ``reads[0]``."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    host = np.array(a).view(CountingArray)
+    host.reads = reads if reads is not None else [0]
+    dev = FakeCUDAArray(host)
+    dev.reads = host.reads
+    return dev
+
+
+class counting_shared:
+    """Context manager: static shared arrays made inside it count their element reads."""
+
+    def __init__(self):
+        self.reads = [0]
+
+    def __enter__(self):
+        import sys
+        import traceback
+
+        from numba.cuda.simulator.kernelapi import FakeCUDAShared
+        from numba.np import numpy_support
+
+        self._cls, self._orig = FakeCUDAShared, FakeCUDAShared.array
+        reads = self.reads
+
+        def array(shared, shape, dtype, alignment=None):
+            if shape == 0:
+                return self._orig(shared, shape, dtype, alignment)
+            caller = traceback.extract_stack(sys._getframe())[-2][0:2]  # one array per line
+            allocs = shared.__dict__.setdefault("_counted", {})
+            if caller not in allocs:
+                dt = numpy_support.as_dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
+                allocs[caller] = np.empty(shape, dt).view(CountingArray)
+                allocs[caller].reads = reads
+            return allocs[caller]
+
+        FakeCUDAShared.array = array
+        return self
+
+    def __exit__(self, *exc):
+        self._cls.array = self._orig
+        return False
+
+
+def count_block_reads(threads_per_blk: int = THREADS_PER_BLK) -> dict:
+    """Global and shared reads of one block of v1 and v2 (simulator only; a GPU cannot count)."""
+    from .. import runtime
+
+    if runtime.MODE != "sim":
+        raise RuntimeError("counting runs kernels in the simulator: use count_reads_anywhere")
+    n = threads_per_blk
+    x = np.random.default_rng(0).uniform(-1, 1, n + 2).astype(np.float32)
+    out = {}
+    for variant in ("global", "shared"):
+        d_in = counting(x)
+        d_out = cuda.device_array(n, dtype=np.float32)
+        with counting_shared() as sh:
+            launch(variant, n, d_in, d_out, threads_per_blk)
+        out[variant] = {"global": d_in.reads[0], "shared": sh.reads[0]}
+    return out
+
+
+def in_simulator(module: str, func: str, **kwargs):
+    """``module.func(**kwargs)`` (JSON in and out) here in the simulator, or in a
+    simulator subprocess when this process drives a GPU (counting needs the simulator)."""
+    import importlib
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from .. import runtime
+
+    if runtime.MODE == "sim":
+        return getattr(importlib.import_module(module), func)(**kwargs)
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    script = (f"import course, importlib, json\n"
+              f"r = getattr(importlib.import_module({module!r}), {func!r})(**{kwargs!r})\n"
+              f"print('JSON' + json.dumps(r))\n")
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=600)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("JSON")]
+    if not lines:
+        raise RuntimeError(f"simulator subprocess failed:\n{proc.stderr[-2000:]}")
+    return json.loads(lines[-1][4:])

@@ -1,0 +1,209 @@
+# ENGINEERS: read /work/main/ENGINEERS.md first (it is what {COMMON} and {GPU} in your brief refer to).
+"""The one slider panel every lesson uses.
+
+    panel = course.widgets.SliderPanel(
+        {"grid-stride": run_add},                    # name -> run(**params) -> Timing
+        sliders={"threads_per_block": [32, 64, 128, 256, 512, 1024],
+                 "blocks": [1, 8, 64, 512]},
+        nbytes=lambda p: 3 * N * 4)                  # bytes moved per call -> GB/s axis
+    panel                                            # last expression in a cell: shows it
+
+Moving a slider re-launches every variant at the new setting and redraws the plot in
+place (a PNG in an ``ipywidgets.Image``: no extension beyond ipywidgets 8).  "Sweep"
+runs the whole range of the x slider.  Everything can be driven from code too:
+``panel.set(threads_per_block=128)``, ``panel.sweep()``, ``panel.results``.
+"""
+from __future__ import annotations
+
+import itertools
+
+import ipywidgets as W
+
+from . import perf, plots, runtime
+from .timing import Timing
+
+
+class SliderPanel:
+    """Sliders for launch parameters, a re-run on change, and a time/bandwidth plot."""
+
+    def __init__(self, variants, sliders: dict, *, x: str | None = None, nbytes=None,
+                 flops=None, constraint=None, title: str = "", value: dict | None = None):
+        if callable(variants):
+            variants = {"kernel": variants}
+        if not variants or not sliders:
+            raise ValueError("SliderPanel needs at least one variant and one slider")
+        for name, options in sliders.items():
+            if len(options) == 0:
+                raise ValueError(f"slider {name!r} has no options")
+        self.variants = dict(variants)
+        self.x = x or next(iter(sliders))
+        if self.x not in sliders:
+            raise ValueError(f"x={self.x!r} is not one of the sliders {list(sliders)}")
+        self.nbytes, self.flops, self.constraint = nbytes, flops, constraint
+        self.title = title
+        self.results: dict[tuple, dict[str, Timing]] = {}
+        self.runs = 0  # kernel launches done through the panel (for tests)
+        self.sliders = {
+            name: W.SelectionSlider(options=list(opts), description=name,
+                                    value=(value or {}).get(name, _middle(opts)),
+                                    continuous_update=False,
+                                    style={"description_width": "initial"},
+                                    layout=W.Layout(width="420px"))
+            for name, opts in sliders.items()}
+        self.sweep_button = W.Button(description=f"Sweep {self.x}", icon="play",
+                                     tooltip=f"run every value of {self.x}")
+        self.status = W.HTML()
+        self.image = W.Image(format="png")
+        self.image.layout.max_width = "100%"
+        for s in self.sliders.values():
+            s.observe(self._on_change, names="value")
+        self.sweep_button.on_click(lambda _b: self.sweep())
+        mode = W.HTML(f"<small><b>{runtime.mode_label()}</b>"
+                      + ("" if runtime.MODE == "gpu" else
+                         ": times are CPU wall time of the simulation, not GPU speed") + "</small>")
+        self.widget = W.VBox([W.HTML(f"<b>{title}</b>") if title else W.HTML(""), mode,
+                              *self.sliders.values(), self.sweep_button, self.status,
+                              self.image])
+        self.update()
+
+    # -- state -------------------------------------------------------------------------
+    @property
+    def params(self) -> dict:
+        """The current slider values."""
+        return {k: s.value for k, s in self.sliders.items()}
+
+    def _key(self, params: dict) -> tuple:
+        return tuple(params[k] for k in self.sliders)
+
+    def set(self, **params) -> None:
+        """Move sliders from code (each change re-runs, like a user's)."""
+        for k, v in params.items():
+            if k not in self.sliders:
+                raise KeyError(f"no slider {k!r}; sliders are {list(self.sliders)}")
+            if v not in self.sliders[k].options:
+                raise ValueError(f"{k}={v!r} is not one of {list(self.sliders[k].options)}")
+            self.sliders[k].value = v
+
+    def _on_change(self, _change) -> None:
+        self.update()
+
+    # -- running -----------------------------------------------------------------------
+    def measure(self, params: dict) -> dict[str, Timing] | None:
+        """Run every variant at ``params`` (cached); None if the constraint rejects them."""
+        key = self._key(params)
+        if key in self.results:
+            return self.results[key]
+        if self.constraint:
+            why = self.constraint(**params)
+            if why:
+                return None
+        out = {}
+        for name, fn in self.variants.items():
+            t = fn(**params)
+            out[name] = t if isinstance(t, Timing) else Timing([float(t)], label=name)
+            self.runs += 1
+        self.results[key] = out
+        return out
+
+    def update(self) -> None:
+        """Run at the current setting and redraw."""
+        params = self.params
+        why = self.constraint(**params) if self.constraint else None
+        if why:
+            self.status.value = f"<span style='color:#a00'>Not a valid setting: {why}</span>"
+        else:
+            try:
+                res = self.measure(params)
+                self.status.value = _status_html(res, params, self.nbytes, self.flops)
+            except Exception as exc:  # noqa: BLE001 - show the error beside the sliders
+                self.status.value = (f"<span style='color:#a00'>{type(exc).__name__}: "
+                                     f"{_escape(str(exc))[:400]}</span>")
+        self.redraw()
+
+    def sweep(self) -> None:
+        """Run every value of the x slider at the other sliders' current values."""
+        params = self.params
+        opts = list(self.sliders[self.x].options)
+        for i, v in enumerate(opts):
+            self.status.value = f"sweeping {self.x}: {v} ({i + 1}/{len(opts)})..."
+            p = dict(params, **{self.x: v})
+            if not (self.constraint and self.constraint(**p)):
+                self.measure(p)
+        self.status.value = f"swept {len(opts)} values of {self.x}"
+        self.redraw()
+
+    def sweep_all(self) -> None:
+        """Run every combination of every slider (for a heat map or a report)."""
+        for combo in itertools.product(*(s.options for s in self.sliders.values())):
+            p = dict(zip(self.sliders, combo))
+            if not (self.constraint and self.constraint(**p)):
+                self.measure(p)
+        self.redraw()
+
+    # -- drawing -----------------------------------------------------------------------
+    def redraw(self) -> None:
+        rate = self.nbytes or self.flops
+        fig, axes = plots.figure(figsize=(9, 3.4) if rate else (5.5, 3.4), ncols=2 if rate else 1)
+        ax_t = axes[0] if rate else axes
+        params = self.params
+        xs = list(self.sliders[self.x].options)
+        times, rates = {}, {}
+        for name in self.variants:
+            times[name], rates[name] = [], []
+            for v in xs:
+                p = dict(params, **{self.x: v})
+                t = self.results.get(self._key(p), {}).get(name)
+                times[name].append(t.median_ms if t else None)
+                rates[name].append(_rate(t, p, self.nbytes, self.flops) if (t and rate) else None)
+        numeric = all(isinstance(v, (int, float)) for v in xs)
+        plots.sweep(xs if numeric else list(range(len(xs))), times, xlabel=self.x,
+                    ylabel="time (ms)", axes=ax_t, highlight=params[self.x] if numeric else
+                    xs.index(params[self.x]), logx=numeric and _is_pow2(xs), logy=True,
+                    title=self.title)
+        if rate:
+            c = perf.measured_ceilings() if runtime.MODE == "gpu" else {}
+            ceiling = c.get("copy_gbps") if self.nbytes else (
+                c.get("fp32_tflops") and c["fp32_tflops"] * 1e3)
+            plots.sweep(xs if numeric else list(range(len(xs))), rates, xlabel=self.x,
+                        ylabel="GB/s" if self.nbytes else "GFLOP/s", axes=axes[1],
+                        highlight=params[self.x] if numeric else xs.index(params[self.x]),
+                        logx=numeric and _is_pow2(xs), ceiling=ceiling,
+                        ceiling_label="measured copy bandwidth" if self.nbytes else "FP32 peak")
+        self.image.value = plots.png_bytes(fig)
+        plots.close(fig)
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+
+
+def _rate(t: Timing, params: dict, nbytes, flops) -> float:
+    if nbytes:
+        return t.gbps(nbytes(params) if callable(nbytes) else nbytes)
+    return t.gflops(flops(params) if callable(flops) else flops)
+
+
+def _status_html(res, params, nbytes, flops) -> str:
+    parts = []
+    for name, t in (res or {}).items():
+        r = f", {_rate(t, params, nbytes, flops):.3g} {'GB/s' if nbytes else 'GFLOP/s'}" \
+            if (nbytes or flops) else ""
+        parts.append(f"<b>{_escape(name)}</b>: {t.median_ms:.4g} ms{r}")
+    where = "" if runtime.MODE == "gpu" else " <i>(simulator wall time)</i>"
+    return " &nbsp;|&nbsp; ".join(parts) + where
+
+
+def _middle(opts):
+    opts = list(opts)
+    return opts[len(opts) // 2]
+
+
+def _is_pow2(xs) -> bool:
+    return all(isinstance(v, int) and v > 0 and v & (v - 1) == 0 for v in xs)
+
+
+def _escape(s: str) -> str:
+    import html
+
+    return html.escape(s)

@@ -1,0 +1,122 @@
+"""course.check semantics: never raises for a wrong kernel, says what is wrong, can fail."""
+import numpy as np
+import pytest
+from numba import cuda
+
+import course
+from course.exercises import EXACT, Case, Exercise, Tolerance
+import importlib
+from course.grading.progress import load
+check_mod = importlib.import_module("course.grading.check")  # the module, not the function
+from test_vector_add import no_bounds_guard, solution_add, writes_only_even_indices
+
+
+@cuda.jit
+def raises_inside(n, x, y):
+    i = cuda.grid(1)
+    if i == 3:
+        y[10**9] = 1.0  # far out of bounds
+
+
+@cuda.jit
+def endless(n, x, y):
+    i = 0
+    while i < n:
+        i = i * 1
+
+
+def test_unknown_exercise_is_reported_not_raised():
+    r = course.check("no_such_exercise", solution_add, record=False)
+    assert not r.passed and "known exercises" in repr(r)
+
+
+def test_plain_python_function_is_reported():
+    def add(n, x, y):
+        pass
+    r = course.check("vector_add", add, record=False)
+    assert not r.passed and "@cuda.jit" in repr(r)
+    r = course.check("vector_add", None, record=False)
+    assert not r.passed
+
+
+def test_crash_names_thread_block_and_line():
+    r = course.check("vector_add", raises_inside, record=False)
+    assert not r.passed
+    text = repr(r)
+    assert "thread (3)" in text and "block (0)" in text and "of raises_inside (`y[10**9] = 1.0  # far out of bounds`)" in text
+
+
+def test_time_limit_stops_an_endless_kernel_and_skips_the_rest():
+    r = course.check("vector_add", endless, time_limit=1.0, record=False)
+    assert not r.passed
+    assert r.cases[0].timed_out and "time limit" in r.cases[0].message
+    assert all("skipped" in c.message for c in r.cases[1:])
+    # the simulator threads are gone: a correct kernel still checks fine afterwards
+    assert course.check("vector_add", solution_add, record=False).passed
+
+
+def test_same_seed_replays_same_inputs():
+    a = course.check("vector_add", writes_only_even_indices, seed=1234, record=False)
+    b = course.check("vector_add", writes_only_even_indices, seed=1234, record=False)
+    c = course.check("vector_add", writes_only_even_indices, seed=99, record=False)
+    assert [x.message for x in a.cases] == [x.message for x in b.cases]
+    assert [x.message for x in a.cases] != [x.message for x in c.cases]
+
+
+def test_html_report_has_status_and_tolerance():
+    r = course.check("vector_add", solution_add, record=False)
+    html = r._repr_html_()
+    assert "data-passed='true'" in html and "tolerance" in html and "simulator" in html
+    bad = course.check("vector_add", no_bounds_guard, record=False)
+    assert "data-passed='false'" in bad._repr_html_()
+    assert bool(r) and not bool(bad)
+
+
+def test_progress_is_recorded():
+    course.check("vector_add", solution_add)
+    assert load()["vector_add"]["passed"] is True
+    course.check("vector_add", no_bounds_guard)
+    entry = load()["vector_add"]
+    assert entry["passed"] is False and entry["ever_passed"] is True and entry["mode"] == "sim"
+    text = repr(course.progress())
+    assert "vector_add" in text and "matrix_add" in text
+
+
+# -- the comparison and guard-band helpers on their own ---------------------------------
+
+def test_compare_reports_first_wrong_index_and_unwritten():
+    exp = np.arange(5, dtype=np.float64)
+    got = exp.astype(np.float32)
+    tol = Tolerance(rtol=1e-6, atol=1e-6)
+    assert check_mod.compare("y", got, exp, tol) is None
+    got[3] = 7
+    assert "first at index 3: got 7, expected 3" in check_mod.compare("y", got, exp, tol)
+    got[2] = np.nan
+    assert "y[2] was never written" in check_mod.compare("y", got, exp, tol)
+    ints = np.array([1, 2, 3], dtype=np.int32)
+    assert check_mod.compare("h", ints, np.array([1, 2, 4]), EXACT).startswith("h: 1 of 3")
+
+
+def test_guard_band_detects_writes_past_the_end():
+    buf = check_mod._guarded((4,), np.float32, fill=np.ones(4))
+    assert check_mod._guard_message("y", buf, (4,)) is None
+    buf[5] = 1.0
+    assert "y[5]" in check_mod._guard_message("y", buf, (4,))
+    buf2 = check_mod._guarded((2, 3), np.int32, fill=np.ones((2, 3)))
+    buf2[1, 3] = 0
+    assert "(1, 3)" in check_mod._guard_message("C", buf2, (2, 3))
+
+
+class BrokenSpec(Exercise):
+    def cases(self):
+        return [Case("n = 4", {"n": 4}, (1,), (4,))]
+
+    def make_inputs(self, case, rng):
+        raise RuntimeError("spec bug")
+
+
+def test_a_broken_spec_is_reported_not_raised(monkeypatch):
+    spec = BrokenSpec("broken", "xx", "@cuda.jit def f()", "nothing")
+    monkeypatch.setattr(check_mod._ex, "get", lambda name: spec)
+    r = course.check("broken", solution_add, record=False)
+    assert not r.passed and "spec itself failed" in repr(r)

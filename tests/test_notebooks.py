@@ -1,0 +1,47 @@
+"""Notebooks are committed without outputs and execute top to bottom headless (simulator)."""
+import json
+import os
+import time
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from conftest import REPO
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+TIME_LIMIT_S = int(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "600"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_without_outputs(path):
+    nb = json.loads(path.read_text())
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            assert not cell.get("outputs"), f"{path.name} cell {i} has outputs: clear them"
+            assert cell.get("execution_count") is None, f"{path.name} cell {i} has a count"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_first_code_cell_imports_course_first(path):
+    nb = json.loads(path.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    first = "".join(code[0]["source"]).strip().splitlines()
+    imports = [l for l in first if l.startswith(("import ", "from "))]
+    assert imports and imports[0] == "import course", f"{path.name}: `import course` must be first"
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_executes_headless(path, tmp_path):
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=TIME_LIMIT_S, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    t0 = time.time()
+    client.execute()  # raises CellExecutionError on the first cell that errors
+    elapsed = time.time() - t0
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors, errors
+    print(f"{path.name}: {elapsed:.1f} s")
+    nbformat.write(nb, tmp_path / path.name)

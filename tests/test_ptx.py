@@ -1,0 +1,69 @@
+"""The simulator accepts code a GPU compiler rejects: compile every kernel in course/kernels
+to PTX for real targets (sm_90 and sm_75), in a subprocess with the simulator off.
+Needs no GPU and no driver, only the numba-cuda[cu12] toolkit wheels."""
+import json
+import os
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import course.kernels
+
+MODULES = [m.name for m in pkgutil.iter_modules(course.kernels.__path__)]
+
+SCRIPT = r"""
+import importlib, json, sys
+import course
+from numba import cuda
+mod = importlib.import_module("course.kernels." + sys.argv[1])
+kernels = {n for n, o in vars(mod).items()
+           if getattr(getattr(o, "py_func", None), "__module__", None) == mod.__name__
+           and not getattr(o, "targetoptions", {}).get("device", False)}
+sigs = getattr(mod, "PTX_SIGNATURES", {})
+out = {"missing": sorted(kernels - set(sigs) - set(getattr(mod, "GPU_ONLY_LINKED", ()))),
+       "compiled": [], "errors": []}
+for name, sig in sigs.items():
+    for cc in [(9, 0), (7, 5)]:
+        try:
+            ptx, _ = cuda.compile_ptx(getattr(mod, name).py_func, sig, cc=cc)
+            assert ".entry" in ptx or ".func" in ptx
+            out["compiled"].append(f"{name}@{cc}")
+        except Exception as e:
+            out["errors"].append(f"{name}@{cc}: {type(e).__name__}: {str(e)[:300]}")
+print("JSON" + json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("modname", MODULES)
+def test_kernels_compile_to_ptx_for_real_gpus(modname):
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, modname], env=env,
+                          capture_output=True, text=True, timeout=600)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")]
+    assert line, f"compile script failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    out = json.loads(line[-1][4:])
+    assert not out["missing"], f"kernels without PTX_SIGNATURES entry: {out['missing']}"
+    assert not out["errors"], "\n".join(out["errors"])
+    assert out["compiled"], "nothing compiled"
+
+
+def test_ptx_compile_rejects_what_the_simulator_accepts():
+    """Proof the PTX test can fail: a dict inside a kernel runs in the simulator, not on a GPU."""
+    script = r"""
+import course
+from numba import cuda
+def bad(x):
+    d = {1: 2.0}
+    x[0] = d[1]
+try:
+    cuda.compile_ptx(bad, "void(float32[::1])", cc=(9, 0))
+    print("COMPILED")
+except Exception as e:
+    print("REJECTED", type(e).__name__)
+"""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert "REJECTED TypingError" in proc.stdout, proc.stdout + proc.stderr[-2000:]
