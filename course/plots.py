@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg", force=False)
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
 
 from . import runtime  # noqa: E402
 
@@ -67,8 +68,12 @@ def sweep(xs, series: dict, *, xlabel: str, ylabel: str, axes, highlight=None,
                 va="bottom", fontsize=8)
     if logx:
         ax.set_xscale("log", base=2)
+        ax.set_xticks(list(xs), [f"{x:g}" for x in xs])
+        ax.xaxis.set_minor_locator(NullLocator())
     if logy:
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:

@@ -146,20 +146,32 @@ def device_info() -> dict:
     info.update(
         name=dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name),
         compute_capability=tuple(dev.compute_capability),
-        sm_count=dev.MULTIPROCESSOR_COUNT,
+        sm_count=_attr(dev, "MULTIPROCESSOR_COUNT"),
         memory_gib=round(total / 2**30, 1),
-        max_threads_per_block=dev.MAX_THREADS_PER_BLOCK,
-        max_shared_per_block=dev.MAX_SHARED_MEMORY_PER_BLOCK,
-        max_shared_per_sm=getattr(dev, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", None),
-        max_threads_per_sm=dev.MAX_THREADS_PER_MULTI_PROCESSOR,
-        max_regs_per_block=dev.MAX_REGISTERS_PER_BLOCK,
-        max_regs_per_sm=getattr(dev, "MAX_REGISTERS_PER_MULTIPROCESSOR", None),
-        max_blocks_per_sm=getattr(dev, "MAX_BLOCKS_PER_MULTIPROCESSOR", None),
-        warp_size=dev.WARP_SIZE,
-        l2_mib=round(dev.L2_CACHE_SIZE / 2**20, 1),
+        max_threads_per_block=_attr(dev, "MAX_THREADS_PER_BLOCK"),
+        max_shared_per_block=_attr(dev, "MAX_SHARED_MEMORY_PER_BLOCK"),
+        max_shared_per_block_optin=_attr(dev, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+        max_shared_per_sm=_attr(dev, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
+        max_threads_per_sm=_attr(dev, "MAX_THREADS_PER_MULTIPROCESSOR",
+                                 "MAX_THREADS_PER_MULTI_PROCESSOR"),
+        max_regs_per_block=_attr(dev, "MAX_REGISTERS_PER_BLOCK"),
+        max_regs_per_sm=_attr(dev, "MAX_REGISTERS_PER_MULTIPROCESSOR"),
+        max_blocks_per_sm=_attr(dev, "MAX_BLOCKS_PER_MULTIPROCESSOR"),
+        warp_size=_attr(dev, "WARP_SIZE"),
+        l2_mib=round((_attr(dev, "L2_CACHE_SIZE") or 0) / 2**20, 1),
         driver_cuda=_driver_version(),
     )
     return info
+
+
+def _attr(dev, *names):
+    """The first of the device attributes ``names`` that this driver binding knows (or None)."""
+    for name in names:
+        try:
+            return getattr(dev, name)
+        except AttributeError:
+            continue
+    return None
 
 
 def device_name() -> str:

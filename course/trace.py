@@ -8,8 +8,11 @@ Simulator mode only (``course.MODE == "sim"``)::
     t.bank_conflicts()          # Table per shared array: requests, wavefronts, replays
     t.races()                   # list[Problem]: data races (both threads + source lines)
     t.problems()                # races + uninitialized shared reads + partial syncthreads
-    t.counts("x")               # per-thread (reads, writes) of one array, shaped like block
+    t.counts("x")               # per-thread (reads, writes) of one array: (blocks, threads)
     fig = t.plot("x")           # read/write count grid + access map coloured by warp
+
+    with course.trace.recording() as traces:     # trace launches made by other code
+        host_function(x)                         # -> traces: list[Trace]
 
 Arguments are passed as to a normal launch (numpy arrays are written back; ``cuda.to_device``
 arrays work too); ``shared_bytes=`` sets dynamic shared memory.  Each access of an array
@@ -247,14 +250,11 @@ def _unwrap(arg):
     return inner if isinstance(inner, np.ndarray) else None
 
 
-def run(kernel, grid, block, *args, shared_bytes: int = 0) -> "Trace":
-    """Launch ``kernel[grid, block](*args)`` in the simulator, recording every access of its
-    array arguments and shared arrays; return a :class:`Trace`."""
-    if runtime.MODE != "sim":
-        raise RuntimeError("course.trace runs kernels in the simulator only; this session "
-                           "uses a real GPU (set NUMBA_ENABLE_CUDASIM=1 before import course)")
-    from . import simwarp
+def _traced_launch(kernel, grid, block, shared_bytes, args, launch) -> "Trace":
+    """Wrap the array arguments, call ``launch(wrapped_args)`` with recording on."""
     from numba.cuda.errors import normalize_kernel_dimensions
+
+    from . import simwarp
 
     simwarp.install()
     grid_dim, block_dim = normalize_kernel_dimensions(grid, block)
@@ -273,9 +273,52 @@ def run(kernel, grid, block, *args, shared_bytes: int = 0) -> "Trace":
         wrapped.append(_Traced(arr, rec.array(("arg", i), name, "global", base), rec))
     notes_before = len(simwarp.NOTES)
     with _patched(rec):
-        kernel[grid, block, 0, shared_bytes](*wrapped)
+        launch(wrapped)
     return Trace(rec, tuple(grid_dim), tuple(block_dim), getattr(kernel, "__name__", "kernel"),
                  simwarp.NOTES[notes_before:])
+
+
+def _require_sim():
+    if runtime.MODE != "sim":
+        raise RuntimeError("course.trace runs kernels in the simulator only; this session "
+                           "uses a real GPU (set NUMBA_ENABLE_CUDASIM=1 before import course)")
+
+
+def run(kernel, grid, block, *args, shared_bytes: int = 0) -> "Trace":
+    """Launch ``kernel[grid, block](*args)`` in the simulator, recording every access of its
+    array arguments and shared arrays; return a :class:`Trace`."""
+    _require_sim()
+    return _traced_launch(kernel, grid, block, shared_bytes, args,
+                          lambda wrapped: kernel[grid, block, 0, shared_bytes](*wrapped))
+
+
+@contextlib.contextmanager
+def recording():
+    """Trace every kernel launched inside the ``with`` block (however it is launched)::
+
+        with course.trace.recording() as traces:
+            my_host_function(x)          # launches kernels the usual way
+        for t in traces: print(t.summary())
+    """
+    _require_sim()
+    from numba.cuda.simulator import kernel as simkernel
+
+    cls = simkernel.FakeCUDAKernel
+    orig_call = cls.__call__
+    traces = []
+
+    def call(self, *args):
+        if self._device or simkernel._get_kernel_context() is not None:
+            return orig_call(self, *args)
+        traces.append(_traced_launch(self, self.grid_dim, self.block_dim, self.dynshared_size,
+                                     args, lambda wrapped: orig_call(self, *wrapped)))
+        return None
+
+    cls.__call__ = call
+    try:
+        yield traces
+    finally:
+        cls.__call__ = orig_call
 
 
 class Trace:

@@ -53,8 +53,9 @@ def free_port() -> int:
 class JupyterLab:
     """``jupyter lab`` on 127.0.0.1:<free port>, no token, everything under ``home``."""
 
-    def __init__(self, root: Path, home: Path, log: Path):
+    def __init__(self, root: Path, home: Path, log: Path, drop_env=()):
         self.root, self.home, self.log_path = Path(root), Path(home), Path(log)
+        self.drop_env = tuple(drop_env)  # variables the server and its kernels must not see
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -71,7 +72,8 @@ class JupyterLab:
                    JUPYTERLAB_WORKSPACES_DIR=str(h / "lab-workspaces"),
                    XDG_CONFIG_HOME=str(h / ".config"), XDG_CACHE_HOME=str(h / ".cache"),
                    JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
-        env.pop("MPLBACKEND", None)  # conftest's Agg: the kernel should plot as a person's does
+        for name in ("MPLBACKEND",) + self.drop_env:  # conftest's Agg; what `import course` set
+            env.pop(name, None)
         return env
 
     def write_config(self) -> None:
@@ -195,9 +197,11 @@ def prompts(page) -> list[str]:
     return [t.strip() for t in page.locator(PROMPT).all_inner_texts()]
 
 
-def open_notebook(page, lab: JupyterLab, rel: str, timeout_ms: int = 60_000) -> None:
-    """Open ``rel`` (a path under the server root) in Lab and wait for its cells."""
-    page.goto(f"{lab.url}/lab/tree/{rel}", wait_until="domcontentloaded")
+def open_notebook(page, lab: JupyterLab, rel: str, workspace: str,
+                  timeout_ms: int = 60_000) -> None:
+    """Open ``rel`` (a path under the server root) in its own fresh Lab workspace (so no
+    tab of an earlier notebook comes back and starts a kernel), and wait for its cells."""
+    page.goto(f"{lab.url}/lab/workspaces/{workspace}/tree/{rel}", wait_until="domcontentloaded")
     page.locator(PROMPT).first.wait_for(timeout=timeout_ms)
 
 

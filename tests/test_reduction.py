@@ -202,10 +202,6 @@ def test_reduce_sequential_accepts_solution():
     assert result.passed, repr(result)
 
 
-def test_reduce_sequential_accepts_module_kernel_3():
-    assert course.check("reduce_sequential", lesson.reduce3, record=False).passed
-
-
 @pytest.mark.parametrize("mutant", [missing_syncthreads, tail_block_skipped, tail_not_zeroed,
                                     hard_coded_block_size], ids=lambda k: k.__name__)
 def test_reduce_sequential_rejects(mutant):

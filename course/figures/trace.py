@@ -9,10 +9,12 @@ import numpy as np
 
 from .. import plots
 
+SECTOR = 32   # bytes
+
 
 def access_map(trace, array: str, *, axes, row: int | None = None, title: str = ""):
-    """Which warp touched each element of ``array`` (colour = global warp id, white = not
-    touched; an element touched by several warps shows the first).  1-D arrays are drawn in
+    """Which warp touched each element of ``array`` (colour = global warp id mod 10, white =
+    not touched, grey lines = 32-byte sectors; an element touched by several warps shows the first).  1-D arrays are drawn in
     rows of ``row`` elements (default: one 128-byte line per row)."""
     a = trace._array(array)
     n = int(np.prod(a.shape))
@@ -30,9 +32,11 @@ def access_map(trace, array: str, *, axes, row: int | None = None, title: str = 
         pad = -n % row
         grid = np.concatenate([owner, np.full(pad, -1.0)]).reshape(-1, row)
     shown = np.ma.masked_less(grid, 0)
-    cmap = plots.matplotlib.colormaps["tab20"].copy()
-    cmap.set_bad("white")
-    axes.imshow(shown % 20, cmap=cmap, vmin=0, vmax=19, aspect="auto", interpolation="nearest")
+    cmap = plots.matplotlib.colormaps["tab10"].with_extremes(bad="white")
+    axes.imshow(shown % 10, cmap=cmap, vmin=0, vmax=9, aspect="auto", interpolation="nearest")
+    if len(a.shape) == 1:                    # 32-byte sector boundaries
+        for x in range(SECTOR // a.itemsize, grid.shape[1], max(1, SECTOR // a.itemsize)):
+            axes.axvline(x - 0.5, color="#999", lw=0.5)
     axes.set_title(title or f"{array}: which warp touched each element", fontsize=10)
     axes.set_xlabel("element within a 128-byte line" if len(a.shape) == 1 else "column")
     axes.set_ylabel("line" if len(a.shape) == 1 else "row")

@@ -258,16 +258,15 @@ def grade_one(path: Path, plans: dict, opts) -> Graded:
         return g
     if not any(s["exercise"] for s in steps):
         return g
-    t0 = time.perf_counter()
     events, status, last = run_worker(steps, opts.seed, opts.timeout, opts.memory_mb,
                                       opts.case_time_limit)
     g.status = status
-    score(g, plan, events, status, last, opts, time.perf_counter() - t0)
+    score(g, plan, events, status, last, opts)
     return g
 
 
-def score(g: Graded, plan: nbk.Plan, events: list[dict], status: str, last: str, opts,
-          elapsed: float) -> None:
+def score(g: Graded, plan: nbk.Plan, events: list[dict], status: str, last: str,
+          opts) -> None:
     """Points and reasons from the worker's events."""
     started = [e for e in events if e["event"] == "start"]
     for e in events:
@@ -311,8 +310,6 @@ def score(g: Graded, plan: nbk.Plan, events: list[dict], status: str, last: str,
         g.reasons.append(f"{name} (-{round(full - earned, 2):g}): {len(cases) - ok} of "
                          f"{len(cases)} cases failed; first: {first['name']}"
                          f"{' (hidden)' if first['hidden'] else ''}: {first['message']}")
-    if status == "graded" and g.mode and elapsed:
-        g.notes.append(f"graded in {elapsed:.1f} s")
 
 
 # ---------------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ For every case of the exercise the checker
 3. launches the kernel with the case's grid and block under a time limit,
 4. compares every output with the float64 reference (tolerance stated), checks the guard
    band and that the inputs came back unchanged; cases marked ``repeats`` run again with
-   fresh poison (in the simulator with a tiny thread switch interval) to expose races.
+   fresh poison (in the simulator with a tiny thread switch interval, and traced by
+   course.trace, which fails the case on a data race, an uninitialized shared-memory read
+   or a syncthreads not reached by the whole block) to expose races.
 
 It never raises because the kernel is wrong, crashes, hangs or writes out of bounds:
 everything becomes a failed case with a message.
@@ -32,7 +34,12 @@ from .report import CaseResult, CheckResult
 GUARD = 1024          # guard elements after a 1-D array (a few blocks' worth)
 GUARD_2D = 32         # guard rows and columns around a 2-D array
 INT_POISON = -777_777_777
+GUARD_FLOAT = 31337.25   # guard-band sentinel for floats (finite: arithmetic changes it)
 TIME_LIMIT_S = {"sim": 60.0, "gpu": 10.0}
+# Simulator: repeat runs of cases with ``repeats > 1`` go through course.trace, and these
+# findings fail the case (an exercise can opt out with a class attribute ``trace = False``).
+TRACE_REPEATS = True
+TRACE_FAILS = ("race", "uninitialized", "syncthreads")
 
 
 class KernelTimeout(Exception):
@@ -103,19 +110,20 @@ def run_case(spec, fn, case, rng, time_limit: float) -> CaseResult:
 
     for rep in range(max(1, case.repeats)):
         buffers, views = {}, {}
+        # Every array sits in a bigger buffer whose guard band holds a finite sentinel:
+        # reading past an input's end gives a value that changes any output it reaches,
+        # and writing past an output's end changes the sentinel.
         for name, value in host.items():
-            if isinstance(value, np.ndarray) and name in spec.inout:
+            if isinstance(value, np.ndarray):
                 buffers[name] = _guarded(value.shape, value.dtype, fill=value)
-            elif isinstance(value, np.ndarray):
-                buffers[name] = _copy(value)          # no guard: must stay unchanged
         for name, (shape, dtype) in out_specs.items():
             buffers[name] = _guarded(shape, np.dtype(dtype))
         dev = {name: cuda.to_device(buf) for name, buf in buffers.items()}
         for name, value in host.items():
-            views[name] = value if not isinstance(value, np.ndarray) else \
-                _view(dev[name], value.shape, name in spec.inout)
+            views[name] = _view(dev[name], value.shape) if isinstance(value, np.ndarray) \
+                else value
         for name, (shape, _dtype) in out_specs.items():
-            views[name] = _view(dev[name], shape, guarded=True)
+            views[name] = _view(dev[name], shape)
 
         spec.prepare(case, views)
         error, timed_out = _launch_with_limit(spec, fn, case, views, time_limit,
@@ -141,7 +149,8 @@ def run_case(spec, fn, case, rng, time_limit: float) -> CaseResult:
         for name, value in host.items():
             if isinstance(value, np.ndarray) and name not in spec.inout:
                 now = dev[name].copy_to_host()
-                msg = _changed_input_message(name, value, now)
+                msg = _guard_message(name, now, value.shape) or \
+                    _changed_input_message(name, value, now[tuple(slice(0, s) for s in value.shape)])
                 if msg:
                     res.fail(msg)
                     return res
@@ -162,29 +171,35 @@ def _poison(dtype):
     return 0
 
 
+def _guard_value(dtype):
+    """The finite sentinel of guard bands (NaN would survive `y = x + y`, a sentinel not)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":  # float16 is coarse at 31337: use a small sentinel there
+        return np.asarray(GUARD_FLOAT if dtype.itemsize > 2 else 7.375, dtype=dtype)[()]
+    return _poison(dtype)
+
+
 def _guarded(shape, dtype, fill=None) -> np.ndarray:
-    """A host buffer with a poisoned guard band after (1-D) or around (2-D+) the data."""
+    """A host buffer: data (``fill``, or the poison) plus a sentinel guard band after
+    (1-D) or around (2-D+) it."""
     if len(shape) == 1:
         full = (shape[0] + GUARD,)
     else:
         full = tuple(s + GUARD_2D for s in shape)
-    buf = np.full(full, _poison(dtype), dtype=dtype)
-    if fill is not None:
-        buf[tuple(slice(0, s) for s in shape)] = fill
+    buf = np.full(full, _guard_value(dtype), dtype=dtype)
+    buf[tuple(slice(0, s) for s in shape)] = _poison(dtype) if fill is None else fill
     return buf
 
 
-def _view(dev_array, shape, guarded: bool):
-    return dev_array[tuple(slice(0, s) for s in shape)] if guarded else dev_array
+def _view(dev_array, shape):
+    return dev_array[tuple(slice(0, s) for s in shape)]
 
 
 def _guard_message(name, full, shape) -> str | None:
     region = tuple(slice(0, s) for s in shape)
     mask = np.ones(full.shape, dtype=bool)
     mask[region] = False
-    poison = _poison(full.dtype)
-    guard = full[mask]
-    touched = ~np.isnan(guard) if np.isnan(poison) else guard != poison
+    touched = full[mask] != _guard_value(full.dtype)
     if not touched.any():
         return None
     idx = np.argwhere(mask)[np.argmax(touched)]
@@ -269,6 +284,8 @@ def _launch_with_limit(spec, fn, case, views, limit: float, race_hunt: bool):
         if race_hunt:
             sys.setswitchinterval(1e-5)  # switch simulated threads often: races show up
         watchdog.start()
+        if race_hunt and TRACE_REPEATS and getattr(spec, "trace", True):
+            return _traced_launch(spec, fn, case, views), False
         spec.launch(fn, case, views)
         cuda.synchronize()
         return None, False
@@ -280,6 +297,23 @@ def _launch_with_limit(spec, fn, case, views, limit: float, race_hunt: bool):
     finally:
         watchdog.cancel()
         sys.setswitchinterval(old_interval)
+
+
+def _traced_launch(spec, fn, case, views) -> str | None:
+    """Launch under course.trace (simulator repeat runs): a race, an uninitialized shared
+    read or a partial syncthreads becomes the case's failure message."""
+    from numba import cuda
+
+    from .. import trace
+
+    with trace.recording() as traces:
+        spec.launch(fn, case, views)
+    cuda.synchronize()
+    for t in traces:
+        for p in t.problems():
+            if p.kind in TRACE_FAILS:
+                return f"{p.kind} found by course.trace: {p.message}"
+    return None
 
 
 class _SimWatchdog:

@@ -108,8 +108,9 @@ def write_all(rows, folder: Path) -> list[Path]:
     written = []
     for g in rows:
         md = markdown(g)
-        base = folder / safe_name(g.student)
-        base.with_suffix(".md").write_text(md, encoding="utf-8")
-        base.with_suffix(".html").write_text(to_html(md), encoding="utf-8")
-        written += [base.with_suffix(".md"), base.with_suffix(".html")]
+        md_path = folder / f"{safe_name(g.student)}.md"
+        html_path = folder / f"{safe_name(g.student)}.html"
+        md_path.write_text(md, encoding="utf-8")
+        html_path.write_text(to_html(md), encoding="utf-8")
+        written += [md_path, html_path]
     return written

@@ -17,13 +17,17 @@ import math
 import numpy as np
 from numba import cuda, float32
 
+from .. import runtime
+
 NOTEBOOKS = ["08_flash_attention"]
 
 TILE = 16          # naive version: 16 x 16 tiles of the two matrix products (lesson 04)
-SOFTMAX_TPB = 128  # naive version: threads per block of the row softmax (one block per row)
+SOFTMAX_TPB = 128 if runtime.MODE == "gpu" else 32  # naive softmax: threads per row (block)
 Br = 32            # flash: query rows per block
 Bc = 32            # flash: key/value rows per shared-memory tile
 D_MAX = 128        # largest head dimension the register/shared arrays hold
+D_PAD = D_MAX + 1  # flash: padded shared row length (no bank conflicts across rows)
+Bc_PAD = Bc + 1
 FLASH_TX = 16      # flash: threads along a row (columns); 128 threads = 8 x 16
 FLASH_THREADS = 128
 ROW_THREADS = 128  # fused_row_per_thread: threads per block
@@ -168,9 +172,9 @@ def flash_fwd(Q, K, V, O, L, scale, causal, window):
     # Thread t: tx = t % 16, ty = t // 16; it owns rows ty, ty+8, ty+16, ty+24 of the tile,
     # score columns tx, tx+16 and output columns tx, tx+16, ..., tx+112 (registers).
     # Shared: sQ (scaled Q tile), sKV (K tile, then V tile), sS (scores, then P), m/l/alpha.
-    sQ = cuda.shared.array((Br, D_MAX + 1), float32)
-    sKV = cuda.shared.array((Bc, D_MAX + 1), float32)
-    sS = cuda.shared.array((Br, Bc + 1), float32)
+    sQ = cuda.shared.array((Br, D_PAD), float32)
+    sKV = cuda.shared.array((Bc, D_PAD), float32)
+    sS = cuda.shared.array((Br, Bc_PAD), float32)
     sM = cuda.shared.array(Br, float32)
     sL = cuda.shared.array(Br, float32)
     sAlpha = cuda.shared.array(Br, float32)
@@ -179,10 +183,10 @@ def flash_fwd(Q, K, V, O, L, scale, causal, window):
     tx, ty = t % FLASH_TX, t // FLASH_TX
     bh, q0 = cuda.blockIdx.y, cuda.blockIdx.x * Br
     n, d = Q.shape[1], Q.shape[2]
-    for e in range(t, Br * (D_MAX + 1), FLASH_THREADS):    # zero: columns >= d stay 0
-        sQ[e // (D_MAX + 1), e % (D_MAX + 1)] = float32(0.0)
-    for e in range(t, Bc * (D_MAX + 1), FLASH_THREADS):
-        sKV[e // (D_MAX + 1), e % (D_MAX + 1)] = float32(0.0)
+    for e in range(t, Br * D_PAD, FLASH_THREADS):    # zero: columns >= d stay 0
+        sQ[e // D_PAD, e % D_PAD] = float32(0.0)
+    for e in range(t, Bc * D_PAD, FLASH_THREADS):
+        sKV[e // D_PAD, e % D_PAD] = float32(0.0)
     cuda.syncthreads()
     for e in range(t, Br * d, FLASH_THREADS):
         r, c = e // d, e % d
@@ -401,3 +405,8 @@ def traffic_bytes(b: int, h: int, n: int, d: int, itemsize: int = 4) -> dict:
     scores = b * h * n * n * 4
     return {"three_kernels": 4 * qkvo + 4 * scores, "flash": 4 * qkvo + b * h * n * 4,
             "score_matrix": scores}
+
+if runtime.MODE == "gpu":   # the tensor-core version links CUDA C++: real GPUs only
+    from .attention_wmma import flash_wmma
+
+    VARIANTS["flash_wmma"] = flash_wmma

@@ -23,11 +23,10 @@ NOTEBOOKS = ["09_histogram"]
 NOT_SHOWN = {"zero_fill"}          # a helper that zeroes the output before atomics
 
 NUM_BINS = 256                     # one bin per uint8 value
-TP_CHANNELS = 32                   # two_phase: channels per block (8 packed uint32 words)
+TP_CHANNELS = 32                   # two_phase: default channels per block (8 uint32 words)
 TP_STRIDE = NUM_BINS + 1           # two_phase: padded shared row per channel (bank spread)
 LANES = 32                         # tuned: uint16 columns per block = 64 channels
 MAX_TUNED_ROWS = 65535             # tuned: 16-bit shared counters hold at most this many rows
-TP_SHARED = TP_CHANNELS * TP_STRIDE    # two_phase: int32 words of shared memory (32.9 KB)
 TUNED_SHARED = NUM_BINS * LANES        # tuned: uint32 words of shared memory (32 KB)
 
 
@@ -89,35 +88,37 @@ def histogram_block_per_channel(data, hist):
 
 
 @cuda.jit
-def histogram_two_phase(words, partial, rows_per_block):
+def histogram_two_phase(words, partial, rows_per_block, channels_per_block):
     # words (length, channels/4) uint32 in global memory: words[r, w] packs channels 4w..4w+3.
-    # Block (bx, by) owns channels [32 bx, 32 bx + 32) x rows [by * rows_per_block, ...):
-    # 8 threads cover the block's 32 channels of one row, so a block reads blockDim/8 rows
-    # at a time; thread t owns word column bx * 8 + t % 8, rows t // 8, + blockDim / 8, ...
-    # sh: 32 padded shared histograms; the block writes them to partial[by] (global).
-    sh = cuda.shared.array(TP_SHARED, int32)
+    # Block (bx, by) owns channels [bx * cpb, bx * cpb + cpb) x rows [by * rows_per_block, ...)
+    # (cpb = channels_per_block, a multiple of 4): cpb/4 threads cover the block's channels of
+    # one row, so thread t owns word column bx * cpb/4 + t % (cpb/4) of rows t // (cpb/4),
+    # + rows_step, ...  sh (dynamic shared memory): cpb histograms, each padded to 257 ints;
+    # the block writes them to its own slice partial[by] (global).
+    sh = cuda.shared.array(0, int32)
     t = cuda.threadIdx.x
-    for i in range(t, TP_SHARED, cuda.blockDim.x):
+    for i in range(t, channels_per_block * TP_STRIDE, cuda.blockDim.x):
         sh[i] = 0
     cuda.syncthreads()
-    per_row = TP_CHANNELS // 4
+    per_row = channels_per_block // 4
+    rows_step = cuda.blockDim.x // per_row
     w = t % per_row
     col = cuda.blockIdx.x * per_row + w
     r0 = cuda.blockIdx.y * rows_per_block
     r1 = min(r0 + rows_per_block, words.shape[0])
-    if col < words.shape[1]:
+    if col < words.shape[1] and t < rows_step * per_row:
         base = 4 * w * TP_STRIDE
-        for r in range(r0 + t // per_row, r1, cuda.blockDim.x // per_row):
+        for r in range(r0 + t // per_row, r1, rows_step):
             v = words[r, col]
             cuda.atomic.add(sh, base + (v & 0xFF), 1)
             cuda.atomic.add(sh, base + TP_STRIDE + ((v >> 8) & 0xFF), 1)
             cuda.atomic.add(sh, base + 2 * TP_STRIDE + ((v >> 16) & 0xFF), 1)
             cuda.atomic.add(sh, base + 3 * TP_STRIDE + (v >> 24), 1)
     cuda.syncthreads()
-    for i in range(t, TP_CHANNELS * NUM_BINS, cuda.blockDim.x):
+    for i in range(t, channels_per_block * NUM_BINS, cuda.blockDim.x):
         ch = i // NUM_BINS
         b = i - ch * NUM_BINS
-        c = cuda.blockIdx.x * TP_CHANNELS + ch
+        c = cuda.blockIdx.x * channels_per_block + ch
         if c < partial.shape[1]:
             partial[cuda.blockIdx.y, c, b] = sh[ch * TP_STRIDE + b]
 
@@ -200,7 +201,7 @@ PTX_SIGNATURES = {
     "hist1d_shared": "void(uint8[::1], int32[::1])",
     "histogram_global_atomics": "void(uint8[:, ::1], int32[:, ::1])",
     "histogram_block_per_channel": "void(uint8[:, ::1], int32[:, ::1])",
-    "histogram_two_phase": "void(uint32[:, ::1], int32[:, :, ::1], int64)",
+    "histogram_two_phase": "void(uint32[:, ::1], int32[:, :, ::1], int64, int64)",
     "reduce_partials": "void(int32[:, :, ::1], int32[:, ::1])",
     "histogram_tuned": "void(uint16[:, ::1], int32[:, :, ::1], int64)",
     "zero_fill": "void(int32[:, :, ::1])",
@@ -245,32 +246,43 @@ def chunking(length: int, chunks: int, max_rows: int | None = None) -> tuple[int
     return rows, math.ceil(length / rows)
 
 
-def launch(variant: str, d_bytes, n_ch: int, *, threads_per_block: int = 256,
-           chunks: int | None = None, warps: int = 8, slots: int = 1):
-    """Run ``variant`` on device data from :func:`to_device`; returns the device histogram
-    (n_ch, 256) int32.  ``chunks``: row chunks (default: about 4 blocks per SM)."""
+def launch(variant: str, d_bytes, n_ch: int, *, hist=None, threads_per_block: int = 256,
+           chunks: int | None = None, channels_per_block: int = TP_CHANNELS, warps: int = 8,
+           slots: int = 1):
+    """Run ``variant`` on device data from :func:`to_device` and return the device histogram
+    (n_ch, 256) int32 (``hist``: a preallocated one, to keep allocation out of timings).
+    ``chunks``: row chunks (default: about 4 blocks per SM); two_phase:
+    ``channels_per_block`` (multiple of 4, <= 44); tuned: ``warps`` per block (of 32 lanes),
+    ``slots`` partial histograms (1: atomics straight into hist)."""
     length = d_bytes.shape[0]
-    hist = cuda.device_array((n_ch, NUM_BINS), np.int32)
+    if hist is None:
+        hist = cuda.device_array((n_ch, NUM_BINS), np.int32)
+    blocks = lambda n: math.ceil(n / 256)  # noqa: E731 - one thread per output element
     if variant == "global_atomics":
-        zero_fill[4 * sm_count(), 256](hist.reshape(1, n_ch, NUM_BINS))
+        zero_fill[blocks(hist.size), 256](hist.reshape(1, n_ch, NUM_BINS))
         histogram_global_atomics[32 * sm_count(), threads_per_block](d_bytes, hist)
     elif variant == "block_per_channel":
         histogram_block_per_channel[n_ch, threads_per_block](d_bytes, hist)
     elif variant == "two_phase":
-        gx = math.ceil(n_ch / TP_CHANNELS)
+        cpb = channels_per_block
+        if cpb % 4 or not 4 <= cpb <= 44 or threads_per_block < cpb // 4:
+            raise ValueError(f"channels_per_block must be a multiple of 4 in [4, 44] and at "
+                             f"most 4 x threads_per_block; got {cpb}")
+        gx = math.ceil(n_ch / cpb)
         rows, gy = chunking(length, chunks or math.ceil(4 * sm_count() / gx))
         partial = cuda.device_array((gy, n_ch, NUM_BINS), np.int32)
-        histogram_two_phase[(gx, gy), threads_per_block](d_bytes.view(np.uint32), partial, rows)
-        reduce_partials[math.ceil(n_ch * NUM_BINS / 256), 256](partial, hist)
+        histogram_two_phase[(gx, gy), threads_per_block, 0, cpb * TP_STRIDE * 4](
+            d_bytes.view(np.uint32), partial, rows, cpb)
+        reduce_partials[blocks(hist.size), 256](partial, hist)
     elif variant == "tuned":
         gx = math.ceil(d_bytes.shape[1] // 2 / LANES)
         rows, gy = chunking(length, chunks or math.ceil(4 * sm_count() / gx), MAX_TUNED_ROWS)
         out = hist.reshape(1, n_ch, NUM_BINS) if slots == 1 else \
             cuda.device_array((min(slots, gy), n_ch, NUM_BINS), np.int32)
-        zero_fill[4 * sm_count(), 256](out)
+        zero_fill[blocks(out.size), 256](out)
         histogram_tuned[(gx, gy), (LANES, warps)](d_bytes.view(np.uint16), out, rows)
         if slots != 1:
-            reduce_partials[math.ceil(n_ch * NUM_BINS / 256), 256](out, hist)
+            reduce_partials[blocks(hist.size), 256](out, hist)
     else:
         raise ValueError(f"unknown variant {variant!r}; choose from {sorted(VARIANTS)}")
     return hist

@@ -115,7 +115,7 @@ def make_v3(L, V, S):
     """v3 for one (L, V, S): (L/V)^2 threads per block, shared sA[S][L + pad], sB[S][L]."""
     T = L // V                     # threads along each side of the block
     NT = T * T                     # threads per block
-    PAD = SA_PAD
+    LP = L + SA_PAD                # sA's row length (numba needs shapes as plain constants)
 
     @cuda.jit
     def matmul_v3(A, B, C):
@@ -123,7 +123,7 @@ def make_v3(L, V, S):
         # V x V elements C[by*L + ty + y*T, bx*L + tx + x*T] (strided by T, so a warp's shared
         # reads and its stores to C touch consecutive addresses).  sA, sB: shared memory;
         # c, a, b: registers; A, B, C: global memory.
-        sA = cuda.shared.array((S, L + PAD), float32)   # sA[k, row]: the A tile, transposed
+        sA = cuda.shared.array((S, LP), float32)   # sA[k, row]: the A tile, transposed
         sB = cuda.shared.array((S, L), float32)         # sB[k, col]
         c = cuda.local.array((V, V), float32)
         a = cuda.local.array(V, float32)

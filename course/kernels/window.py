@@ -37,6 +37,7 @@ def convolve_global(N, input, output):
 
 def make_shared_kernels(THREADS_PER_BLK):
     """The two shared-memory kernels compiled for one block size (a compile-time constant)."""
+    SUPPORT_LEN = THREADS_PER_BLK + 2    # numba needs the shape as one constant, not an expression
 
     @cuda.jit
     def convolve_shared(N, input, output):
@@ -44,7 +45,7 @@ def make_shared_kernels(THREADS_PER_BLK):
         # inputs from global memory into `support` (shared memory), once each.
         index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
         tx = cuda.threadIdx.x
-        support = cuda.shared.array(THREADS_PER_BLK + 2, float32)   # per-block allocation
+        support = cuda.shared.array(SUPPORT_LEN, float32)   # per-block: THREADS_PER_BLK + 2
         if index < N + 2:
             support[tx] = input[index]
         if tx < 2 and index + THREADS_PER_BLK < N + 2:               # the halo: two more inputs
@@ -63,7 +64,7 @@ def make_shared_kernels(THREADS_PER_BLK):
         weights = cuda.const.array_like(WEIGHTS)
         index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
         tx = cuda.threadIdx.x
-        support = cuda.shared.array(THREADS_PER_BLK + 2, float32)
+        support = cuda.shared.array(SUPPORT_LEN, float32)
         if index < N + 2:
             support[tx] = input[index]
         if tx < 2 and index + THREADS_PER_BLK < N + 2:
@@ -262,3 +263,41 @@ def in_simulator(module: str, func: str, **kwargs):
     if not lines:
         raise RuntimeError(f"simulator subprocess failed:\n{proc.stderr[-2000:]}")
     return json.loads(lines[-1][4:])
+
+
+# ---------------------------------------------------------------------------------------
+# what a compiled kernel asks of an SM (GPU only), and how many blocks fit
+
+def block_resources(kernel, threads: int, dynamic_shared: int = 0) -> dict | None:
+    """Per-block needs of an already-launched kernel, from numba's inspection (GPU only):
+    threads, registers per thread, shared bytes, local bytes per thread, constant bytes.
+    Returns None in the simulator, which compiles nothing and so has nothing to inspect."""
+    from .. import runtime
+
+    if runtime.MODE != "gpu":
+        return None
+    # kernel.get_regs_per_thread() & co. give one dict entry per compiled signature; we
+    # read the (only) compiled specialization directly
+    compiled = next(iter(kernel.overloads.values()))
+    return {"threads": threads,
+            "registers_per_thread": compiled.regs_per_thread,
+            "shared_bytes": compiled.shared_mem_per_block + dynamic_shared,
+            "local_bytes_per_thread": compiled.local_mem_per_thread,
+            "const_bytes": compiled.const_mem_size,
+            "driver_blocks_per_sm": compiled.max_cooperative_grid_blocks(
+                threads, dynamic_shared) // cuda.get_current_device().MULTIPROCESSOR_COUNT}
+
+
+def blocks_per_sm(res: dict, dev: dict) -> dict:
+    """How many blocks of ``res`` fit on one SM of ``dev`` (course.device_info()), per limit.
+
+    Registers are given out per warp in units of 256; the smallest limit wins."""
+    warps = -(-res["threads"] // dev["warp_size"])
+    regs_per_warp = -(-res["registers_per_thread"] * dev["warp_size"] // 256) * 256
+    shared = res["shared_bytes"] + 1024          # the driver reserves 1 KiB per block
+    limits = {"blocks": dev["max_blocks_per_sm"] or 32,
+              "threads": dev["max_threads_per_sm"] // res["threads"],
+              "registers": (dev["max_regs_per_sm"] or 65536) // (regs_per_warp * warps),
+              "shared memory": (dev["max_shared_per_sm"] or 0) // shared if shared else 10**9}
+    limit = min(limits, key=limits.get)
+    return {"per_limit": limits, "blocks_per_sm": limits[limit], "limited_by": limit}

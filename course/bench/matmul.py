@@ -1,0 +1,125 @@
+"""Lesson 04 benchmark: matmul v1, v1.5, v2, v3 at N = 4096 float32 beside cuBLAS SGEMM."""
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+
+from .. import runtime
+from ..timing import benchmark
+
+TITLE = "Lesson 04 - matmul v1 -> v3, N = 4096 float32 (no tensor cores)"
+SWEEP = {"L": (32, 64, 128, 256), "V": (2, 4, 8), "S": (4, 8, 16, 32)}
+
+
+def size() -> int:
+    """N: 4096 on a GPU (the issue's size), 32 in the simulator."""
+    return runtime.size(lecture=4096, sim=32)
+
+
+def _inputs(n: int):
+    from numba import cuda
+
+    rng = np.random.default_rng(0)
+    A = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    B = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    d_C = cuda.device_array((n, n), dtype=np.float32)
+    return A, B, cuda.to_device(A), cuda.to_device(B), d_C
+
+
+def time_variant(variant: str, n: int, repeat: int | None = None, data=None, **settings):
+    """Timing (ms) of one variant at N x N on device arrays (launch only, no copies)."""
+    from ..kernels import matmul
+
+    A, B, d_A, d_B, d_C = data or _inputs(n)
+    return benchmark(lambda: matmul.launch(variant, d_A, d_B, d_C, **settings),
+                     repeat=repeat, warmup=1 if repeat else None, label=variant)
+
+
+def sweep(n: int, grid: dict = SWEEP, repeat: int = 5, data=None) -> dict:
+    """GFLOP/s of v3 for every valid (L, V, S) of ``grid`` at N x N: {"L,V,S": gflops}."""
+    from ..kernels import matmul
+
+    data = data or _inputs(n)
+    out = {}
+    for L, V, S in itertools.product(grid["L"], grid["V"], grid["S"]):
+        if matmul.v3_invalid(L, V, S):
+            continue
+        t = benchmark(lambda: matmul.launch("v3_shared_tiled", *data[2:], L=L, V=V, S=S),
+                      repeat=repeat, warmup=1)
+        out[f"{L},{V},{S}"] = t.gflops(matmul.flops(n, n, n))
+    return out
+
+
+def run(report) -> None:
+    from ..kernels import matmul
+
+    n = size()
+    fl = matmul.flops(n, n, n)
+    data = _inputs(n)
+    A, B, d_A, d_B, d_C = data
+    check = n <= 1024 or runtime.MODE == "gpu"
+    slow = runtime.MODE == "gpu"
+    rows = [("v1_naive", {"threads": (16, 16)}, 3), ("v1_5_thread_tile", {"V": 4}, 3),
+            ("v2_register_outer", {"V": 4}, 5),
+            ("v3_shared_tiled", {"L": matmul.L_DEFAULT, "V": matmul.V3_DEFAULT,
+                                 "S": matmul.S_DEFAULT}, 20)]
+    ref = matmul.reference(A[:256], B) if check else None
+    for variant, settings, repeat in rows:
+        t = benchmark(lambda: matmul.launch(variant, d_A, d_B, d_C, **settings),
+                      repeat=repeat if slow else 2, warmup=1, label=variant)
+        err = ""
+        if check:
+            got = d_C.copy_to_host()[:256]
+            rtol, atol = matmul.tolerance(n)
+            bad = not np.allclose(got, ref, rtol=rtol, atol=atol)
+            err = "WRONG RESULT" if bad else "matches float64 (first 256 rows)"
+        desc = ", ".join(f"{k}={v}" for k, v in settings.items())
+        report.add(f"{variant} ({desc})", t, flops=fl, size=f"N = {n}", note=err)
+    report.add_peer("cupy", "cuBLAS SGEMM via CuPy (TF32 off)", _cupy_fn(n), flops=fl,
+                    size=f"N = {n}")
+    report.add_peer("torch", "cuBLAS SGEMM via PyTorch (TF32 off)", _torch_fn(n), flops=fl,
+                    size=f"N = {n}")
+    sgemm = [r for r in report.rows if r["kind"] == "peer"]
+    v3 = [r for r in report.rows if r["name"].startswith("v3")]
+    if sgemm and v3:
+        best = max(r["tflops"] for r in sgemm)
+        report.note(f"v3 reaches {100 * v3[0]['tflops'] / best:.1f}% of cuBLAS SGEMM "
+                    f"({best:.1f} TFLOP/s) at N = {n} (target >= 50%)")
+
+
+def _cupy_fn(n):
+    from .. import perf
+
+    cp = perf.peer("cupy")
+    if cp is None:
+        return lambda: None
+    a = cp.random.uniform(-1, 1, (n, n), dtype=cp.float32)
+    b = cp.random.uniform(-1, 1, (n, n), dtype=cp.float32)
+    # CuPy uses TF32 only when CUPY_TF32=1; make sure it is off for an SGEMM comparison
+    import os
+
+    os.environ["CUPY_TF32"] = "0"
+    return lambda: a @ b
+
+
+def _torch_fn(n):
+    from .. import perf
+
+    torch = perf.peer("torch")
+    if torch is None:
+        return lambda: None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    a = torch.rand((n, n), device="cuda", dtype=torch.float32)
+    b = torch.rand((n, n), device="cuda", dtype=torch.float32)
+    return lambda: a @ b
+
+
+def save_sweep(results: dict, n: int, path) -> None:
+    """Write a sweep (from :func:`sweep`) with its device and size as JSON."""
+    info = runtime.device_info()
+    best = max(results, key=results.get) if results else None
+    path.write_text(json.dumps({"device": info.get("name"), "mode": runtime.MODE, "n": n,
+                                "gflops": results, "best": best}, indent=1))

@@ -1,0 +1,312 @@
+"""Lesson 08: attention variants vs the float64 reference, and the two exercises with mutants."""
+import math
+import types
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+import course
+from conftest import rejects
+from course.kernels import attention as A
+
+NEG_INF = float32(-np.inf)
+rng = np.random.default_rng(8)
+
+
+def qkv(b, h, n, d, dtype=np.float32):
+    return [rng.uniform(-1, 1, (b, h, n, d)).astype(dtype) for _ in range(3)]
+
+
+# ---------------------------------------------------------------------------------------
+# variants
+
+@pytest.mark.parametrize("name", ["fused_row_per_thread", "flash_tiled"])
+@pytest.mark.parametrize("n,d", [(37, 32), (33, 64), (20, 128)])
+def test_variants_float32(name, n, d):
+    Q, K, V = qkv(1, 1, n, d)
+    err = A.rel_error(A.VARIANTS[name](Q, K, V), A.reference(Q, K, V))
+    assert err < 1e-6, f"{name}: relative error {err:.2e} (float32 tolerance 1e-6)"
+
+
+def test_naive_three_kernels_in_head_chunks():
+    Q, K, V = qkv(1, 3, 19, 32)
+    got = A.VARIANTS["naive_three_kernels"](Q, K, V, heads_per_launch=2)
+    assert A.rel_error(got, A.reference(Q, K, V)) < 1e-6
+
+
+@pytest.mark.parametrize("name", ["naive_three_kernels", "flash_tiled"])
+def test_float16_inputs(name):
+    Q, K, V = qkv(1, 1, 35, 64, np.float16)
+    got = A.VARIANTS[name](Q, K, V)
+    assert got.dtype == np.float16
+    err = A.rel_error(got, A.reference(Q, K, V))
+    assert err < 1e-2, f"{name}: float16 relative error {err:.2e} (tolerance 1e-2)"
+
+
+@pytest.mark.parametrize("name,opts,causal,window", [
+    ("flash_tiled_causal", {}, True, None),
+    ("fused_row_per_thread", {"causal": True}, True, None),
+    ("naive_three_kernels", {"window": 5}, True, 5),
+    ("flash_sliding_window", {"window": 7}, True, 7),
+    ("flash_sliding_window", {"window": 40}, True, 40),
+])
+def test_masked_variants(name, opts, causal, window):
+    Q, K, V = qkv(1, 1, 70, 32)
+    got = A.VARIANTS[name](Q, K, V, **opts)
+    err = A.rel_error(got, A.reference(Q, K, V, causal=causal, window=window))
+    assert err < 1e-6, f"{name} {opts}: relative error {err:.2e}"
+
+
+def test_bad_inputs_raise():
+    Q, K, V = qkv(1, 1, 8, 16)
+    with pytest.raises(ValueError):
+        A.VARIANTS["flash_tiled"](Q[0], K[0], V[0])
+    with pytest.raises(ValueError):
+        A.VARIANTS["flash_tiled"](Q.astype(np.float64), K, V)
+    with pytest.raises(ValueError):
+        A.VARIANTS["flash_sliding_window"](Q, K, V, window=-3)
+
+
+def with_mask(kernel, mask_fn):
+    """The same kernel text, compiled with another ``visible`` device function."""
+    py = kernel.py_func
+    g = dict(py.__globals__, visible=mask_fn)
+    return cuda.jit(types.FunctionType(py.__code__, g, py.__name__, py.__defaults__))
+
+
+@cuda.jit(device=True)
+def visible_off_by_one(i, j, n, causal, window):
+    # the classic bug: j < i instead of j <= i (a query no longer sees itself)
+    return j < n and (not causal or j < i) and (window < 0 or i - j <= window)
+
+
+@cuda.jit(device=True)
+def visible_never(i, j, n, causal, window):
+    return False
+
+
+def run_flash(kernel, Q, K, V, causal):
+    bh, n, d = Q.shape
+    O = cuda.device_array(Q.shape, np.float32)
+    L = cuda.device_array((bh, n), np.float32)
+    kernel[(math.ceil(n / A.Br), bh), A.FLASH_THREADS](
+        cuda.to_device(Q), cuda.to_device(K), cuda.to_device(V), O, L,
+        float32(1 / math.sqrt(d)), causal, -1)
+    return O.copy_to_host()
+
+
+def test_off_by_one_causal_mask_is_caught():
+    Q, K, V = (a[0] for a in qkv(1, 1, 40, 16))
+    good = run_flash(A.flash_fwd, Q, K, V, True)
+    ref = A.reference(Q, K, V, causal=True)
+    assert A.rel_error(good, ref) < 1e-6
+    bad = run_flash(with_mask(A.flash_fwd, visible_off_by_one), Q, K, V, True)
+    assert not np.isfinite(bad).all() or A.rel_error(bad, ref) > 1e-2
+
+
+def test_fully_masked_rows_give_zero_not_nan():
+    Q, K, V = (a[0] for a in qkv(1, 1, 35, 16))
+    out = run_flash(with_mask(A.flash_fwd, visible_never), Q, K, V, True)
+    assert np.isfinite(out).all() and not out.any()
+    S = np.full((1, 1, 4, 4), 0.5)
+    assert np.isfinite(A.reference(S, S, S, causal=True, window=0)).all()
+
+
+def test_traffic_counting_matches_the_formula():
+    t = A.traffic_bytes(4, 12, 64, 64)          # the GPT-2 report's attention shape
+    assert t["score_matrix"] == 4 * 12 * 64 * 64 * 4
+    assert t["three_kernels"] > t["flash"] > 0
+    assert A.flops(4, 64, 8192, 128, causal=True) == A.flops(4, 64, 8192, 128) / 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_lecture_shape_slice_on_gpu(causal):
+    Q, K, V = qkv(1, 2, 1031, 128, np.float16)
+    ref = A.reference(Q, K, V, causal=causal)
+    for name in ("flash_tiled", "flash_wmma"):
+        err = A.rel_error(A.VARIANTS[name](Q, K, V, causal=causal), ref)
+        assert err < 1e-2, f"{name}: {err:.2e}"
+
+
+# ---------------------------------------------------------------------------------------
+# exercise online_softmax: solution and mutants
+
+@cuda.jit
+def softmax_rows(x, out):
+    sm = cuda.shared.array(256, float32)
+    sl = cuda.shared.array(256, float32)
+    t, r, tpb = cuda.threadIdx.x, cuda.blockIdx.x, cuda.blockDim.x
+    n = x.shape[1]
+    m, l = NEG_INF, float32(0.0)
+    for j in range(t, n, tpb):
+        v = x[r, j]
+        m_new = max(m, v)
+        l = l * math.exp(m - m_new) + math.exp(v - m_new)
+        m = m_new
+    sm[t], sl[t] = m, l
+    cuda.syncthreads()
+    s = tpb // 2
+    while s > 0:
+        if t < s:
+            mn = max(sm[t], sm[t + s])
+            if mn > NEG_INF:
+                sl[t] = sl[t] * math.exp(sm[t] - mn) + sl[t + s] * math.exp(sm[t + s] - mn)
+            sm[t] = mn
+        cuda.syncthreads()
+        s //= 2
+    m, l = sm[0], sl[0]
+    for j in range(t, n, tpb):
+        out[r, j] = math.exp(x[r, j] - m) / l
+
+
+@cuda.jit
+def softmax_no_max_subtraction(x, out):
+    sl = cuda.shared.array(256, float32)
+    t, r, tpb = cuda.threadIdx.x, cuda.blockIdx.x, cuda.blockDim.x
+    n = x.shape[1]
+    l = float32(0.0)
+    for j in range(t, n, tpb):
+        l += math.exp(x[r, j])
+    sl[t] = l
+    cuda.syncthreads()
+    s = tpb // 2
+    while s > 0:
+        if t < s:
+            sl[t] += sl[t + s]
+        cuda.syncthreads()
+        s //= 2
+    for j in range(t, n, tpb):
+        out[r, j] = math.exp(x[r, j]) / sl[0]
+
+
+@cuda.jit
+def softmax_missing_rescale(x, out):
+    sm = cuda.shared.array(256, float32)
+    sl = cuda.shared.array(256, float32)
+    t, r, tpb = cuda.threadIdx.x, cuda.blockIdx.x, cuda.blockDim.x
+    n = x.shape[1]
+    m, l = NEG_INF, float32(0.0)
+    for j in range(t, n, tpb):
+        v = x[r, j]
+        m_new = max(m, v)
+        l = l + math.exp(v - m_new)          # bug: the old sum is not rescaled
+        m = m_new
+    sm[t], sl[t] = m, l
+    cuda.syncthreads()
+    s = tpb // 2
+    while s > 0:
+        if t < s:
+            mn = max(sm[t], sm[t + s])
+            if mn > NEG_INF:
+                sl[t] = sl[t] * math.exp(sm[t] - mn) + sl[t + s] * math.exp(sm[t + s] - mn)
+            sm[t] = mn
+        cuda.syncthreads()
+        s //= 2
+    m, l = sm[0], sl[0]
+    for j in range(t, n, tpb):
+        out[r, j] = math.exp(x[r, j] - m) / l
+
+
+def test_online_softmax_solution_passes():
+    res = course.check("online_softmax", softmax_rows, record=False)
+    assert res.passed, repr(res)
+
+
+@pytest.mark.parametrize("mutant", [softmax_no_max_subtraction, softmax_missing_rescale],
+                         ids=["no_max_subtraction", "missing_rescale"])
+def test_online_softmax_mutants_rejected(mutant):
+    assert rejects("online_softmax", mutant)
+
+
+# ---------------------------------------------------------------------------------------
+# exercise flash_attention_forward: solution and mutants (Br, Bc read from this module)
+
+Br = 16
+Bc = 16
+D_EX = 64
+
+
+@cuda.jit
+def flash_attn(Q, K, V, O, scale):
+    sK = cuda.shared.array((Bc, D_EX), float32)
+    sV = cuda.shared.array((Bc, D_EX), float32)
+    q = cuda.local.array(D_EX, float32)
+    acc = cuda.local.array(D_EX, float32)
+    s = cuda.local.array(Bc, float32)
+    t, bh = cuda.threadIdx.x, cuda.blockIdx.y
+    i = cuda.blockIdx.x * Br + t
+    n, d = Q.shape[1], Q.shape[2]
+    for c in range(d):
+        q[c] = Q[bh, i, c] * scale if i < n else float32(0.0)
+        acc[c] = float32(0.0)
+    m, l = NEG_INF, float32(0.0)
+    for j0 in range(0, n, Bc):
+        for e in range(t, Bc * d, Br):
+            r, c = e // d, e % d
+            if j0 + r < n:
+                sK[r, c] = K[bh, j0 + r, c]
+                sV[r, c] = V[bh, j0 + r, c]
+        cuda.syncthreads()
+        cols = min(Bc, n - j0)
+        m_new = m
+        for jj in range(cols):
+            dot = float32(0.0)
+            for c in range(d):
+                dot += q[c] * sK[jj, c]
+            s[jj] = dot
+            m_new = max(m_new, dot)
+        alpha = math.exp(m - m_new)
+        l *= alpha
+        for c in range(d):
+            acc[c] *= alpha
+        for jj in range(cols):
+            p = math.exp(s[jj] - m_new)
+            l += p
+            for c in range(d):
+                acc[c] += p * sV[jj, c]
+        m = m_new
+        cuda.syncthreads()
+    if i < n:
+        for c in range(d):
+            O[bh, i, c] = acc[c] / l
+
+
+def _mutant(bug):
+    """flash_attn with one classic bug, made from its source so the rest stays identical."""
+    import inspect
+    import textwrap
+
+    src = textwrap.dedent(inspect.getsource(flash_attn.py_func))
+    fixes = {
+        "missing_rescale": ("            acc[c] *= alpha\n", "            pass\n"),
+        "no_max_subtraction": ("p = math.exp(s[jj] - m_new)", "p = math.exp(s[jj])"),
+        "missing_syncthreads": ("                sV[r, c] = V[bh, j0 + r, c]\n"
+                                "        cuda.syncthreads()\n",
+                                "                sV[r, c] = V[bh, j0 + r, c]\n"),
+    }
+    old, new = fixes[bug]
+    assert old in src
+    src = src.replace(old, new, 1).replace("@cuda.jit\n", "").replace("def flash_attn", f"def {bug}")
+    ns = dict(globals())
+    exec(compile(src, f"<mutant {bug}>", "exec"), ns)
+    fn = ns[bug]
+    fn.__module__ = __name__
+    return cuda.jit(fn)
+
+
+def test_flash_attention_solution_passes():
+    res = course.check("flash_attention_forward", flash_attn, record=False)
+    assert res.passed, repr(res)
+
+
+@pytest.mark.parametrize("bug", ["missing_rescale", "no_max_subtraction", "missing_syncthreads"])
+def test_flash_attention_mutants_rejected(bug):
+    assert rejects("flash_attention_forward", _mutant(bug))
+
+
+def test_tile_sizes_read_from_the_kernel_module():
+    from course.exercises.attention import tile_sizes
+
+    assert tile_sizes(flash_attn) == {"Br": 16, "Bc": 16, "THREADS_PER_BLK": 16}

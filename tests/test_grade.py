@@ -1,0 +1,140 @@
+"""``python -m course grade``: every kind of broken submission still gets a row and feedback.
+
+The fixtures (tests/fixtures/submissions/<student>/01_vector_add.ipynb) are student copies of
+notebooks/01_vector_add.ipynb with the exercise cells rewritten; make_submissions.py beside
+them rebuilds them.
+"""
+import csv
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from course.grading import notebook as nbk
+from course.grading.batch import student_name
+
+SUBMISSIONS = REPO / "tests" / "fixtures" / "submissions"
+HIDDEN = REPO / "instructor" / "hidden"
+pytestmark = pytest.mark.skipif(not (REPO / "notebooks" / "01_vector_add.ipynb").exists(),
+                                reason="needs notebooks/01_vector_add.ipynb")
+TIMEOUT_S = 30        # per submission; the endless-loop fixtures run into it
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    out = tmp_path_factory.mktemp("grades")
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "course", "grade", str(SUBMISSIONS),
+                        "--out", str(out / "grades.csv"), "--feedback", str(out / "feedback"),
+                        "--timeout", str(TIMEOUT_S), "--case-time-limit", "2", "--jobs", "2",
+                        "--seed", "7"], cwd=REPO, text=True, capture_output=True, timeout=600)
+    print(f"graded the fixtures in {time.perf_counter() - t0:.0f} s")
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(out / "grades.csv", newline="") as f:
+        rows = {row["student"]: row for row in csv.DictReader(f)}
+    feedback = {p.stem: p.read_text() for p in (out / "feedback").glob("*.md")}
+    return rows, feedback, out
+
+
+def test_one_row_and_feedback_per_student(graded):
+    rows, feedback, out = graded
+    students = sorted(p.name for p in SUBMISSIONS.iterdir() if p.is_dir())
+    assert sorted(rows) == students
+    assert sorted(feedback) == students
+    assert sorted(p.stem for p in (out / "feedback").glob("*.html")) == students
+    with open(out / "grades.csv", newline="") as f:
+        header = next(csv.reader(f))
+    assert header == ["student", "submission", "lesson", "mode", "status", "vector_add",
+                      "matrix_add", "total", "max", "reasons"]
+
+
+# student -> (vector_add, matrix_add, status, words the reasons must contain)
+EXPECTED = {
+    "correct": ("1", "1", "graded", []),
+    "empty": ("0", "0", "graded", ["never written"]),
+    "wrong_result": ("0", "1", "graded", ["vector_add (-1)", "elements wrong"]),
+    "crash": ("1", "0", "crashed", ["SIGSEGV", "your matrix_add cell"]),
+    "raises": ("0", "0", "graded", ["ModuleNotFoundError", "a_module_that_does_not_exist",
+                                    "IndexError"]),
+    "infinite_loop": ("0", "0", "timeout", ["time limit", f"within {TIMEOUT_S} s",
+                                            "your matrix_add cell"]),
+    "out_of_bounds": (None, "0", "graded", ["bounds check"]),
+    "syntax_error": ("0", "1", "graded", ["syntax error on line 5", "expected ':'"]),
+    "missing_cell": ("0", "1", "graded", ["vector_add: exercise cell not found"]),
+    "duplicated_cell": ("1", "1", "graded", []),
+    "marker_lost": ("1", "1", "graded", []),
+    "corrupted_json": ("0", "0", "invalid", ["not valid JSON"]),
+}
+
+
+@pytest.mark.parametrize("student", sorted(EXPECTED))
+def test_row(graded, student):
+    rows, _, _ = graded
+    row = rows[student]
+    vec, mat, status, words = EXPECTED[student]
+    if vec is not None:
+        assert row["vector_add"] == vec, row
+    assert row["matrix_add"] == mat, row
+    assert row["status"] == status, row
+    assert row["max"] == "2" and row["lesson"] == "01_vector_add"
+    assert float(row["total"]) == pytest.approx(float(row["vector_add"]) + float(row["matrix_add"]))
+    for w in words:
+        assert w in row["reasons"], (w, row["reasons"])
+    if row["total"] != row["max"]:
+        assert row["reasons"], "every lost point has a reason"
+    if status != "invalid":
+        assert row["mode"] in ("sim", "gpu")
+
+
+def test_out_of_bounds_gets_partial_credit_at_most(graded):
+    rows, _, _ = graded
+    assert 0 <= float(rows["out_of_bounds"]["vector_add"]) < 0.5
+
+
+@pytest.mark.parametrize("student, words", [
+    ("duplicated_cell", ["2 cells found by marker", "graded the last one"]),
+    ("marker_lost", ["found by function name `add`"]),
+    ("correct", ["11 of 11 cases passed", "(hidden)"]),
+    ("crash", ["Grading status: **crashed**", "SIGSEGV"]),
+    ("corrupted_json", ["not valid JSON", "Score: 0 / 2"]),
+])
+def test_feedback_says_what_happened(graded, student, words):
+    _, feedback, _ = graded
+    for w in words:
+        assert w in feedback[student], (w, feedback[student])
+
+
+def test_feedback_never_shows_hidden_case_code(graded):
+    _, feedback, out = graded
+    code_lines = {l.strip() for p in HIDDEN.glob("*.py") for l in p.read_text().splitlines()
+                  if len(l.strip()) > 12 and not l.strip().startswith(('"""', "#"))
+                  and not l.strip().startswith("Case(")}
+    for p in (out / "feedback").iterdir():
+        text = p.read_text()
+        assert "instructor/hidden" not in text and "def cases" not in text
+        assert not [l for l in code_lines if l in text], p.name
+
+
+def test_fixtures_cover_every_failure_mode_of_the_issue():
+    wanted = {"correct", "empty", "wrong_result", "crash", "infinite_loop", "out_of_bounds",
+              "syntax_error", "missing_cell", "duplicated_cell", "corrupted_json"}
+    assert wanted <= {p.name for p in SUBMISSIONS.iterdir()}
+
+
+def test_student_names():
+    lessons = ["01_vector_add"]
+    assert student_name(Path("x/alice/01_vector_add.ipynb"), lessons) == "alice"
+    assert student_name(Path("bob_01_vector_add.ipynb"), lessons) == "bob"
+    assert student_name(Path("carol.ipynb"), lessons) == "carol"
+
+
+def test_plan_of_lesson_01_runs_only_setup_and_exercise_cells():
+    plan = nbk.plan(REPO / "notebooks" / "01_vector_add.ipynb")
+    assert {"vector_add", "matrix_add"} <= set(plan.exercises)
+    assert plan.exercises["vector_add"].function == "add"
+    for cell in plan.setup:
+        assert "course.check" not in cell.source and "benchmark" not in cell.source
+    assert plan.setup[0].source.lstrip().startswith("import course")

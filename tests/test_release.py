@@ -1,0 +1,117 @@
+"""``python -m course release``: student copies without solutions that still run."""
+import ast
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+from course.grading import notebook as nbk
+from course.grading.release import leaks, release, strip_solutions, student_notebook
+
+MINI = REPO / "tests" / "fixtures" / "notebooks" / "mini_lesson.ipynb"
+
+
+def _nb(*sources, tags=None):
+    return {"nbformat": 4, "nbformat_minor": 4, "metadata": {},
+            "cells": [{"cell_type": "code", "metadata": {"tags": tags or []}, "source": s,
+                       "outputs": [{"output_type": "stream", "name": "stdout", "text": "x"}],
+                       "execution_count": 3} for s in sources]}
+
+
+def _run(*args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "course", *args], cwd=REPO, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def test_solution_becomes_stub_at_same_indentation():
+    src = ("@cuda.jit\ndef add(n, x, y):\n    i = cuda.grid(1)\n    ### BEGIN SOLUTION\n"
+           "    if i < n:\n        y[i] += x[i]\n    ### END SOLUTION\n")
+    out = strip_solutions(nbk.Cell(0, "code", src))
+    assert out.splitlines()[2:] == ["    i = cuda.grid(1)", "    # YOUR CODE HERE", "    pass"]
+    ast.parse(out)  # the student copy still runs
+
+
+def test_release_clears_outputs_drops_instructor_cells_keeps_stable_ids():
+    nb = _nb("import course\n", "x = 1  ### BEGIN SOLUTION\n### END SOLUTION\n",
+             "print('answers')\n", "### INSTRUCTOR ONLY\nprint(1)\n")
+    nb["cells"][2]["metadata"]["tags"] = ["instructor-only"]
+    a, b = student_notebook(nb, "01_x"), student_notebook(nb, "01_x")
+    assert len(a["cells"]) == 2
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in a["cells"])
+    assert [c["id"] for c in a["cells"]] == [c["id"] for c in b["cells"]]
+    assert len({c["id"] for c in a["cells"]}) == 2
+    assert a["nbformat_minor"] >= 5 and a["metadata"]["course"]["lesson"] == "01_x"
+    assert nb["cells"][0]["outputs"], "the instructor notebook must not be modified"
+
+
+@pytest.mark.parametrize("source, words", [
+    ("### BEGIN SOLUTION\nx = 1\n", "never closed"),
+    ("x = 1\n### END SOLUTION\n", "without a"),
+    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n", "before the"),
+])
+def test_unbalanced_markers_are_refused_naming_the_cell(tmp_path, source, words):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "02_bad.ipynb").write_text(json.dumps(_nb("import course\n", source)))
+    r = _run("release", "--src", str(src), "--out", str(tmp_path / "out"))
+    assert r.returncode == 1
+    assert "02_bad.ipynb" in r.stderr and "cell 2" in r.stderr and words in r.stderr
+    assert not (tmp_path / "out").exists(), "nothing is written when a notebook is refused"
+
+
+def test_mini_release_marks_exercise_cells_and_has_no_solution(tmp_path):
+    [copy] = release([MINI], tmp_path)
+    cells = nbk.cells(nbk.load(copy))
+    marked = {c.exercise_tag: c for c in cells if c.exercise_tag}
+    assert set(marked) == {"vector_add", "matrix_add"}
+    assert all(c.meta.get("deletable") is False for c in marked.values())
+    assert "YOUR CODE HERE" in marked["vector_add"].source
+    assert not any("instructor" in c.source.lower() for c in cells)
+    for c in cells:
+        if c.kind == "code":
+            ast.parse(c.source)
+    assert leaks([MINI], [tmp_path]) == []
+
+
+def test_leak_scan_finds_a_copied_solution_body(tmp_path):
+    [copy] = release([MINI], tmp_path)
+    nb = json.loads(copy.read_text())
+    body = ("@cuda.jit\ndef add2(n, x, y):\n    start = cuda.grid(1)   # same, commented\n"
+            "\n    for i in range(start, n, cuda.gridsize(1)):\n        y[i] = x[i] + y[i]\n")
+    nb["cells"].append({"cell_type": "code", "id": "leak", "metadata": {}, "outputs": [],
+                        "execution_count": None, "source": body})
+    copy.write_text(json.dumps(nb))
+    (tmp_path / "notes.md").write_text("### BEGIN SOLUTION\n")
+    found = leaks([MINI], [tmp_path])
+    assert any("id leak" in f and "solution of mini_lesson" in f for f in found), found
+    assert any("notes.md" in f and "markers" in f for f in found), found
+
+
+@pytest.mark.notebook
+def test_release_check_on_mini_lesson(tmp_path):
+    r = _run("release", "--src", str(MINI.parent), "--out", str(tmp_path), "--check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "instructor mini_lesson.ipynb: 2 checks, 0 errors" in r.stdout
+
+
+# The real notebooks.  Each takes ~10-30 s in the simulator (run twice: instructor and
+# student copy).  COURSE_RELEASE_CHECK="01_vector_add 02_reduction" or "all" widens it.
+REAL = os.environ.get("COURSE_RELEASE_CHECK", "01_vector_add")
+REAL_NOTEBOOKS = (sorted(p.stem for p in (REPO / "notebooks").glob("*.ipynb"))
+                  if REAL == "all" else REAL.split())
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
+def test_release_check_on_real_notebooks(tmp_path):
+    present = [n for n in REAL_NOTEBOOKS if (REPO / "notebooks" / f"{n}.ipynb").exists()]
+    if not present:
+        pytest.skip(f"none of {REAL_NOTEBOOKS} exists yet")
+    t0 = time.perf_counter()
+    r = _run("release", "--out", str(tmp_path), "--check", "--notebooks", *present)
+    print(f"release --check {' '.join(present)}: {time.perf_counter() - t0:.0f} s")
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -1,0 +1,311 @@
+"""course.trace: known answers for every counter, planted races found, correct kernels clean."""
+import time
+
+import numpy as np
+import pytest
+from numba import cuda, float32, int32
+
+import course
+
+pytestmark = pytest.mark.skipif(course.MODE != "sim", reason="the tracer needs the simulator")
+
+from course import trace  # noqa: E402
+
+TPB = 128
+
+
+# ---------------------------------------------------------------------------------------
+# global memory: coalescing
+
+@cuda.jit
+def copy(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i]
+
+
+@cuda.jit
+def read_stride32(x, out):
+    i = cuda.grid(1)
+    out[i] = x[32 * i]
+
+
+@cuda.jit
+def read_same(x, out):
+    i = cuda.grid(1)
+    out[i] = x[0]
+
+
+def test_coalesced_copy_touches_the_minimum_sectors():
+    x = np.random.default_rng(0).random(1000).astype(np.float32)
+    out = np.zeros_like(x)
+    t = trace.run(copy, 8, TPB, x, out)
+    np.testing.assert_array_equal(out, x)                       # it really ran
+    for name in ("x", "out"):
+        c = t.coalescing_counts()[name]
+        assert c["sectors"] == c["min_sectors"]
+        assert c["requests"] == -(-1000 // 32)                  # the last warp is partial
+    c = t.coalescing_counts()["x"]
+    assert c["sectors"] == 1000 * 4 // 32 and c["lines"] == -(-1000 * 4 // 128)
+
+
+def test_stride_32_float_access_is_32_sectors_per_request():
+    x = np.zeros(32 * TPB, dtype=np.float32)
+    out = np.zeros(TPB, dtype=np.float32)
+    t = trace.run(read_stride32, 1, TPB, x, out)
+    c = t.coalescing_counts()["x"]
+    assert c["requests"] == 4 and c["sectors"] == 32 * 4 and c["lines"] == 32 * 4
+    assert c["min_sectors"] == 4 * 4
+    assert "32" in str(t.coalescing())
+    c = trace.run(read_same, 1, TPB, x, out).coalescing_counts()["x"]
+    assert c["sectors"] == c["requests"] == 4                   # broadcast: one sector
+
+
+# ---------------------------------------------------------------------------------------
+# shared memory: bank conflicts
+
+@cuda.jit
+def shared_stride(stride, out):
+    s = cuda.shared.array(1024, float32)
+    t = cuda.threadIdx.x
+    s[(t * stride) % 1024] = t
+    cuda.syncthreads()
+    out[t] = s[(t * stride) % 1024] if stride > 0 else s[0]
+
+
+@pytest.mark.parametrize("stride,ways", [(1, 1), (2, 2), (4, 4), (32, 32), (33, 1), (0, 1)])
+def test_bank_conflicts_known_answers(stride, ways):
+    out = np.zeros(32, dtype=np.float32)
+    t = trace.run(shared_stride, 1, 32, stride, out)
+    c = t.bank_counts()["s"]
+    assert c["max_ways"] == ways
+    assert c["replays"] == 2 * (ways - 1)                       # one write + one read request
+    if stride == 0:
+        assert t.races()                                        # 32 lanes write s[0]
+    else:
+        assert not t.problems()
+
+
+# ---------------------------------------------------------------------------------------
+# races, uninitialized reads, partial barriers
+
+@cuda.jit
+def reduce_ok(x, out):
+    sdata = cuda.shared.array(TPB, float32)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sdata[tid] = x[i] if i < x.size else float32(0)
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if tid < s:
+            sdata[tid] += sdata[tid + s]
+        cuda.syncthreads()
+        s //= 2
+    if tid == 0:
+        out[cuda.blockIdx.x] = sdata[0]
+
+
+@cuda.jit
+def reduce_missing_syncthreads(x, out):
+    sdata = cuda.shared.array(TPB, float32)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sdata[tid] = x[i] if i < x.size else float32(0)
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if tid < s:
+            sdata[tid] += sdata[tid + s]
+        s //= 2
+    if tid == 0:
+        out[cuda.blockIdx.x] = sdata[0]
+
+
+@cuda.jit
+def histogram_ok(x, hist):
+    h = cuda.shared.array(16, int32)
+    tid = cuda.threadIdx.x
+    if tid < 16:
+        h[tid] = 0
+    cuda.syncthreads()
+    i = cuda.grid(1)
+    if i < x.size:
+        cuda.atomic.add(h, x[i], 1)
+    cuda.syncthreads()
+    if tid < 16:
+        cuda.atomic.add(hist, tid, h[tid])
+
+
+@cuda.jit
+def histogram_not_atomic(x, hist):
+    h = cuda.shared.array(16, int32)
+    tid = cuda.threadIdx.x
+    if tid < 16:
+        h[tid] = 0
+    cuda.syncthreads()
+    i = cuda.grid(1)
+    if i < x.size:
+        h[x[i]] += 1
+    cuda.syncthreads()
+    if tid < 16:
+        cuda.atomic.add(hist, tid, h[tid])
+
+
+@cuda.jit
+def histogram_not_zeroed(x, hist):
+    h = cuda.shared.array(16, int32)
+    i = cuda.grid(1)
+    if i < x.size:
+        cuda.atomic.add(h, x[i], 1)
+    cuda.syncthreads()
+    tid = cuda.threadIdx.x
+    if tid < 16:
+        cuda.atomic.add(hist, tid, h[tid])
+
+
+@cuda.jit
+def global_total_not_atomic(x, out):
+    i = cuda.grid(1)
+    if cuda.threadIdx.x == 0:
+        out[0] += x[i]
+
+
+@cuda.jit
+def early_return_before_syncthreads(x, out):
+    sdata = cuda.shared.array(TPB, float32)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i >= x.size:
+        return
+    sdata[tid] = x[i]
+    cuda.syncthreads()
+    out[i] = sdata[TPB - 1 - tid] if TPB - 1 - tid < x.size else float32(0)
+
+
+@cuda.jit
+def warp_reduce_syncwarp(x, out):
+    s = cuda.shared.array(32, float32)
+    lane = cuda.threadIdx.x
+    s[lane] = x[lane]
+    cuda.syncwarp()
+    k = 16
+    while k > 0:
+        v = s[lane + k] if lane < k else float32(0)
+        cuda.syncwarp()
+        if lane < k:
+            s[lane] += v
+        cuda.syncwarp()
+        k //= 2
+    if lane == 0:
+        out[0] = s[0]
+
+
+@cuda.jit
+def warp_reduce_no_syncwarp(x, out):
+    s = cuda.shared.array(32, float32)
+    lane = cuda.threadIdx.x
+    s[lane] = x[lane]
+    k = 16
+    while k > 0:
+        if lane < k:
+            s[lane] += s[lane + k]
+        k //= 2
+    if lane == 0:
+        out[0] = s[0]
+
+
+@cuda.jit
+def warp_shuffle_sum(x, out):
+    i = cuda.grid(1)
+    v = x[i]
+    k = 16
+    while k > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, k)
+        k //= 2
+    if cuda.laneid == 0:
+        cuda.atomic.add(out, 0, v)
+
+
+def _data(n=300, hist=False):
+    rng = np.random.default_rng(n)
+    return rng.integers(0, 16, n).astype(np.int32) if hist else rng.random(n).astype(np.float32)
+
+
+@pytest.mark.parametrize("kernel,args", [
+    (reduce_ok, lambda: (_data(), np.zeros(3, np.float32))),
+    (histogram_ok, lambda: (_data(hist=True), np.zeros(16, np.int32))),
+    (warp_reduce_syncwarp, lambda: (_data(32), np.zeros(1, np.float32))),
+    (warp_shuffle_sum, lambda: (_data(256), np.zeros(1, np.float32))),
+    (copy, lambda: (_data(), np.zeros(300, np.float32))),
+])
+def test_correct_kernels_are_never_reported(kernel, args):
+    for _ in range(2):
+        x, out = args()
+        t = trace.run(kernel, -(-x.size // TPB) if kernel is not warp_reduce_syncwarp else 1,
+                      TPB if kernel is not warp_reduce_syncwarp else 32, x, out)
+        assert t.problems() == [], t.summary()
+
+
+@pytest.mark.parametrize("kernel,hist,kind,words", [
+    (reduce_missing_syncthreads, False, "race", ["sdata[", "line 11 of", "thread "]),
+    (histogram_not_atomic, True, "race", ["h[", "h[x[i]] += 1", "writes"]),
+    (histogram_not_zeroed, True, "uninitialized", ["h[", "atomic"]),
+    (global_total_not_atomic, False, "race", ["different blocks", "out[0]"]),
+])
+def test_planted_bugs_are_found_on_every_run(kernel, hist, kind, words):
+    for _ in range(3):
+        x = _data(hist=hist)
+        out = np.zeros(16 if hist else 3, dtype=x.dtype)
+        t = trace.run(kernel, 3, TPB, x, out)
+        found = [p for p in t.problems() if p.kind == kind]
+        assert found, t.summary()
+        for w in words:
+            assert w in found[0].message, found[0].message
+        if kind == "race":
+            (b1, t1), (b2, t2) = found[0].threads
+            assert (b1, t1) != (b2, t2)
+
+
+def test_warp_synchronous_race_without_syncwarp_is_found():
+    t = trace.run(warp_reduce_no_syncwarp, 1, 32, _data(32), np.zeros(1, np.float32))
+    assert t.races() and "s[" in t.races()[0].message
+
+
+def test_partial_syncthreads_is_reported():
+    x = _data(200)
+    t = trace.run(early_return_before_syncthreads, 2, TPB, x, np.zeros(200, np.float32))
+    msgs = [p.message for p in t.problems() if p.kind == "syncthreads"]
+    assert msgs and "56 of 128 threads" in msgs[0] and "never reached" in msgs[0]
+
+
+def test_counts_plot_and_summary():
+    x = _data(256)
+    out = np.zeros(256, np.float32)
+    t = trace.run(copy, 2, TPB, x, out)
+    reads, writes = t.counts("x")
+    assert reads.shape == (2, TPB) and (reads == 1).all() and (writes == 0).all()
+    assert "problems: none found" in t.summary()
+    fig = t.plot("x")
+    assert len(fig.axes) >= 2
+    with pytest.raises(KeyError):
+        t.counts("nope")
+
+
+def test_device_arrays_and_views_are_traced():
+    x = cuda.to_device(np.arange(1100, dtype=np.float32))
+    out = cuda.to_device(np.zeros(1100, np.float32))
+    t = trace.run(copy, 8, TPB, x[:1000], out[:1000])
+    assert t.coalescing_counts()["x"]["requests"] == 32
+    np.testing.assert_array_equal(out.copy_to_host()[:1000], np.arange(1000))
+
+
+def test_tracing_4096_threads_takes_seconds():
+    x = _data(4096)
+    out = np.zeros(32, np.float32)
+    start = time.perf_counter()
+    t = trace.run(reduce_ok, 32, TPB, x, out)
+    elapsed = time.perf_counter() - start
+    assert t.problems() == []
+    np.testing.assert_allclose(out, x.reshape(32, TPB).sum(axis=1), rtol=1e-5)
+    assert elapsed < 30, elapsed
