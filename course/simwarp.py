@@ -424,6 +424,19 @@ _METHODS = {f.__name__: f for f in (
     popc, ffs, clz, brev)}
 
 
+def _thread_exited(t) -> None:
+    """Mark ``t``'s lane exited: rounds that only waited for it complete."""
+    t._simwarp_exited = True
+    bw = getattr(t._manager, "_simwarp", None)
+    if bw is not None:
+        warp = bw.warps[t.thread_id // WARP]
+        with warp.cond:
+            warp.exited |= 1 << (t.thread_id % WARP)
+            for rnd in list(warp.rounds.values()):
+                _try_finish(t, warp, rnd)
+            warp.cond.notify_all()
+
+
 def install() -> None:
     """Add the warp intrinsics to numba's simulator (idempotent; call only in sim mode)."""
     global _installed
@@ -463,17 +476,14 @@ def install() -> None:
 
         def run(self):
             try:
-                orig_run(self)
-            finally:
-                self._simwarp_exited = True
-                bw = getattr(self._manager, "_simwarp", None)
-                if bw is not None:
-                    warp = bw.warps[self.thread_id // WARP]
-                    with warp.cond:
-                        warp.exited |= 1 << (self.thread_id % WARP)
-                        for rnd in list(warp.rounds.values()):
-                            _try_finish(self, warp, rnd)
-                        warp.cond.notify_all()
+                try:
+                    orig_run(self)
+                finally:
+                    _thread_exited(self)
+            except Exception as exc:  # noqa: BLE001 - an asynchronous exception (e.g. the
+                # time limit of course.check) that landed outside the simulator's handler
+                if self.exception is None:
+                    self.exception = (exc, exc.__traceback__)
 
         manager.__init__ = manager_init
         thread.__init__ = thread_init

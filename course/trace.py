@@ -548,7 +548,7 @@ def _find_problems(tr) -> list:
         seen_race[key] = [prob, 1]
     for prob, n in seen_race.values():
         if n > 1:
-            prob.message += f" (and {n - 1} more element(s) with the same pair of lines)"
+            prob.message += f" (the same two lines race at {n - 1} more place(s))"
         problems.append(prob)
     for prob, n in seen_uninit.values():
         if n > 1:

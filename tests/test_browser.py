@@ -22,6 +22,7 @@ Without chromium the tests skip, unless $CI is set: then they fail (CI must inst
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -41,7 +42,7 @@ from browser_helpers import (CHROMIUM_FLAGS, JupyterLab, error_outputs,
 from conftest import REPO
 
 # Lessons to open in the browser: a list edit adds one.  Missing notebooks are skipped.
-NOTEBOOKS = ["00_start_here", "01_vector_add", "04_matmul"]
+NOTEBOOKS = ["00_start_here", "01_vector_add", "03_window_average", "04_matmul"]
 # Lessons whose student release (solutions removed) must show failing check reports.
 STUDENT_NOTEBOOKS = ["01_vector_add"]
 
@@ -54,7 +55,8 @@ MODE_WORD = course.runtime.mode_label()  # "simulator" here, "GPU" on a GPU mach
 CODE_CELL = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell"
 CHECK_CALL = re.compile(r"""\bcheck\(\s*['"]([A-Za-z_]\w*)['"]""")
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+# One server + browser per process: under `pytest -n 2 --dist loadgroup` all run in one worker.
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300), pytest.mark.xdist_group("browser")]
 
 
 def _ci() -> bool:
@@ -151,6 +153,7 @@ def lab():
     server = JupyterLab(root, home, ARTIFACTS / "jupyter-lab.log",
                         drop_env=("NUMBA_ENABLE_CUDASIM",) if chosen else ())
     pw = browser = None
+    atexit.register(server.stop)  # a second guard; stop() is a no-op once stopped
     try:
         server.start()
         pw = sync_playwright().start()

@@ -309,3 +309,44 @@ def test_tracing_4096_threads_takes_seconds():
     assert t.problems() == []
     np.testing.assert_allclose(out, x.reshape(32, TPB).sum(axis=1), rtol=1e-5)
     assert elapsed < 30, elapsed
+
+
+# ---------------------------------------------------------------------------------------
+# inside course.check: repeat runs are traced
+
+@cuda.jit
+def add_with_shared_scratch_race(n, x, y):
+    scratch = cuda.shared.array(1, float32)
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, n, stride):
+        scratch[0] = x[i]                  # every thread writes the same cell: a race
+        y[i] = x[i] + y[i]                 # ...that never changes the result
+
+
+@cuda.jit
+def add_grid_stride(n, x, y):
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, n, stride):
+        y[i] = x[i] + y[i]
+
+
+def test_check_fails_a_race_that_the_values_hide():
+    r = course.check("vector_add", add_with_shared_scratch_race, record=False)
+    assert not r.passed
+    bad = [c for c in r.cases if not c.passed]
+    assert len(bad) == 1 and "race found by course.trace" in bad[0].message
+    assert "scratch[0]" in bad[0].message and "line 6 of add_with_shared_scratch_race" in \
+        bad[0].message and bad[0].message.count("thread ") >= 2
+    assert course.check("vector_add", add_grid_stride, record=False).passed
+
+
+def test_recording_traces_launches_made_elsewhere():
+    x = _data(100)
+    y = np.zeros(100, np.float32)
+    with trace.recording() as traces:
+        copy[1, TPB](x, y)
+        copy[2, 64](x, y)
+    assert [t.block for t in traces] == [(TPB, 1, 1), (64, 1, 1)]
+    np.testing.assert_array_equal(y, x)
+    copy[1, TPB](x, y)                     # patched launch is restored
+    assert len(traces) == 2

@@ -75,7 +75,8 @@ class Report:
         lines = [f"# {self.title}", "",
                  f"- device: **{i.get('name')}** (cc {i.get('compute_capability')}, "
                  f"{i.get('sm_count')} SMs), mode {runtime.MODE}, date {self.date}",
-                 f"- measured ceilings: copy {c['copy_gbps']} GB/s (read + write), "
+                 f"- measured ceilings: copy {c['copy_gbps']} GB/s (read + write, best of "
+                 f"cudaMemcpy / numba copy kernel / torch copy_: {c.get('copy_method')}), "
                  f"FP32 {c['fp32_tflops']} TFLOP/s (FMA kernel)",
                  f"- software: numba {i['numba']}, numba-cuda {i['numba_cuda']}, "
                  f"numpy {i['numpy']}, Python {i['python']}",

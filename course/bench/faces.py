@@ -28,7 +28,7 @@ def sizes() -> tuple[int, tuple[int, int]]:
     """(m, image shape): the lecture's on a GPU, tiny in the simulator."""
     from ..data import LECTURE_M, LECTURE_SHAPE
 
-    return (LECTURE_M, LECTURE_SHAPE) if runtime.profile() == "lecture" else (64, (6, 5))
+    return (LECTURE_M, LECTURE_SHAPE) if runtime.profile() == "lecture" else (16, (4, 3))
 
 
 def faces_matrix() -> np.ndarray:
@@ -93,7 +93,7 @@ def run(report) -> None:
                nbytes=nb, size=size, note=f"{math.ceil(n / 32)} blocks of 32 threads")
     lec("compute_mean_kernel")
     best = None
-    for tpb in (64, 128, 256):
+    for tpb in (64, 128, 256) if runtime.MODE == "gpu" else (64,):
         split = K.default_split(m, n, tpb)
         t = benchmark(lambda: K.launch_mean(d_data, d_mean, m, n, split=split, tpb=tpb))
         if best is None or t.median_ms < best[0].median_ms:
@@ -115,7 +115,8 @@ def run(report) -> None:
                          repeat=5), nbytes=2 * nb, size=size)
     lec("correction_kernel_ortho")
     best = None
-    for tpb, by in ((32, 8), (64, 4), (128, 2), (128, 4), (256, 1), (256, 4)):
+    for tpb, by in ((32, 8), (64, 4), (128, 2), (128, 4), (256, 1), (256, 4)) \
+            if runtime.MODE == "gpu" else ((32, 2),):
         t = benchmark(lambda: K.launch_center("2d", d_data, d_mean, m, n, tpb=tpb, block_y=by))
         if best is None or t.median_ms < best[0].median_ms:
             best = (t, tpb, by)
@@ -131,7 +132,7 @@ def run(report) -> None:
     _cov_row(report, "symmetric_covariance_kernel (8x8)", "symmetric", d_data, m, n, flops,
              note=note_sym)
     lec("symmetric_covariance_kernel")
-    for cs in (2, 4, 8, 16, 32):
+    for cs in (2, 4, 8, 16, 32) if runtime.MODE == "gpu" else (4,):
         _cov_row(report, f"shared_covariance_kernel (chunk {cs}, CGMA {K.cgma(cs):g})", "tiled",
                  d_data, m, n, flops, note=note_sym, chunk_size=cs)
     lec("shared_covariance_kernel (chunk 8)")

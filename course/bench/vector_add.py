@@ -46,6 +46,17 @@ def run(report) -> None:
             best = (blocks, t)
     report.add("grid_stride", best[1], nbytes=nbytes, size=size,
                note=f"best grid: {best[0]} blocks of 256 (tried 4-32 per SM)")
+    best = None
+    for blocks_per_sm in ((2, 4, 8, 16) if lecture else (1,)):
+        for tpb in ((256, 512) if lecture else (256,)):
+            blocks = blocks_per_sm * (cuda.get_current_device().MULTIPROCESSOR_COUNT
+                                      if lecture else 2)
+            t = benchmark(lambda b=blocks, tp=tpb: lesson.launch("grid_stride_x4", n_big, x, y,
+                                                                  tp, b))
+            if best is None or t.median_ms < best[2].median_ms:
+                best = (blocks, tpb, t)
+    report.add("grid_stride_x4", best[2], nbytes=nbytes, size=size,
+               note=f"4 loads in flight per thread; best grid: {best[0]} blocks of {best[1]}")
     report.add_peer("torch", "torch.add(out=)", _torch_add(n_big), nbytes=nbytes, size=size)
     report.add_peer("cupy", "cupy.add(out=)", _cupy_add(n_big), nbytes=nbytes, size=size)
     report.note("bytes per element: 12 (read x, read y, write y); lecture rows are the "

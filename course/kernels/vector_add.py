@@ -44,6 +44,25 @@ def add_grid_stride(n, x, y):
 
 
 @cuda.jit
+def add_grid_stride_x4(n, x, y):
+    # Grid-stride loop that keeps 4 independent loads of x and of y in flight per thread:
+    # thread g owns elements g, g + T, g + 2T, g + 3T, then jumps by 4T (T = threads launched).
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    stride = cuda.blockDim.x * cuda.gridDim.x
+    while i + 3 * stride < n:
+        x0, x1, x2, x3 = x[i], x[i + stride], x[i + 2 * stride], x[i + 3 * stride]
+        y0, y1, y2, y3 = y[i], y[i + stride], y[i + 2 * stride], y[i + 3 * stride]
+        y[i] = x0 + y0
+        y[i + stride] = x1 + y1
+        y[i + 2 * stride] = x2 + y2
+        y[i + 3 * stride] = x3 + y3
+        i += 4 * stride
+    while i < n:                      # the last partial round
+        y[i] = x[i] + y[i]
+        i += stride
+
+
+@cuda.jit
 def matrix_add(A, B, C):
     # 2-D grid of 2-D blocks: thread (i, j) owns C[j, i]; arrays are (Ny, Nx), row-major.
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
@@ -56,6 +75,7 @@ PTX_SIGNATURES = {
     "add_one_thread": "void(int64, float32[::1], float32[::1])",
     "add_one_block": "void(int64, float32[::1], float32[::1])",
     "add_grid_stride": "void(int64, float32[::1], float32[::1])",
+    "add_grid_stride_x4": "void(int64, float32[::1], float32[::1])",
     "matrix_add": "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])",
 }
 
@@ -77,6 +97,8 @@ def launch(variant: str, n: int, x, y, threads_per_block: int = 256, blocks: int
         add_grid_stride[math.ceil(n / threads_per_block), threads_per_block](n, x, y)
     elif variant == "grid_stride":
         add_grid_stride[blocks or default_blocks(), threads_per_block](n, x, y)
+    elif variant == "grid_stride_x4":
+        add_grid_stride_x4[blocks or default_blocks(), threads_per_block](n, x, y)
     else:
         raise ValueError(f"unknown variant {variant!r}; choose from {sorted(VARIANTS)}")
 
@@ -101,7 +123,8 @@ def _validate(x, y):
     return x, y
 
 
-VARIANTS = {name: _host(name) for name in ("one_thread", "one_block", "many_blocks", "grid_stride")}
+VARIANTS = {name: _host(name) for name in ("one_thread", "one_block", "many_blocks", "grid_stride",
+                                           "grid_stride_x4")}
 
 
 def reference(x, y):

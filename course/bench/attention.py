@@ -1,0 +1,91 @@
+"""Lesson 08 benchmark: attention variants at the seeds' leaderboard shape, beside PyTorch SDPA."""
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .. import runtime
+from ..kernels import attention as A
+from ..timing import Timing, benchmark
+
+TITLE = "Lesson 08 - attention to flash attention"
+# CS149 leaderboard shape (batch, heads, N, d), float16; TileLang 13.6 ms on an H100.
+LEADERBOARD = (4, 64, 8192, 128)
+NAIVE = (1, 4, 8192, 128)       # three kernels: S for 4 heads (1 GiB) at a time
+
+
+def _device_inputs(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    b, h, n, d = shape
+    q, k, v = (cuda.to_device(rng.standard_normal((b * h, n, d)).astype(dtype)) for _ in range(3))
+    return q, k, v, cuda.device_array((b * h, n, d), dtype=np.float32)
+
+
+def _row(report, name, shape, fn, causal=False, repeat=None, note=""):
+    b, h, n, d = shape
+    t = benchmark(fn, repeat=repeat, warmup=1)
+    itemsize = 2
+    report.add(name, t, flops=A.flops(b, h, n, d, causal),
+               nbytes=A.traffic_bytes(b, h, n, d, itemsize)["flash"],
+               size=f"{b}x{h}x{n}x{d}" + (" causal" if causal else ""), note=note)
+    return t
+
+
+def run(report) -> None:
+    """Add every variant's timing to ``report`` (lecture shape on a GPU, tiny otherwise)."""
+    lecture = runtime.profile() == "lecture"
+    big = LEADERBOARD if lecture else (1, 2, 64, 32)
+    small = NAIVE if lecture else (1, 2, 64, 32)
+    rep = 5 if lecture else 1
+    dtype = np.float16 if lecture else np.float32
+
+    q, k, v, o = _device_inputs(small, dtype)
+    scratch = cuda.device_array((small[1], small[2], small[2]), np.float32)
+    naive = _row(report, "naive_three_kernels", small,
+                 lambda: A.launch("naive_three_kernels", q, k, v, o, scratch=scratch), repeat=rep,
+                 note="N x N scores in global memory")
+    _row(report, "fused_row_per_thread", small,
+         lambda: A.launch("fused_row_per_thread", q, k, v, o), repeat=rep)
+    tiled = _row(report, "flash_tiled", small, lambda: A.launch("flash_tiled", q, k, v, o),
+                 repeat=rep)
+    report.note(f"At {small}: flash_tiled is {naive.median_ms / tiled.median_ms:.1f}x faster "
+                "than the three-kernel version (target >= 5x).")
+
+    q, k, v, o = _device_inputs(big, dtype)
+    for causal in (False, True):
+        _row(report, "flash_tiled" + ("_causal" if causal else ""), big,
+             lambda c=causal: A.launch("flash_tiled", q, k, v, o, causal=c), causal, rep)
+    if lecture:
+        _row(report, "flash_sliding_window (W=1024)", big,
+             lambda: A.launch("flash_sliding_window", q, k, v, o, window=1024), True, rep,
+             note="FLOPs counted as causal")
+    if runtime.MODE == "gpu" and dtype == np.float16:
+        from ..kernels import attention_wmma as W
+
+        for causal in (False, True):
+            _row(report, "flash_wmma" + ("_causal" if causal else ""), big,
+                 lambda c=causal: W.launch(q, k, v, o, causal=c), causal, rep,
+                 note="tensor cores via linked C++ (wmma)")
+    _add_sdpa(report, big)
+    if lecture:
+        b, h, n, d = LEADERBOARD
+        report.add("TileLang (CS149 leaderboard)", Timing([13.6], mode="gpu"), kind="lecture",
+                   flops=A.flops(b, h, n, d), size="4x64x8192x128",
+                   note="seed: CS149 work log, H100")
+
+
+def _add_sdpa(report, shape) -> None:
+    from .. import perf
+
+    torch = perf.peer("torch")
+    if torch is None:
+        report.note("PyTorch not available: no SDPA peer rows.")
+        return
+    b, h, n, d = shape
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
+    F = torch.nn.functional
+    for causal in (False, True):
+        report.add_peer("torch", "torch SDPA" + (" causal" if causal else ""),
+                        lambda c=causal: F.scaled_dot_product_attention(q, k, v, is_causal=c),
+                        flops=A.flops(b, h, n, d, causal),
+                        size=f"{b}x{h}x{n}x{d}" + (" causal" if causal else ""))

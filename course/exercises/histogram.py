@@ -1,0 +1,130 @@
+"""Lesson 09 exercise: ``histogram_shared``, a multi-channel histogram with privatized
+shared-memory histograms and a 2-D grid that the student chooses through two constants.
+
+The student's module defines (defaults when absent: 4 and 64)::
+
+    CHANNELS_PER_BLOCK = 4     # channels one block counts
+    ROWS_PER_BLOCK = 64        # rows one block counts
+
+and ``@cuda.jit def histogram(data, hist)``.  The spec zeroes ``hist`` (int32, (channels, 256))
+before each launch and launches grid (ceil(channels / CHANNELS_PER_BLOCK),
+ceil(length / ROWS_PER_BLOCK)) with 1-D blocks of 64 or 128 threads (two sizes, so a
+hard-coded blockDim shows).  Several blocks add into the same hist row: use atomics there.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+
+from .. import runtime
+from . import EXACT, Case, Exercise, prime_near, sim
+
+DEFAULTS = {"CHANNELS_PER_BLOCK": 4, "ROWS_PER_BLOCK": 64}
+SHARED_POISON = 12345   # what the spec leaves in simulated shared memory (see _dirty_shared)
+
+
+def launch_constants(kernel) -> dict:
+    """CHANNELS_PER_BLOCK and ROWS_PER_BLOCK as the student's module defines them."""
+    g = getattr(getattr(kernel, "py_func", None), "__globals__", {})
+    out = {k: g.get(k, v) for k, v in DEFAULTS.items()}
+    for k, v in out.items():
+        if not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{k} must be a positive int; got {v!r}")
+    return out
+
+
+def skewed_uint8(rng, shape) -> np.ndarray:
+    """Random bytes, most of them in 3 bins (so atomic collisions really happen)."""
+    a = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    hot = rng.random(shape) < 0.8
+    a[hot] = rng.choice(np.array([3, 4, 250], np.uint8), size=int(hot.sum()))
+    return a
+
+
+class HistogramShared(Exercise):
+    """hist[c, v] = number of rows r with data[r, c] == v, counted in shared memory."""
+
+    def cases(self):
+        big = (prime_near(450), 11) if sim() else ((1 << 18) + 13, 67)
+        shapes = [((1, 1), 64, "uniform"), ((63, 3), 64, "uniform"),
+                  ((65, 5), 128, "skewed"), ((prime_near(200), 6), 64, "skewed"),
+                  ((97, 13), 128, "constant"), (big, 128, "skewed")]
+        return [Case(f"length x channels = {n} x {c}, {dist}", {"length": n, "channels": c,
+                                                                "dist": dist},
+                     ("ceil(channels / CHANNELS_PER_BLOCK)", "ceil(length / ROWS_PER_BLOCK)"),
+                     (tpb,), repeats=2 if i in (3, 5) else 1)
+                for i, ((n, c), tpb, dist) in enumerate(shapes)]
+
+    def make_inputs(self, case, rng):
+        shape = (case.params["length"], case.params["channels"])
+        dist = case.params["dist"]
+        if dist == "uniform":
+            data = rng.integers(0, 256, size=shape, dtype=np.uint8)
+        elif dist == "skewed":
+            data = skewed_uint8(rng, shape)
+        else:
+            data = np.broadcast_to(rng.integers(1, 256, size=shape[1], dtype=np.uint8),
+                                   shape).copy()
+        return {"data": data}
+
+    def outputs(self, case):
+        return {"hist": ((case.params["channels"], 256), np.int32)}
+
+    def reference(self, case, inputs):
+        data = inputs["data"]
+        return {"hist": np.stack([np.bincount(data[:, c], minlength=256)
+                                  for c in range(data.shape[1])]).astype(np.int32)}
+
+    def tolerance(self, case, name):
+        return EXACT
+
+    def prepare(self, case, args):
+        args["hist"][:] = 0   # the spec zeroes the histogram; the kernel only adds to it
+
+    def launch(self, kernel, case, args):
+        k = launch_constants(kernel)
+        n, c = case.params["length"], case.params["channels"]
+        grid = (math.ceil(c / k["CHANNELS_PER_BLOCK"]), math.ceil(n / k["ROWS_PER_BLOCK"]))
+        with _dirty_shared():
+            kernel[grid, case.block](args["data"], args["hist"])
+
+
+@contextlib.contextmanager
+def _dirty_shared():
+    """In the simulator, fill each new shared array with SHARED_POISON: on a GPU shared
+    memory holds leftovers, while numpy often hands the simulator zeros, which would hide a
+    kernel that forgets to zero its shared histogram."""
+    if runtime.MODE == "gpu":
+        yield
+        return
+    from numba.cuda.simulator import kernelapi
+
+    original = kernelapi.FakeCUDAShared.array
+
+    def array(self, shape, dtype, alignment=None):
+        fresh = shape != 0 and len(self._allocations) < 10**6
+        before = set(self._allocations)
+        a = original(self, shape, dtype, alignment)
+        if fresh and set(self._allocations) != before:
+            a.fill(SHARED_POISON)
+        return a
+
+    kernelapi.FakeCUDAShared.array = array
+    try:
+        yield
+    finally:
+        kernelapi.FakeCUDAShared.array = original
+
+
+EXERCISES = [
+    HistogramShared(
+        "histogram_shared", "09_histogram", "@cuda.jit def histogram(data, hist)",
+        "count hist[c, v] += #rows with data[r, c] == v for the block's tile of "
+        "CHANNELS_PER_BLOCK channels x ROWS_PER_BLOCK rows, in a shared-memory histogram "
+        "that is zeroed, filled with atomics, and added to hist after a syncthreads",
+        hints={"wrong": "Zero the shared histogram, syncthreads, count with cuda.atomic.add, "
+                        "syncthreads again, then add each count to hist with cuda.atomic.add; "
+                        "clip the last block's rows and channels to the array."}),
+]
