@@ -97,6 +97,13 @@ def time_bars(labels, times_ms, *, axes, floors=None, kinds=None, title: str = "
                 ax.plot([f, f], [y - 0.4, y + 0.4], color=COLORS["floor"], lw=2)
     ax.set_yticks(list(ys), labels, fontsize=8)
     ax.invert_yaxis()
+    from matplotlib.patches import Patch
+
+    shown = sorted(set(kinds or ["numba"]))
+    handles = [Patch(color=COLORS.get(k, COLORS["numba"]), label=k) for k in shown]
+    if floors and any(floors):
+        handles.append(Patch(color=COLORS["floor"], label="floor (bytes/bandwidth, FLOPs/peak)"))
+    ax.legend(handles=handles, fontsize=7, loc="lower right")
     if logx:
         ax.set_xscale("log")
     ax.set_xlabel("time per call (ms, median)" + ("" if runtime.MODE == "gpu"

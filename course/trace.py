@@ -183,6 +183,8 @@ class _Recorder:
 @contextlib.contextmanager
 def _patched(rec: _Recorder):
     """Swap the simulator's shared arrays, atomics and barriers for recording ones."""
+    from numba.cuda import types
+    from numba.cuda.np import numpy_support
     from numba.cuda.simulator import kernel as simkernel
     from numba.cuda.simulator import kernelapi
 
@@ -196,8 +198,16 @@ def _patched(rec: _Recorder):
     orig_syncwarp = saved.get((module_cls, "syncwarp"))
 
     def shared_array(self, shape, dtype, alignment=None):
-        arr = orig_shared(self, shape, dtype, alignment)
         frame = sys._getframe(1)
+        if shape == 0:
+            arr = orig_shared(self, shape, dtype, alignment)
+        else:   # the simulator keys allocations by its caller's line: key by the kernel's
+            if isinstance(dtype, types.Type):
+                dtype = numpy_support.as_dtype(dtype)
+            arr = self._allocations.get((frame.f_code.co_filename, frame.f_lineno))
+            if arr is None:
+                arr = np.empty(shape, dtype)
+                self._allocations[(frame.f_code.co_filename, frame.f_lineno)] = arr
         key = ("dynamic",) if shape == 0 else ("shared", frame.f_code.co_filename,
                                                frame.f_lineno)
         text = linecache.getline(frame.f_code.co_filename, frame.f_lineno)

@@ -95,7 +95,7 @@ def solution_histogram(data, hist):
     for k in range(t, n_rows * n_ch, cuda.blockDim.x):
         r = k // n_ch
         c = k - r * n_ch
-        cuda.atomic.add(sdata, c * 256 + data[r0 + r, c0 + c], 1)
+        cuda.atomic.add(sdata, c * 256 + int32(data[r0 + r, c0 + c]), 1)
     cuda.syncthreads()
     for i in range(t, n_ch * 256, cuda.blockDim.x):
         if sdata[i] > 0:
@@ -116,7 +116,7 @@ def non_atomic_shared_increment(data, hist):
     for k in range(t, n_rows * n_ch, cuda.blockDim.x):
         r = k // n_ch
         c = k - r * n_ch
-        j = c * 256 + data[r0 + r, c0 + c]
+        j = c * 256 + int32(data[r0 + r, c0 + c])
         sdata[j] = sdata[j] + 1
     cuda.syncthreads()
     for i in range(t, n_ch * 256, cuda.blockDim.x):
@@ -138,7 +138,7 @@ def missing_syncthreads_before_flush(data, hist):
     for k in range(t, n_rows * n_ch, cuda.blockDim.x):
         r = k // n_ch
         c = k - r * n_ch
-        cuda.atomic.add(sdata, c * 256 + data[r0 + r, c0 + c], 1)
+        cuda.atomic.add(sdata, c * 256 + int32(data[r0 + r, c0 + c]), 1)
     for i in range(t, n_ch * 256, cuda.blockDim.x):
         if sdata[i] > 0:
             cuda.atomic.add(hist, (c0 + i // 256, i % 256), sdata[i])
@@ -156,7 +156,7 @@ def missing_shared_zeroing(data, hist):
     for k in range(t, n_rows * n_ch, cuda.blockDim.x):
         r = k // n_ch
         c = k - r * n_ch
-        cuda.atomic.add(sdata, c * 256 + data[r0 + r, c0 + c], 1)
+        cuda.atomic.add(sdata, c * 256 + int32(data[r0 + r, c0 + c]), 1)
     cuda.syncthreads()
     for i in range(t, n_ch * 256, cuda.blockDim.x):
         if sdata[i] > 0:
@@ -177,7 +177,7 @@ def tail_rows_dropped(data, hist):
     for k in range(t, n_rows * n_ch, cuda.blockDim.x):
         r = k // n_ch
         c = k - r * n_ch
-        cuda.atomic.add(sdata, c * 256 + data[r0 + r, c0 + c], 1)
+        cuda.atomic.add(sdata, c * 256 + int32(data[r0 + r, c0 + c]), 1)
     cuda.syncthreads()
     for i in range(t, n_ch * 256, cuda.blockDim.x):
         if sdata[i] > 0:

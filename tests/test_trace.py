@@ -350,3 +350,22 @@ def test_recording_traces_launches_made_elsewhere():
     np.testing.assert_array_equal(y, x)
     copy[1, TPB](x, y)                     # patched launch is restored
     assert len(traces) == 2
+
+
+@cuda.jit
+def two_shared_arrays(x, out):
+    a = cuda.shared.array(32, float32)
+    b = cuda.shared.array(32, float32)
+    t = cuda.threadIdx.x
+    a[t] = x[t]
+    b[t] = 2 * x[t]
+    cuda.syncthreads()
+    out[t] = a[t] + b[31 - t]
+
+
+def test_two_shared_arrays_stay_distinct_under_the_tracer():
+    x = _data(32)
+    out = np.zeros(32, np.float32)
+    t = trace.run(two_shared_arrays, 1, 32, x, out)
+    np.testing.assert_allclose(out, x + 2 * x[::-1])
+    assert {a.name for a in t.arrays} >= {"a", "b"} and not t.problems()

@@ -114,7 +114,8 @@ class Report:
         from .. import plots
 
         fig, ax = plots.figure(figsize=(8, 0.45 * len(self.rows) + 1.5))
-        plots.time_bars([r["name"] + (f" [{r['size']}]" if r["size"] else "") for r in self.rows],
+        plots.time_bars([r["name"] + (f" ({r['note']})" if r["kind"] == "lecture" else "")
+                         + (f" [{r['size']}]" if r["size"] else "") for r in self.rows],
                         [r["median_ms"] for r in self.rows],
                         floors=[r["floor_ms"] for r in self.rows],
                         kinds=[r["kind"] for r in self.rows], axes=ax,

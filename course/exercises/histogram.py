@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 
 import numpy as np
 
@@ -102,14 +103,15 @@ def _dirty_shared():
     from numba.cuda.simulator import kernelapi
 
     original = kernelapi.FakeCUDAShared.array
+    lock = threading.Lock()   # threads of a block share the array: poison it before any uses it
 
     def array(self, shape, dtype, alignment=None):
-        fresh = shape != 0 and len(self._allocations) < 10**6
-        before = set(self._allocations)
-        a = original(self, shape, dtype, alignment)
-        if fresh and set(self._allocations) != before:
-            a.fill(SHARED_POISON)
-        return a
+        with lock:
+            before = len(self._allocations)
+            a = original(self, shape, dtype, alignment)
+            if shape != 0 and len(self._allocations) > before:
+                a.fill(SHARED_POISON)
+            return a
 
     kernelapi.FakeCUDAShared.array = array
     try:

@@ -100,7 +100,8 @@ def locate(cells: list[nbk.Cell], ex: nbk.Exercise) -> tuple[list[nbk.Cell], str
     by_marker = [c for c in code if c.exercise_tag == ex.name]
     if by_marker:
         return by_marker, "marker"
-    by_id = [c for c in code if ex.cell.id and c.id == ex.cell.id]
+    by_id = [c for c in code if ex.cell.id and c.id == ex.cell.id   # ids can be reused:
+             and ex.function in nbk.defined_functions(c.source)]    # it must define fn
     if by_id:
         return by_id, "cell id"
     by_name = [c for c in code if ex.function in nbk.defined_functions(c.source)

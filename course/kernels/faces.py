@@ -248,7 +248,8 @@ def launch_center(kind, d_data, d_mean, m, n, tpb: int = THREADS_PER_BLK,
         correction_kernel_ortho[math.ceil(m / tpb), tpb](d_data, d_mean, m, n)
     elif kind == "2d":
         gx = math.ceil(n / tpb)
-        gy = blocks_y or max(1, min(math.ceil(m / block_y), 32 * sm_count() // gx + 1))
+        fill = 32 * sm_count() // gx + 1 if runtime.MODE == "gpu" else 1   # ~32 blocks per SM
+        gy = blocks_y or max(1, min(math.ceil(m / block_y), fill))
         correction_kernel_2d[(gx, gy), (tpb, block_y)](d_data, d_mean, m, n)
     else:
         raise ValueError(f"unknown centering kernel {kind!r}: coalesced, noncoalesced or 2d")
@@ -329,10 +330,36 @@ def _cov_host(kind):
     return run
 
 
+def mean_face_split(D, split: int | None = None, threads_per_block: int = 128):
+    """Mean of the rows of D by mean_split_kernel (split: image slices; default fills the GPU)."""
+    D = _validate(D)
+    return mean_face(D, split=split or default_split(*D.shape, threads_per_block),
+                     threads_per_block=threads_per_block)
+
+
+def timing_breakdown(D, pinned: bool = False) -> dict:
+    """The lecture's breakdown for the mean face, in ms: H2D copy, kernel, D2H copy."""
+    from ..timing import benchmark
+
+    D = _validate(D)
+    m, n = D.shape
+    host = D.ravel()
+    if pinned:
+        host = cuda.pinned_array(m * n, dtype=np.float32)
+        host[:] = D.ravel()
+    d_data = cuda.device_array(m * n, dtype=np.float32)
+    d_mean = cuda.device_array(n, dtype=np.float32)
+    reps = dict(repeat=5, warmup=1) if runtime.MODE == "gpu" else dict(repeat=1, warmup=0)
+    h2d = benchmark(lambda: d_data.copy_to_device(host), **reps)
+    kernel = benchmark(lambda: launch_mean(d_data, d_mean, m, n), **reps)
+    d2h = benchmark(lambda: d_mean.copy_to_host(), **reps)
+    return {"H2D copy": h2d.median_ms, "compute_mean_kernel": kernel.median_ms,
+            "mean D2H": d2h.median_ms}
+
+
 VARIANTS = {
     "mean": mean_face,
-    "mean_split": lambda D, **kw: mean_face(D, split=kw.pop("split", None) or
-                                            default_split(*np.shape(D)), **kw),
+    "mean_split": mean_face_split,
     "center_coalesced": _center_host("coalesced"),
     "center_noncoalesced": _center_host("noncoalesced"),
     "center_2d": _center_host("2d"),
