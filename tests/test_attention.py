@@ -303,6 +303,8 @@ def test_flash_attention_solution_passes():
 
 @pytest.mark.parametrize("bug", ["missing_rescale", "no_max_subtraction", "missing_syncthreads"])
 def test_flash_attention_mutants_rejected(bug):
+    if bug == "missing_syncthreads" and course.MODE == "gpu":
+        pytest.skip("a missing barrier is a race: on a GPU it may not show in one run")
     assert rejects("flash_attention_forward", _mutant(bug))
 
 

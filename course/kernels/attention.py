@@ -188,10 +188,10 @@ def flash_fwd(Q, K, V, O, L, scale, causal, window):
     for e in range(t, Bc * D_PAD, FLASH_THREADS):
         sKV[e // D_PAD, e % D_PAD] = float32(0.0)
     cuda.syncthreads()
-    for e in range(t, Br * d, FLASH_THREADS):
-        r, c = e // d, e % d
-        if q0 + r < n:
-            sQ[r, c] = float32(Q[bh, q0 + r, c]) * scale
+    for r in range(ty, Br, FLASH_THREADS // FLASH_TX):     # row r, columns tx, tx+16, ...
+        for c in range(tx, d, FLASH_TX):
+            if q0 + r < n:
+                sQ[r, c] = float32(Q[bh, q0 + r, c]) * scale
     if t < Br:
         sM[t] = NEG_INF
         sL[t] = float32(0.0)
@@ -205,9 +205,9 @@ def flash_fwd(Q, K, V, O, L, scale, causal, window):
         lo = max(0, q0 - window) // Bc * Bc
     for j0 in range(lo, hi, Bc):
         cuda.syncthreads()                  # everyone is done with the last V tile
-        for e in range(t, Bc * d, FLASH_THREADS):
-            r, c = e // d, e % d
-            sKV[r, c] = float32(K[bh, j0 + r, c]) if j0 + r < n else float32(0.0)
+        for r in range(ty, Bc, FLASH_THREADS // FLASH_TX):
+            for c in range(tx, d, FLASH_TX):
+                sKV[r, c] = float32(K[bh, j0 + r, c]) if j0 + r < n else float32(0.0)
         cuda.syncthreads()                  # K tile loaded before anyone reads it
         for a in range(4):                  # S = Q K^T for my 4 x 2 scores
             r = ty + 8 * a
@@ -219,29 +219,30 @@ def flash_fwd(Q, K, V, O, L, scale, causal, window):
                 ok = q0 + r < n and visible(q0 + r, j0 + cc, n, causal, window)
                 sS[r, cc] = s if ok else NEG_INF
         cuda.syncthreads()                  # scores done; K tile no longer needed
-        if t < Br:                          # online softmax: thread t owns row t
-            m_old = sM[t]
+        if t % 32 < Br // 4:                # online softmax: lanes 0-7 of warp w own rows 8w..8w+7
+            rs = (t // 32) * (Br // 4) + t % 32
+            m_old = sM[rs]
             m_new = m_old
             for c in range(Bc):
-                m_new = max(m_new, sS[t, c])
+                m_new = max(m_new, sS[rs, c])
             alpha = float32(1.0)
-            l = sL[t]
+            l = sL[rs]
             if m_new > NEG_INF:
                 alpha = math.exp(m_old - m_new)
                 l = l * alpha
                 for c in range(Bc):
-                    p = math.exp(sS[t, c] - m_new)
-                    sS[t, c] = p
+                    p = math.exp(sS[rs, c] - m_new)
+                    sS[rs, c] = p
                     l += p
             else:
                 for c in range(Bc):
-                    sS[t, c] = float32(0.0)
-            sM[t] = m_new
-            sL[t] = l
-            sAlpha[t] = alpha
-        for e in range(t, Bc * d, FLASH_THREADS):
-            r, c = e // d, e % d
-            sKV[r, c] = float32(V[bh, j0 + r, c]) if j0 + r < n else float32(0.0)
+                    sS[rs, c] = float32(0.0)
+            sM[rs] = m_new
+            sL[rs] = l
+            sAlpha[rs] = alpha
+        for r in range(ty, Bc, FLASH_THREADS // FLASH_TX):
+            for c in range(tx, d, FLASH_TX):
+                sKV[r, c] = float32(V[bh, j0 + r, c]) if j0 + r < n else float32(0.0)
         cuda.syncthreads()                  # P, alpha and the V tile ready
         for a in range(4):                  # O = alpha * O + P V for my 4 x 8 outputs
             al = sAlpha[ty + 8 * a]

@@ -115,9 +115,9 @@ def flash_wmma_fwd(Q, K, V, O, scale, causal, window):
     n, d = Q.shape[1], Q.shape[2]
     half_d = d // 2
     r2, c2 = t // 2, (t % 2) * (d // 2)      # my half row for rescale / write
-    for e in range(t, WBr * d, WTHREADS):
-        r, c = e // d, e % d
-        sQ[r, c] = Q[bh, min(q0 + r, n - 1), c]     # rows past n: any finite value
+    for r in range(t // 16, WBr, WTHREADS // 16):     # thread t: row t // 16 (+4, ...)
+        for c in range(t % 16, d, 16):
+            sQ[r, c] = Q[bh, min(q0 + r, n - 1), c]     # rows past n: any finite value
     for c in range(c2, c2 + half_d):
         sO[r2, c] = float32(0.0)
     if t < WBr:
@@ -130,9 +130,9 @@ def flash_wmma_fwd(Q, K, V, O, scale, causal, window):
         lo = max(0, q0 - window) // WBc * WBc
     for j0 in range(lo, hi, WBc):
         cuda.syncthreads()
-        for e in range(t, WBc * d, WTHREADS):
-            r, c = e // d, e % d
-            sKV[r, c] = K[bh, min(j0 + r, n - 1), c]  # rows past n are masked
+        for r in range(t // 16, WBc, WTHREADS // 16):
+            for c in range(t % 16, d, 16):
+                sKV[r, c] = K[bh, min(j0 + r, n - 1), c]  # rows past n are masked
         cuda.syncthreads()
         wmma_qk(address_of(sQ), address_of(sKV), address_of(sS), 16 * w, d, WBc)
         cuda.syncthreads()
@@ -158,9 +158,9 @@ def flash_wmma_fwd(Q, K, V, O, scale, causal, window):
             sM[r] = m_new
             sL[r] = l
             sAlpha[r] = alpha
-        for e in range(t, WBc * d, WTHREADS):
-            r, c = e // d, e % d
-            sKV[r, c] = V[bh, min(j0 + r, n - 1), c]  # finite; their P is 0
+        for r in range(t // 16, WBc, WTHREADS // 16):
+            for c in range(t % 16, d, 16):
+                sKV[r, c] = V[bh, min(j0 + r, n - 1), c]  # finite; their P is 0
         cuda.syncthreads()
         al = sAlpha[r2]
         for c in range(c2, c2 + half_d):

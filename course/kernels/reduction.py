@@ -181,16 +181,6 @@ def reduce5(g_idata, g_odata):
             g_odata[cuda.blockIdx.x] = mysum
 
 
-@cuda.jit(device=True)
-def warp_sum(v):
-    # All 32 lanes of a warp call this; lane 0 returns the warp's sum (registers only).
-    offset = 16
-    while offset > 0:
-        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
-        offset //= 2
-    return v
-
-
 @cuda.jit
 def reduce6(g_idata, g_odata):
     # Kernel 6: first add during load, then warp shuffles: registers instead of shared
@@ -207,7 +197,10 @@ def reduce6(g_idata, g_odata):
     if i + cuda.blockDim.x < g_idata.size:
         mysum += g_idata[i + cuda.blockDim.x]
 
-    mysum = warp_sum(mysum)                 # lane 0 of each warp: its warp's sum
+    offset = 16                             # lane 0 of each warp ends with its warp's sum
+    while offset > 0:
+        mysum += cuda.shfl_down_sync(0xFFFFFFFF, mysum, offset)
+        offset //= 2
     if lane == 0:
         warp_sums[warp] = mysum
     cuda.syncthreads()
@@ -216,7 +209,10 @@ def reduce6(g_idata, g_odata):
         mysum = g_idata.dtype.type(0)
         if lane < cuda.blockDim.x // 32:
             mysum = warp_sums[lane]
-        mysum = warp_sum(mysum)
+        offset = 16
+        while offset > 0:
+            mysum += cuda.shfl_down_sync(0xFFFFFFFF, mysum, offset)
+            offset //= 2
         if lane == 0:
             g_odata[cuda.blockIdx.x] = mysum
 

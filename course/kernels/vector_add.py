@@ -36,6 +36,16 @@ def add_one_block(n, x, y):
 
 
 @cuda.jit
+def add_partitioned(n, x, y):
+    # One block, the CPU way: thread t owns the contiguous chunk [t * chunk, (t + 1) * chunk).
+    chunk = (n + cuda.blockDim.x - 1) // cuda.blockDim.x
+    begin = cuda.threadIdx.x * chunk
+    end = min(begin + chunk, n)
+    for i in range(begin, end):
+        y[i] = x[i] + y[i]
+
+
+@cuda.jit
 def add_grid_stride(n, x, y):
     # Any grid: thread g owns elements g, g + T, g + 2T, ... where T = all threads launched.
     index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
@@ -75,6 +85,7 @@ def matrix_add(A, B, C):
 PTX_SIGNATURES = {
     "add_one_thread": "void(int64, float32[::1], float32[::1])",
     "add_one_block": "void(int64, float32[::1], float32[::1])",
+    "add_partitioned": "void(int64, float32[::1], float32[::1])",
     "add_grid_stride": "void(int64, float32[::1], float32[::1])",
     "add_grid_stride_x4": "void(int64, float32[::1], float32[::1])",
     "matrix_add": "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])",
@@ -94,6 +105,8 @@ def launch(variant: str, n: int, x, y, threads_per_block: int = 256, blocks: int
         add_one_thread[1, 1](n, x, y)
     elif variant == "one_block":
         add_one_block[1, threads_per_block](n, x, y)
+    elif variant == "one_block_partitioned":
+        add_partitioned[1, threads_per_block](n, x, y)
     elif variant == "many_blocks":
         add_grid_stride[math.ceil(n / threads_per_block), threads_per_block](n, x, y)
     elif variant == "grid_stride":
@@ -124,8 +137,8 @@ def _validate(x, y):
     return x, y
 
 
-VARIANTS = {name: _host(name) for name in ("one_thread", "one_block", "many_blocks", "grid_stride",
-                                           "grid_stride_x4")}
+VARIANTS = {name: _host(name) for name in ("one_thread", "one_block", "one_block_partitioned",
+                                           "many_blocks", "grid_stride", "grid_stride_x4")}
 
 
 def reference(x, y):
