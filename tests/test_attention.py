@@ -90,9 +90,8 @@ def run_flash(kernel, Q, K, V, causal):
     bh, n, d = Q.shape
     O = cuda.device_array(Q.shape, np.float32)
     L = cuda.device_array((bh, n), np.float32)
-    kernel[(math.ceil(n / A.Br), bh), A.FLASH_THREADS](
-        cuda.to_device(Q), cuda.to_device(K), cuda.to_device(V), O, L,
-        float32(1 / math.sqrt(d)), causal, -1)
+    A.flash_launch(kernel, cuda.to_device(Q), cuda.to_device(K), cuda.to_device(V), O, L,
+                   1 / math.sqrt(d), causal, -1)
     return O.copy_to_host()
 
 

@@ -28,7 +28,8 @@ def test_mean_variants(name, m, n):
 
 
 @pytest.mark.parametrize("m,n", SHAPES)
-@pytest.mark.parametrize("name", ["center_coalesced", "center_noncoalesced", "center_2d"])
+@pytest.mark.parametrize("name", ["center_coalesced", "center_noncoalesced", "center_2d",
+                                  "center_2d_ilp"])
 def test_centering_variants(name, m, n):
     D = _D(m, n, 1)
     before = D.copy()
@@ -45,7 +46,8 @@ def test_center_2d_with_few_blocks_strides_over_images():
 
 
 @pytest.mark.parametrize("m,n", [(1, 1), (23, 19), (7, 70)])
-@pytest.mark.parametrize("name", ["cov_naive", "cov_symmetric", "cov_tiled", "cov_register"])
+@pytest.mark.parametrize("name", ["cov_naive", "cov_symmetric", "cov_tiled", "cov_register",
+                                  "cov_register8"])
 def test_covariance_variants(name, m, n):
     D = _D(m, n, 3)
     Dc = (D - D.mean(axis=0)).astype(np.float32)
@@ -407,5 +409,5 @@ def test_lecture_sizes_on_gpu():
     Dc = K.VARIANTS["center_2d"](D)
     np.testing.assert_allclose(Dc, K.reference(D, "center"), atol=2e-5)
     ref = K.reference(Dc[:4000], "cov")
-    for name in ("cov_tiled", "cov_register"):
+    for name in ("cov_tiled", "cov_register", "cov_register8"):
         np.testing.assert_allclose(K.VARIANTS[name](Dc[:4000]), ref, rtol=1e-3, atol=1e-5)

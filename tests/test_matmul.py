@@ -14,10 +14,15 @@ SETTINGS = {"v1_naive": [{"threads": (4, 4)}, {}],
             "v1_5_thread_tile": [{"threads": (4, 4), "V": 2}, {"threads": (4, 2), "V": 3}],
             "v2_register_outer": [{"threads": (4, 4), "V": 2}, {"threads": (2, 4), "V": 4}],
             "v3_shared_tiled": [{"L": 16, "V": 2, "S": 4}, {"L": 8, "V": 2, "S": 2},
-                                {"L": 12, "V": 3, "S": 4}]}
+                                {"L": 12, "V": 3, "S": 4}],
+            "v3_tuned": [{"tile": (16, 16, 4, 2, 2)}, {"tile": (16, 8, 4, 2, 2)},
+                         {"tile": (8, 16, 8, 2, 4), "min_blocks": 1}]}
 
 
-@pytest.mark.parametrize("variant", sorted(matmul.VARIANTS))
+ALL_VARIANTS = {**matmul.VARIANTS, **matmul.TUNED_VARIANTS}
+
+
+@pytest.mark.parametrize("variant", sorted(ALL_VARIANTS))
 def test_variant_matches_float64_reference_on_odd_shapes(variant):
     rng = np.random.default_rng(7)
     for (m, k, n) in SHAPES:
@@ -25,7 +30,7 @@ def test_variant_matches_float64_reference_on_odd_shapes(variant):
         B = rng.uniform(-1, 1, (k, n)).astype(np.float32)
         rtol, atol = matmul.tolerance(k)
         for settings in SETTINGS[variant]:
-            C = matmul.VARIANTS[variant](A, B, **settings)
+            C = ALL_VARIANTS[variant](A, B, **settings)
             assert C.dtype == np.float32 and C.shape == (m, n)
             np.testing.assert_allclose(C, matmul.reference(A, B), rtol=rtol, atol=atol,
                                        err_msg=f"{variant} {settings} {(m, k, n)}")
@@ -58,6 +63,13 @@ def test_v3_constraint():
     assert "evenly" in matmul.v3_invalid(64, 4, 2)
     assert "shared" in matmul.v3_invalid(256, 16, 32)
     assert "registers" in matmul.v3_invalid(256, 16, 8)
+    assert matmul.v3_tuned_invalid(*matmul.TUNED_DEFAULT) is None
+    assert matmul.v3_tuned_invalid(128, 64, 8, 8, 4) is None
+    assert "divide" in matmul.v3_tuned_invalid(128, 128, 8, 3, 8)
+    assert "BK" in matmul.v3_tuned_invalid(128, 128, 12, 8, 8)
+    with pytest.raises(ValueError):
+        matmul.TUNED_VARIANTS["v3_tuned"](np.ones((4, 4), np.float32), np.ones((4, 4), np.float32),
+                                    tile=(16, 16, 3, 2, 2))
 
 
 # ---------------------------------------------------------------------------------------
@@ -227,6 +239,6 @@ def test_lecture_size_on_gpu():
         A = rng.uniform(-1, 1, (m, k)).astype(np.float32)
         B = rng.uniform(-1, 1, (k, n)).astype(np.float32)
         rtol, atol = matmul.tolerance(k)
-        for name, fn in matmul.VARIANTS.items():
+        for name, fn in ALL_VARIANTS.items():
             np.testing.assert_allclose(fn(A, B), matmul.reference(A, B), rtol=rtol, atol=atol,
                                        err_msg=name)

@@ -22,7 +22,8 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets" / "benchmarks"
 
 def lessons() -> list[str]:
     """Names of the lessons that have a benchmark module."""
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+    return sorted(m.name for m in pkgutil.iter_modules(__path__)
+                  if not m.name.startswith("_") and m.name != "cli")
 
 
 class Report:

@@ -312,7 +312,10 @@ def _traced_launch(spec, fn, case, views) -> str | None:
     for t in traces:
         for p in t.problems():
             if p.kind in TRACE_FAILS:
-                return f"{p.kind} found by course.trace: {p.message}"
+                hint = (" - use cuda.atomic.add (or another cuda.atomic op) where several "
+                        "blocks update the same element" if "different blocks" in p.message
+                        else "")
+                return f"{p.kind} found by course.trace: {p.message}{hint}"
     return None
 
 

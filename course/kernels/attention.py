@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint64
 
 from .. import runtime
 
@@ -23,13 +23,19 @@ NOTEBOOKS = ["08_flash_attention"]
 
 TILE = 16          # naive version: 16 x 16 tiles of the two matrix products (lesson 04)
 SOFTMAX_TPB = 128 if runtime.MODE == "gpu" else 32  # naive softmax: threads per row (block)
-Br = 32            # flash: query rows per block
-Bc = 32            # flash: key/value rows per shared-memory tile
+Br = 64            # flash: query rows per block
+Bc = 64            # flash: key/value rows per shared-memory tile
 D_MAX = 128        # largest head dimension the register/shared arrays hold
 D_PAD = D_MAX + 1  # flash: padded shared row length (no bank conflicts across rows)
-Bc_PAD = Bc + 1
-FLASH_TX = 16      # flash: threads along a row (columns); 128 threads = 8 x 16
-FLASH_THREADS = 128
+P_PAD = Bc + 1     # flash: padded row length of the probability tile sP
+FLASH_THREADS = 128                       # flash: threads per block
+ROW_LANES = 16                            # threads sharing a row (half a warp)
+ROW_GROUPS = FLASH_THREADS // ROW_LANES   # 8 row groups
+RPT = Br // ROW_GROUPS                    # query rows per thread (8)
+SPT = Bc // ROW_LANES                     # score columns per thread (4)
+OPT = D_MAX // ROW_LANES                  # output columns per thread (8)
+SQ_AT, SKV_AT, SP_AT = 0, Br * D_PAD, (Br + Bc) * D_PAD   # offsets into the shared buffer
+FLASH_SHARED = 4 * ((Br + Bc) * D_PAD + Br * P_PAD)       # bytes of dynamic shared memory
 ROW_THREADS = 128  # fused_row_per_thread: threads per block
 NEG_INF = float32(-np.inf)
 
@@ -169,34 +175,28 @@ def attn_row_per_thread(Q, K, V, O, scale, causal, window):
 @cuda.jit
 def flash_fwd(Q, K, V, O, L, scale, causal, window):
     # Block (bx, bh) owns query rows q0 .. q0+Br-1 of head bh and walks K/V in tiles of Bc.
-    # Thread t: tx = t % 16, ty = t // 16; it owns rows ty, ty+8, ty+16, ty+24 of the tile,
-    # score columns tx, tx+16 and output columns tx, tx+16, ..., tx+112 (registers).
-    # Shared: sQ (scaled Q tile), sKV (K tile, then V tile), sS (scores, then P), m/l/alpha.
-    sQ = cuda.shared.array((Br, D_PAD), float32)
-    sKV = cuda.shared.array((Bc, D_PAD), float32)
-    sS = cuda.shared.array((Br, Bc_PAD), float32)
-    sM = cuda.shared.array(Br, float32)
-    sL = cuda.shared.array(Br, float32)
-    sAlpha = cuda.shared.array(Br, float32)
-    acc = cuda.local.array((4, 8), float32)
+    # Thread t: tr = t // 16, tc = t % 16 (the 16 lanes of a half warp share rows).  It owns
+    # rows tr + 8a (a < RPT), score columns tc + 16b (b < SPT) and output columns tc + 16c
+    # (c < OPT): scores s, accumulator acc, row max m and row sum l live in registers.
+    # Shared (one dynamic buffer sm): sQ = scaled Q tile, sKV = K tile then V tile, sP = P.
+    sm = cuda.shared.array(0, float32)
+    s = cuda.local.array((RPT, SPT), float32)
+    acc = cuda.local.array((RPT, OPT), float32)
+    m = cuda.local.array(RPT, float32)
+    l = cuda.local.array(RPT, float32)
     t = cuda.threadIdx.x
-    tx, ty = t % FLASH_TX, t // FLASH_TX
+    tr, tc = t // ROW_LANES, t % ROW_LANES
     bh, q0 = cuda.blockIdx.y, cuda.blockIdx.x * Br
     n, d = Q.shape[1], Q.shape[2]
-    for e in range(t, Br * D_PAD, FLASH_THREADS):    # zero: columns >= d stay 0
-        sQ[e // D_PAD, e % D_PAD] = float32(0.0)
-    for e in range(t, Bc * D_PAD, FLASH_THREADS):
-        sKV[e // D_PAD, e % D_PAD] = float32(0.0)
-    cuda.syncthreads()
-    for r in range(ty, Br, FLASH_THREADS // FLASH_TX):     # row r, columns tx, tx+16, ...
-        for c in range(tx, d, FLASH_TX):
-            if q0 + r < n:
-                sQ[r, c] = float32(Q[bh, q0 + r, c]) * scale
-    if t < Br:
-        sM[t] = NEG_INF
-        sL[t] = float32(0.0)
-    for a in range(4):
-        for c in range(8):
+    lr, lc = t // 32, t % 32                # loader: rows lr + 4i, columns lc + 32u
+    for r in range(lr, Br, FLASH_THREADS // 32):
+        for c in range(lc, d, 32):
+            qv = float32(Q[bh, uint64(q0 + r), uint64(c)]) * scale if q0 + r < n else float32(0.0)
+            sm[uint64(SQ_AT + r * D_PAD + c)] = qv
+    for a in range(RPT):
+        m[a] = NEG_INF
+        l[a] = float32(0.0)
+        for c in range(OPT):
             acc[a, c] = float32(0.0)
     lo, hi = 0, n                           # key tiles that can hold a visible key
     if causal:
@@ -204,70 +204,79 @@ def flash_fwd(Q, K, V, O, L, scale, causal, window):
     if window >= 0:
         lo = max(0, q0 - window) // Bc * Bc
     for j0 in range(lo, hi, Bc):
-        cuda.syncthreads()                  # everyone is done with the last V tile
-        for r in range(ty, Bc, FLASH_THREADS // FLASH_TX):
-            for c in range(tx, d, FLASH_TX):
-                sKV[r, c] = float32(K[bh, j0 + r, c]) if j0 + r < n else float32(0.0)
+        cuda.syncthreads()                  # everyone is done with the last V tile and P
+        for r in range(lr, Bc, FLASH_THREADS // 32):
+            for c in range(lc, d, 32):
+                kv = float32(K[bh, uint64(j0 + r), uint64(c)]) if j0 + r < n else float32(0.0)
+                sm[uint64(SKV_AT + r * D_PAD + c)] = kv
         cuda.syncthreads()                  # K tile loaded before anyone reads it
-        for a in range(4):                  # S = Q K^T for my 4 x 2 scores
-            r = ty + 8 * a
-            for b in range(2):
-                cc = tx + 16 * b
-                s = float32(0.0)
-                for k in range(d):
-                    s += sQ[r, k] * sKV[cc, k]
-                ok = q0 + r < n and visible(q0 + r, j0 + cc, n, causal, window)
-                sS[r, cc] = s if ok else NEG_INF
-        cuda.syncthreads()                  # scores done; K tile no longer needed
-        if t % 32 < Br // 4:                # online softmax: lanes 0-7 of warp w own rows 8w..8w+7
-            rs = (t // 32) * (Br // 4) + t % 32
-            m_old = sM[rs]
-            m_new = m_old
-            for c in range(Bc):
-                m_new = max(m_new, sS[rs, c])
-            alpha = float32(1.0)
-            l = sL[rs]
-            if m_new > NEG_INF:
-                alpha = math.exp(m_old - m_new)
-                l = l * alpha
-                for c in range(Bc):
-                    p = math.exp(sS[rs, c] - m_new)
-                    sS[rs, c] = p
-                    l += p
-            else:
-                for c in range(Bc):
-                    sS[rs, c] = float32(0.0)
-            sM[rs] = m_new
-            sL[rs] = l
-            sAlpha[rs] = alpha
-        for r in range(ty, Bc, FLASH_THREADS // FLASH_TX):
-            for c in range(tx, d, FLASH_TX):
-                sKV[r, c] = float32(V[bh, j0 + r, c]) if j0 + r < n else float32(0.0)
-        cuda.syncthreads()                  # P, alpha and the V tile ready
-        for a in range(4):                  # O = alpha * O + P V for my 4 x 8 outputs
-            al = sAlpha[ty + 8 * a]
-            for c in range(8):
-                acc[a, c] *= al
-        for j in range(Bc):
-            p0, p1 = sS[ty, j], sS[ty + 8, j]
-            p2, p3 = sS[ty + 16, j], sS[ty + 24, j]
-            for c in range(8):
-                v = sKV[j, tx + 16 * c]
-                acc[0, c] += p0 * v
-                acc[1, c] += p1 * v
-                acc[2, c] += p2 * v
-                acc[3, c] += p3 * v
-    cuda.syncthreads()
-    for a in range(4):                      # O = acc / l, written once
-        r = ty + 8 * a
-        if q0 + r < n:
-            l = sL[r]
-            inv = float32(1.0) / l if l > 0 else float32(0.0)
-            for c in range(8):
-                if tx + 16 * c < d:
-                    O[bh, q0 + r, tx + 16 * c] = acc[a, c] * inv
-            if tx == 0:                     # log-sum-exp, for a backward pass
-                L[bh, q0 + r] = sM[r] + math.log(l) if l > 0 else NEG_INF
+        for a in range(RPT):                # S = Q K^T: my RPT x SPT scores
+            for b in range(SPT):
+                s[a, b] = float32(0.0)
+        for k in range(d):
+            qk = cuda.local.array(RPT, float32)
+            for a in range(RPT):
+                qk[a] = sm[uint64(SQ_AT + (tr + ROW_GROUPS * a) * D_PAD + k)]
+            for b in range(SPT):
+                kk = sm[uint64(SKV_AT + (tc + ROW_LANES * b) * D_PAD + k)]
+                for a in range(RPT):
+                    s[a, b] += qk[a] * kk
+        full = (j0 + Bc <= n and q0 + Br <= n and (not causal or j0 + Bc <= q0 + 1)
+                and (window < 0 or q0 + Br - 1 - j0 <= window))
+        cuda.syncthreads()                  # K tile no longer needed: V may overwrite it
+        mx = cuda.local.array(RPT, float32)
+        for a in range(RPT):                # online softmax of row tr + 8a over 16 lanes
+            i = q0 + tr + ROW_GROUPS * a
+            mx[a] = NEG_INF
+            for b in range(SPT):
+                if not (full or visible(i, j0 + tc + ROW_LANES * b, n, causal, window)):
+                    s[a, b] = NEG_INF
+                mx[a] = max(mx[a], s[a, b])
+        for off in range(4):                # row max over the 16 lanes: xor 8, 4, 2, 1
+            for a in range(RPT):
+                mx[a] = max(mx[a], cuda.shfl_xor_sync(0xFFFFFFFF, mx[a], 8 >> off))
+        for a in range(RPT):                # a row with no visible key yet: m stays -inf,
+            m_new = max(m[a], mx[a])        # exponents use 0 instead, so p = alpha = 0
+            m_use = m_new if m_new > NEG_INF else float32(0.0)
+            mx[a] = math.exp(m[a] - m_use)  # mx now holds alpha, the rescale factor
+            m[a] = m_new
+            for b in range(SPT):
+                s[a, b] = math.exp(s[a, b] - m_use)
+        ps = cuda.local.array(RPT, float32)
+        for a in range(RPT):
+            ps[a] = float32(0.0)
+            for b in range(SPT):
+                ps[a] += s[a, b]
+                sm[uint64(SP_AT + (tr + ROW_GROUPS * a) * P_PAD + tc + ROW_LANES * b)] = s[a, b]
+        for off in range(4):                # row sum over the 16 lanes
+            for a in range(RPT):
+                ps[a] += cuda.shfl_xor_sync(0xFFFFFFFF, ps[a], 8 >> off)
+        for a in range(RPT):
+            l[a] = l[a] * mx[a] + ps[a]
+            for c in range(OPT):
+                acc[a, c] *= mx[a]
+        for r in range(lr, Bc, FLASH_THREADS // 32):
+            for c in range(lc, d, 32):
+                kv = float32(V[bh, uint64(j0 + r), uint64(c)]) if j0 + r < n else float32(0.0)
+                sm[uint64(SKV_AT + r * D_PAD + c)] = kv
+        cuda.syncthreads()                  # P and the V tile ready
+        for j in range(Bc):                 # O += P V: my RPT x OPT outputs
+            pj = cuda.local.array(RPT, float32)
+            for a in range(RPT):
+                pj[a] = sm[uint64(SP_AT + (tr + ROW_GROUPS * a) * P_PAD + j)]
+            for c in range(OPT):
+                v = sm[uint64(SKV_AT + j * D_PAD + tc + ROW_LANES * c)]
+                for a in range(RPT):
+                    acc[a, c] += pj[a] * v
+    for a in range(RPT):                    # O = acc / l, written once
+        i = q0 + tr + ROW_GROUPS * a
+        if i < n:
+            inv = float32(1.0) / l[a] if l[a] > 0 else float32(0.0)
+            for c in range(OPT):
+                if tc + ROW_LANES * c < d:
+                    O[bh, i, tc + ROW_LANES * c] = acc[a, c] * inv
+            if tc == 0:                     # log-sum-exp, for a backward pass
+                L[bh, i] = m[a] + math.log(l[a]) if l[a] > 0 else NEG_INF
 
 
 _ARR3 = "float32[:, :, ::1]"
@@ -310,9 +319,42 @@ def launch(variant: str, Q, K, V, O, *, causal: bool = False, window: int = -1,
             Q, K, V, O, scale, causal, window)
     elif variant in ("flash_tiled", "flash_tiled_causal", "flash_sliding_window"):
         L = cuda.device_array((bh, n), dtype=np.float32)
-        flash_fwd[(math.ceil(n / Br), bh), FLASH_THREADS](Q, K, V, O, L, scale, causal, window)
+        flash_launch(flash_fwd, Q, K, V, O, L, scale, causal, window)
     else:
         raise ValueError(f"unknown variant {variant!r}; choose from {sorted(VARIANTS)}")
+
+
+def flash_launch(kernel, Q, K, V, O, L, scale, causal, window):
+    """Launch a flash kernel with FLASH_SHARED bytes of dynamic shared memory (> 48 KB)."""
+    args = (Q, K, V, O, L, float32(scale), bool(causal), int(window))
+    allow_big_shared(kernel, args, FLASH_SHARED)
+    kernel[(math.ceil(Q.shape[1] / Br), Q.shape[0]), FLASH_THREADS, 0, FLASH_SHARED](*args)
+
+
+_OPTED_IN = set()
+
+
+def allow_big_shared(kernel, args, nbytes: int) -> None:
+    """Let ``kernel`` (compiled for ``args``) use ``nbytes`` > 48 KB of dynamic shared memory.
+
+    numba-cuda has no public API for the opt-in, so this sets the driver attribute
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES on the compiled kernel's handle.
+    """
+    if runtime.MODE != "gpu" or nbytes <= 48 * 1024:
+        return
+    sig = tuple(kernel.typeof_pyval(a) for a in args)
+    if (id(kernel), sig, nbytes) in _OPTED_IN:
+        return
+    from cuda.bindings import driver as cu
+
+    fn = kernel.compile(sig)._codelibrary.get_cufunc()
+    attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    err = cu.cuKernelSetAttribute(attr, nbytes, fn.handle, fn.device.id)[0]
+    if err != cu.CUresult.CUDA_SUCCESS:          # older drivers: a plain CUfunction handle
+        err = cu.cuFuncSetAttribute(fn.handle, attr, nbytes)[0]
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"could not allow {nbytes} B of shared memory: {err}")
+    _OPTED_IN.add((id(kernel), sig, nbytes))
 
 
 def validate(Q, K, V):
@@ -407,7 +449,12 @@ def traffic_bytes(b: int, h: int, n: int, d: int, itemsize: int = 4) -> dict:
     return {"three_kernels": 4 * qkvo + 4 * scores, "flash": 4 * qkvo + b * h * n * 4,
             "score_matrix": scores}
 
-if runtime.MODE == "gpu":   # the tensor-core version links CUDA C++: real GPUs only
+def _flash_wmma(Q, K, V, **options):
+    """Tensor-core version (course/kernels/attention_wmma.py), imported on first use."""
     from .attention_wmma import flash_wmma
 
-    VARIANTS["flash_wmma"] = flash_wmma
+    return flash_wmma(Q, K, V, **options)
+
+
+if runtime.MODE == "gpu":   # the tensor-core version links CUDA C++: real GPUs only
+    VARIANTS["flash_wmma"] = _flash_wmma

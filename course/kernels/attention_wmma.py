@@ -99,7 +99,7 @@ if runtime.MODE == "gpu":
 @cuda.jit
 def flash_wmma_fwd(Q, K, V, O, scale, causal, window):
     # Block (bx, bh) owns query rows q0 .. q0+WBr-1 of head bh; warp w owns 16 of them.
-    # Thread t: lane < 16 of warp w runs the online softmax of row 16w + lane; for the
+    # Thread t: lanes 2r', 2r'+1 of warp w run the online softmax of row 16w + r'; for the
     # rescale and the final write, thread t owns half of row t // 2.
     sQ = cuda.shared.array((WBr, LDH), float16, alignment=128)
     sKV = cuda.shared.array((WBc, LDH), float16, alignment=128)
@@ -136,27 +136,29 @@ def flash_wmma_fwd(Q, K, V, O, scale, causal, window):
         cuda.syncthreads()
         wmma_qk(address_of(sQ), address_of(sKV), address_of(sS), 16 * w, d, WBc)
         cuda.syncthreads()
-        if lane < 16:                             # online softmax of row 16w + lane
-            r = 16 * w + lane
-            m_old = sM[r]
-            m_new = m_old
-            for c in range(WBc):
-                s = sS[r, c] * scale
-                ok = q0 + r < n and visible(q0 + r, j0 + c, n, causal, window)
-                s = s if ok else NEG_INF
-                sS[r, c] = s
-                m_new = max(m_new, s)
-            alpha = float32(1.0)
-            l = sL[r]
-            if m_new > NEG_INF:
-                alpha = math.exp(m_old - m_new)
-                l *= alpha
-            for c in range(WBc):
-                p = math.exp(sS[r, c] - m_new) if m_new > NEG_INF else float32(0.0)
-                sP[r, c] = p
-                l += p
+        r = 16 * w + lane // 2                    # online softmax of row 16w + lane // 2:
+        c0 = (lane % 2) * (WBc // 2)              # 2 lanes per row, WBc / 2 columns each
+        m_old = sM[r]
+        mx = NEG_INF
+        for c in range(c0, c0 + WBc // 2):
+            s = sS[r, c] * scale
+            ok = q0 + r < n and visible(q0 + r, j0 + c, n, causal, window)
+            s = s if ok else NEG_INF
+            sS[r, c] = s
+            mx = max(mx, s)
+        m_new = max(m_old, max(mx, cuda.shfl_xor_sync(0xFFFFFFFF, mx, 1)))
+        m_use = m_new if m_new > NEG_INF else float32(0.0)   # no visible key yet: p = 0
+        ps = float32(0.0)
+        for c in range(c0, c0 + WBc // 2):
+            p = math.exp(sS[r, c] - m_use)
+            sP[r, c] = p
+            ps += p
+        ps += cuda.shfl_xor_sync(0xFFFFFFFF, ps, 1)
+        alpha = math.exp(m_old - m_use)
+        cuda.syncwarp()                           # both lanes of a row read sM before it changes
+        if lane % 2 == 0:
             sM[r] = m_new
-            sL[r] = l
+            sL[r] = sL[r] * alpha + ps
             sAlpha[r] = alpha
         for r in range(t // 16, WBc, WTHREADS // 16):
             for c in range(t % 16, d, 16):
@@ -198,3 +200,9 @@ def flash_wmma(Q, K, V, causal: bool = False, window=None):
     launch(cuda.to_device(q), cuda.to_device(k), cuda.to_device(v), d_o,
            causal=causal, window=window)
     return d_o.copy_to_host().reshape(shape).astype(np.float16)
+
+
+_H3 = "float16[:, :, ::1]"
+# PTX of the Python side only (the C++ functions stay external until the GPU links them).
+PTX_SIGNATURES = {"flash_wmma_fwd": f"void({_H3}, {_H3}, {_H3}, float32[:, :, ::1], float32, "
+                                    "boolean, int64)"}

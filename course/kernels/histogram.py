@@ -27,7 +27,14 @@ TP_CHANNELS = 32                   # two_phase: default channels per block (8 ui
 TP_STRIDE = NUM_BINS + 1           # two_phase: padded shared row per channel (bank spread)
 LANES = 32                         # tuned: uint16 columns per block = 64 channels
 MAX_TUNED_ROWS = 65535             # tuned: 16-bit shared counters hold at most this many rows
-TUNED_SHARED = NUM_BINS * LANES        # tuned: uint32 words of shared memory (32 KB)
+TUNED_SHARED = NUM_BINS * LANES        # pairs: uint32 words of shared memory (32 KB)
+W4_SHARED = NUM_BINS * 2 * LANES       # tuned: uint32 words of dynamic shared memory (64 KB)
+W8_SHARED = NUM_BINS * 4 * LANES       # tuned_wide: the same for 8 channels a lane (128 KB)
+# uint32 constants for the tuned kernels' index math (an int literal would promote to int64)
+U2, U3, U4, U32 = (np.uint32(k) for k in (2, 3, 4, 32))
+S6, S7, S8, S16, S24 = (np.uint32(k) for k in (6, 7, 8, 16, 24))
+S32, M32 = np.uint64(32), np.uint64(0xFFFFFFFF)
+M8, ONE_LO, ONE_HI = np.uint32(0xFF), np.uint32(1), np.uint32(1 << 16)
 
 
 # --- single channel ------------------------------------------------------------------------
@@ -137,7 +144,7 @@ def reduce_partials(partial, hist):
 
 
 @cuda.jit
-def histogram_tuned(pairs, out, rows_per_block):
+def histogram_pairs(pairs, out, rows_per_block):
     # pairs (length, channels/2) uint16 in global memory: pairs[r, p] = channels 2p, 2p + 1.
     # Block (bx, by), threads (32, W): lane x owns column bx * 32 + x (2 channels) for the
     # rows [by * rows_per_block, ...) that warp y visits: r0 + y, r0 + y + W, ...
@@ -187,6 +194,122 @@ def histogram_tuned(pairs, out, rows_per_block):
 
 
 @cuda.jit
+def histogram_tuned(words, out, rows_per_block):
+    # words (length, channels/4) uint32 in global memory: words[r, w] = channels 4w .. 4w + 3.
+    # Block (bx, by), threads (32, W): lane x owns word column bx * 32 + x (4 channels) for the
+    # rows r0 + y, r0 + y + W, ... of the chunk [r0, r0 + rows_per_block) that warp y visits.
+    # sh (dynamic shared, 64 KB): sh[(v * 2 + j) * 32 + x] packs lane x's 16-bit counters of
+    # value v for its channels 2j (low half) and 2j + 1 (high half): a lane only touches its
+    # own bank.  Index math in uint32; 4 loads in flight per thread.  Flush: out[by % slots]
+    # (global) with atomics, or plain stores when every block owns its slot (slots = chunks).
+    sh = cuda.shared.array(0, uint32)
+    x = uint32(cuda.threadIdx.x)
+    nw = uint32(cuda.blockDim.y)
+    tid = uint32(cuda.threadIdx.y) * U32 + x
+    for i in range(tid, W4_SHARED, nw * U32):
+        sh[i] = uint32(0)
+    cuda.syncthreads()
+    col = uint32(cuda.blockIdx.x) * U32 + x
+    r0 = uint32(cuda.blockIdx.y) * uint32(rows_per_block)
+    r1 = min(r0 + uint32(rows_per_block), uint32(words.shape[0]))
+    r = r0 + uint32(cuda.threadIdx.y)
+    if col < uint32(words.shape[1]):
+        while r + U3 * nw < r1:             # 4 independent 4-byte loads in flight
+            w0 = words[r, col]
+            w1 = words[r + nw, col]
+            w2 = words[r + U2 * nw, col]
+            w3 = words[r + U3 * nw, col]
+            for w in (w0, w1, w2, w3):
+                cuda.atomic.add(sh, ((w & M8) << S6) + x, ONE_LO)
+                cuda.atomic.add(sh, (((w >> S8) & M8) << S6) + x, ONE_HI)
+                cuda.atomic.add(sh, (((w >> S16) & M8) << S6) + U32 + x, ONE_LO)
+                cuda.atomic.add(sh, ((w >> S24) << S6) + U32 + x, ONE_HI)
+            r += U4 * nw
+        while r < r1:
+            w = words[r, col]
+            cuda.atomic.add(sh, ((w & M8) << S6) + x, ONE_LO)
+            cuda.atomic.add(sh, (((w >> S8) & M8) << S6) + x, ONE_HI)
+            cuda.atomic.add(sh, (((w >> S16) & M8) << S6) + U32 + x, ONE_LO)
+            cuda.atomic.add(sh, ((w >> S24) << S6) + U32 + x, ONE_HI)
+            r += nw
+    cuda.syncthreads()
+    slot = cuda.blockIdx.y % out.shape[0]
+    store = out.shape[0] == cuda.gridDim.y
+    for i in range(tid, W4_SHARED, nw * U32):
+        v = i >> 6                                  # i = (v * 2 + j) * 32 + lane
+        c = 4 * (cuda.blockIdx.x * 32 + (i & 31)) + 2 * ((i >> 5) & 1)
+        word = sh[i]
+        if c < out.shape[1]:
+            if store:
+                out[slot, c, v] = word & 0xFFFF
+            elif (word & 0xFFFF) != 0:
+                cuda.atomic.add(out, (slot, c, v), word & 0xFFFF)
+        if c + 1 < out.shape[1]:
+            if store:
+                out[slot, c + 1, v] = word >> 16
+            elif (word >> 16) != 0:
+                cuda.atomic.add(out, (slot, c + 1, v), word >> 16)
+
+
+@cuda.jit
+def histogram_tuned_wide(dwords, out, rows_per_block):
+    # dwords (length, channels/8) uint64 in global memory: dwords[r, w] = channels 8w .. 8w + 7.
+    # Same scheme as histogram_tuned with 8-byte loads: lane x owns 8 channels of column
+    # bx * 32 + x; sh (dynamic shared, 128 KB): sh[(v * 4 + j) * 32 + x] packs lane x's 16-bit
+    # counters of value v for channels 2j and 2j + 1.
+    sh = cuda.shared.array(0, uint32)
+    x = uint32(cuda.threadIdx.x)
+    nw = uint32(cuda.blockDim.y)
+    tid = uint32(cuda.threadIdx.y) * U32 + x
+    for i in range(tid, W8_SHARED, nw * U32):
+        sh[i] = uint32(0)
+    cuda.syncthreads()
+    col = uint32(cuda.blockIdx.x) * U32 + x
+    r0 = uint32(cuda.blockIdx.y) * uint32(rows_per_block)
+    r1 = min(r0 + uint32(rows_per_block), uint32(dwords.shape[0]))
+    r = r0 + uint32(cuda.threadIdx.y)
+    x3 = uint32(x + U2 * U32)           # lane x's counters of channels 4 .. 7
+    if col < uint32(dwords.shape[1]):
+        while r + U3 * nw < r1:             # 4 independent 8-byte loads in flight
+            d0 = dwords[r, col]
+            d1 = dwords[r + nw, col]
+            d2 = dwords[r + U2 * nw, col]
+            d3 = dwords[r + U3 * nw, col]
+            for d in (d0, d1, d2, d3):
+                for w, xj in ((uint32(d & M32), x), (uint32(d >> S32), x3)):
+                    cuda.atomic.add(sh, ((w & M8) << S7) + xj, ONE_LO)
+                    cuda.atomic.add(sh, (((w >> S8) & M8) << S7) + xj, ONE_HI)
+                    cuda.atomic.add(sh, (((w >> S16) & M8) << S7) + xj + U32, ONE_LO)
+                    cuda.atomic.add(sh, ((w >> S24) << S7) + xj + U32, ONE_HI)
+            r += U4 * nw
+        while r < r1:
+            d = dwords[r, col]
+            for w, xj in ((uint32(d & M32), x), (uint32(d >> S32), x3)):
+                cuda.atomic.add(sh, ((w & M8) << S7) + xj, ONE_LO)
+                cuda.atomic.add(sh, (((w >> S8) & M8) << S7) + xj, ONE_HI)
+                cuda.atomic.add(sh, (((w >> S16) & M8) << S7) + xj + U32, ONE_LO)
+                cuda.atomic.add(sh, ((w >> S24) << S7) + xj + U32, ONE_HI)
+            r += nw
+    cuda.syncthreads()
+    slot = cuda.blockIdx.y % out.shape[0]
+    store = out.shape[0] == cuda.gridDim.y
+    for i in range(tid, W8_SHARED, nw * U32):
+        v = i >> 7                                  # i = (v * 4 + j) * 32 + lane
+        c = 8 * (cuda.blockIdx.x * 32 + (i & 31)) + 2 * ((i >> 5) & 3)
+        word = sh[i]
+        if c < out.shape[1]:
+            if store:
+                out[slot, c, v] = word & 0xFFFF
+            elif (word & 0xFFFF) != 0:
+                cuda.atomic.add(out, (slot, c, v), word & 0xFFFF)
+        if c + 1 < out.shape[1]:
+            if store:
+                out[slot, c + 1, v] = word >> 16
+            elif (word >> 16) != 0:
+                cuda.atomic.add(out, (slot, c + 1, v), word >> 16)
+
+
+@cuda.jit
 def zero_fill(a):
     # Thread g zeroes elements g, g + T, ... of the flattened 3-D int32 array a.
     n1, n2 = a.shape[1], a.shape[2]
@@ -196,6 +319,11 @@ def zero_fill(a):
         a[k, rest // n2, rest - (rest // n2) * n2] = 0
 
 
+# tuned: load_bytes -> (kernel, word dtype, dynamic shared bytes, blocks per SM by default)
+TUNED_KERNELS = {2: (histogram_pairs, np.uint16, 0, 2),
+                 4: (histogram_tuned, np.uint32, 4 * W4_SHARED, 2),
+                 8: (histogram_tuned_wide, np.uint64, 4 * W8_SHARED, 1)}
+
 PTX_SIGNATURES = {
     "hist1d_global_atomics": "void(uint8[::1], int32[::1])",
     "hist1d_shared": "void(uint8[::1], int32[::1])",
@@ -203,7 +331,9 @@ PTX_SIGNATURES = {
     "histogram_block_per_channel": "void(uint8[:, ::1], int32[:, ::1])",
     "histogram_two_phase": "void(uint32[:, ::1], int32[:, :, ::1], int64, int64)",
     "reduce_partials": "void(int32[:, :, ::1], int32[:, ::1])",
-    "histogram_tuned": "void(uint16[:, ::1], int32[:, :, ::1], int64)",
+    "histogram_pairs": "void(uint16[:, ::1], int32[:, :, ::1], int64)",
+    "histogram_tuned": "void(uint32[:, ::1], int32[:, :, ::1], int64)",
+    "histogram_tuned_wide": "void(uint64[:, ::1], int32[:, :, ::1], int64)",
     "zero_fill": "void(int32[:, :, ::1])",
 }
 
@@ -224,10 +354,10 @@ def validate(data) -> np.ndarray:
 
 def to_device(data):
     """Upload validated data once: (device uint8 array with channels padded to a multiple
-    of 4 by zero columns, true channel count)."""
+    of 8 by zero columns, so rows can be read as uint16/32/64 words; true channel count)."""
     a = validate(data)
     n_ch = a.shape[1]
-    pad = -n_ch % 4
+    pad = -n_ch % 8
     if pad:
         a = np.concatenate([a, np.zeros((a.shape[0], pad), np.uint8)], axis=1)
     return cuda.to_device(a), n_ch
@@ -248,12 +378,13 @@ def chunking(length: int, chunks: int, max_rows: int | None = None) -> tuple[int
 
 def launch(variant: str, d_bytes, n_ch: int, *, hist=None, threads_per_block: int = 256,
            chunks: int | None = None, channels_per_block: int = TP_CHANNELS, warps: int = 8,
-           slots: int = 1):
+           slots: int = 1, load_bytes: int = 4):
     """Run ``variant`` on device data from :func:`to_device` and return the device histogram
     (n_ch, 256) int32 (``hist``: a preallocated one, to keep allocation out of timings).
     ``chunks``: row chunks (default: about 4 blocks per SM); two_phase:
     ``channels_per_block`` (multiple of 4, <= 44); tuned: ``warps`` per block (of 32 lanes),
-    ``slots`` partial histograms (1: atomics straight into hist)."""
+    ``slots`` partial histograms (1: atomics straight into hist; >= chunks: every block
+    stores its own, summed by reduce_partials), ``load_bytes`` per lane and load (2, 4, 8)."""
     length = d_bytes.shape[0]
     if hist is None:
         hist = cuda.device_array((n_ch, NUM_BINS), np.int32)
@@ -275,17 +406,54 @@ def launch(variant: str, d_bytes, n_ch: int, *, hist=None, threads_per_block: in
             d_bytes.view(np.uint32), partial, rows, cpb)
         reduce_partials[blocks(hist.size), 256](partial, hist)
     elif variant == "tuned":
-        gx = math.ceil(d_bytes.shape[1] // 2 / LANES)
-        rows, gy = chunking(length, chunks or math.ceil(4 * sm_count() / gx), MAX_TUNED_ROWS)
-        out = hist.reshape(1, n_ch, NUM_BINS) if slots == 1 else \
-            cuda.device_array((min(slots, gy), n_ch, NUM_BINS), np.int32)
-        zero_fill[blocks(out.size), 256](out)
-        histogram_tuned[(gx, gy), (LANES, warps)](d_bytes.view(np.uint16), out, rows)
+        if load_bytes not in TUNED_KERNELS:
+            raise ValueError(f"load_bytes must be 2, 4 or 8; got {load_bytes!r}")
+        kernel, view, shmem, per_sm = TUNED_KERNELS[load_bytes]
+        gx = math.ceil(d_bytes.shape[1] // load_bytes / LANES)
+        rows, gy = chunking(length, chunks or math.ceil(per_sm * sm_count() / gx),
+                            MAX_TUNED_ROWS)
+        if slots == 1:                      # atomics straight into the zeroed histogram
+            out = hist.reshape(1, n_ch, NUM_BINS)
+        else:                               # slots >= chunks: each block stores its own slot
+            out = scratch((min(slots, gy), n_ch, NUM_BINS))
+        if out.shape[0] != gy or load_bytes == 2:      # atomics need a zeroed output
+            zero_fill[blocks(out.size), 256](out)
+        args = (d_bytes.view(view), out, rows)
+        allow_shared(kernel, args, shmem)
+        kernel[(gx, gy), (LANES, warps), 0, shmem](*args)
         if slots != 1:
             reduce_partials[blocks(hist.size), 256](out, hist)
     else:
         raise ValueError(f"unknown variant {variant!r}; choose from {sorted(VARIANTS)}")
     return hist
+
+
+_SCRATCH: dict = {}
+_SHARED_OK: set = set()
+
+
+def scratch(shape):
+    """A cached int32 device array of this shape (keeps cudaMalloc out of timed launches)."""
+    if shape not in _SCRATCH:
+        _SCRATCH[shape] = cuda.device_array(shape, np.int32)
+    return _SCRATCH[shape]
+
+
+def allow_shared(kernel, args, nbytes: int) -> None:
+    """Let ``kernel`` (compiled for ``args``) use ``nbytes`` of dynamic shared memory: above
+    48 KB CUDA needs an explicit opt-in per kernel (no-op in the simulator)."""
+    if runtime.MODE != "gpu" or nbytes <= 48 * 1024:
+        return
+    from numba import typeof
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    sig = tuple(typeof(a) for a in args)
+    if (kernel, sig) in _SHARED_OK:
+        return
+    fn = kernel.compile(sig)._codelibrary.get_cufunc()
+    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.cuKernelSetAttribute(attr, nbytes, fn.handle, fn.device.id)
+    _SHARED_OK.add((kernel, sig))
 
 
 def _host(variant):
