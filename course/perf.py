@@ -3,7 +3,8 @@
 The ceilings are *measured* once per device and cached (``~/.cache/numba-course``):
 - copy bandwidth: the best of three 1 GiB device-to-device copies (cudaMemcpy, a numba copy
   kernel, PyTorch's ``copy_`` when present), counting bytes read plus bytes written;
-- FP32 rate: a kernel of independent fused multiply-adds (2 FLOPs each).
+- FP32 rate: the best of a kernel of independent fused multiply-adds (2 FLOPs each) and
+  cuBLAS SGEMM through PyTorch with TF32 off (when PyTorch is present).
 Peers (CuPy, PyTorch) are used when importable and skipped cleanly when not.
 """
 from __future__ import annotations
@@ -64,8 +65,9 @@ def measured_ceilings(refresh: bool = False) -> dict:
     if not refresh and name in cache:
         return cache[name]
     copy_gbps, copy_method = _measure_copy_gbps()
+    fp32, fp32_method = _measure_fp32_tflops()
     result = {"device": name, "copy_gbps": copy_gbps, "copy_method": copy_method,
-              "fp32_tflops": _measure_fp32_tflops(),
+              "fp32_tflops": fp32, "fp32_method": fp32_method,
               "measured": time.strftime("%Y-%m-%d %H:%M")}
     cache[name] = result
     try:
@@ -154,7 +156,8 @@ def _fma_kernel():
     return fma_chains
 
 
-def _measure_fp32_tflops() -> float:
+def _measure_fp32_tflops() -> tuple[float, str]:
+    """Best of a numba FMA kernel and cuBLAS SGEMM (through PyTorch, TF32 off) when present."""
     import numpy as np
     from numba import cuda
 
@@ -162,11 +165,26 @@ def _measure_fp32_tflops() -> float:
 
     kernel = _fma_kernel()
     sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    blocks, tpb, iters = sms * 16, 256, 4096
+    blocks, tpb, iters = sms * 8, 256, 4096
     out = cuda.device_array(blocks * tpb, dtype=np.float32)
     t = benchmark(lambda: kernel[blocks, tpb](out, iters), repeat=10, warmup=2)
-    flops = 2.0 * 8 * iters * blocks * tpb
-    return round(tflops(flops, t.median_ms), 2)
+    results = {"numba FMA kernel": tflops(2.0 * 8 * iters * blocks * tpb, t.median_ms)}
+    torch = peer("torch")
+    if torch is not None:
+        n = 8192
+        old = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            a = torch.rand(n, n, device="cuda")
+            b = torch.rand(n, n, device="cuda")
+            c = torch.empty(n, n, device="cuda")
+            ts = time_peer(torch, lambda: torch.matmul(a, b, out=c), repeat=5, warmup=2)
+            results["cuBLAS SGEMM (torch, TF32 off)"] = tflops(2.0 * n ** 3, ts.median_ms)
+            del a, b, c
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = old
+    method = max(results, key=results.get)
+    return round(results[method], 2), method
 
 
 # ---------------------------------------------------------------------------------------

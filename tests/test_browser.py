@@ -50,7 +50,10 @@ RUN_TIMEOUT_S = int(os.environ.get("COURSE_BROWSER_RUN_TIMEOUT", "150"))  # one 
 SLIDER_TIMEOUT_S = 60          # one slider move: the kernel re-runs the variants
 ARTIFACTS = REPO / "test-artifacts" / "browser"
 SCREENSHOTS = os.environ.get("COURSE_SCREENSHOTS")  # e.g. assets/screenshots (README copies)
-VIEWPORT = {"width": 1400, "height": 1000}
+VIEWPORT = {"width": 1400, "height": 1100}
+# Screenshots copied to $COURSE_SCREENSHOTS (for the README); all others stay artifacts.
+README_SHOTS = ["00_start_here.png", "01_vector_add-panel.png", "01_vector_add-check.png",
+                "01_vector_add-student-check.png", "04_matmul-panel.png"]
 MODE_WORD = course.runtime.mode_label()  # "simulator" here, "GPU" on a GPU machine
 CODE_CELL = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell"
 CHECK_CALL = re.compile(r"""\bcheck\(\s*['"]([A-Za-z_]\w*)['"]""")
@@ -145,12 +148,15 @@ def lab():
         src = REPO / "notebooks" / f"{name}.ipynb"
         if src.exists():
             how[name] = _student_copy(src, root / "student" / src.name)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # under -n N, one server per worker
+    if not worker:
+        shutil.rmtree(ARTIFACTS, ignore_errors=True)  # no stale screenshot of an earlier run
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     # `import course` (conftest) set NUMBA_ENABLE_CUDASIM for this process; a person's
     # kernel chooses by itself, so pass the variable on only if it was set before that.
     chosen = not course.runtime.MODE_REASON.startswith("NUMBA_ENABLE_CUDASIM")
-    server = JupyterLab(root, home, ARTIFACTS / "jupyter-lab.log",
+    server = JupyterLab(root, home, ARTIFACTS / f"jupyter-lab{'-' + worker if worker else ''}.log",
                         drop_env=("NUMBA_ENABLE_CUDASIM",) if chosen else ())
     pw = browser = None
     atexit.register(server.stop)  # a second guard; stop() is a no-op once stopped
@@ -185,7 +191,7 @@ def _shot(page, tag: str, kind: str, cell=None) -> None:
         page.wait_for_timeout(300)
     name = f"{tag}{'-' + kind if kind else ''}.png"
     page.screenshot(path=str(ARTIFACTS / name))
-    if SCREENSHOTS and kind != "full" and kind != "failed":
+    if SCREENSHOTS and name in README_SHOTS:
         dest = (REPO / SCREENSHOTS) if not os.path.isabs(SCREENSHOTS) else Path(SCREENSHOTS)
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy(ARTIFACTS / name, dest / name)

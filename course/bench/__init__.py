@@ -78,7 +78,8 @@ class Report:
                  f"{i.get('sm_count')} SMs), mode {runtime.MODE}, date {self.date}",
                  f"- measured ceilings: copy {c['copy_gbps']} GB/s (read + write, best of "
                  f"cudaMemcpy / numba copy kernel / torch copy_: {c.get('copy_method')}), "
-                 f"FP32 {c['fp32_tflops']} TFLOP/s (FMA kernel)",
+                 f"FP32 {c['fp32_tflops']} TFLOP/s (best of numba FMA kernel / cuBLAS SGEMM: "
+                 f"{c.get('fp32_method')})",
                  f"- software: numba {i['numba']}, numba-cuda {i['numba_cuda']}, "
                  f"numpy {i['numpy']}, Python {i['python']}",
                  "- time: median of repeated runs after warm-up (CUDA events); "

@@ -52,9 +52,11 @@ def run(report) -> None:
                 "than the three-kernel version (target >= 5x).")
 
     q, k, v, o = _device_inputs(big, dtype)
+    ours = {}
     for causal in (False, True):
-        _row(report, "flash_tiled" + ("_causal" if causal else ""), big,
-             lambda c=causal: A.launch("flash_tiled", q, k, v, o, causal=c), causal, rep)
+        ours["flash_tiled", causal] = _row(
+            report, "flash_tiled" + ("_causal" if causal else ""), big,
+            lambda c=causal: A.launch("flash_tiled", q, k, v, o, causal=c), causal, rep)
     if lecture:
         _row(report, "flash_sliding_window (W=1024)", big,
              lambda: A.launch("flash_sliding_window", q, k, v, o, window=1024), True, rep,
@@ -63,10 +65,15 @@ def run(report) -> None:
         from ..kernels import attention_wmma as W
 
         for causal in (False, True):
-            _row(report, "flash_wmma" + ("_causal" if causal else ""), big,
-                 lambda c=causal: W.launch(q, k, v, o, causal=c), causal, rep,
-                 note="tensor cores via linked C++ (wmma)")
-    _add_sdpa(report, big)
+            ours["flash_wmma", causal] = _row(
+                report, "flash_wmma" + ("_causal" if causal else ""), big,
+                lambda c=causal: W.launch(q, k, v, o, causal=c), causal, rep,
+                note="tensor cores via linked C++ (wmma)")
+    sdpa = _add_sdpa(report, big)
+    for (name, causal), t in ours.items():
+        if sdpa.get(causal):
+            report.note(f"{name}{' causal' if causal else ''}: {t.median_ms / sdpa[causal]:.1f}x "
+                        f"the time of torch SDPA (ratio to SDPA {sdpa[causal] / t.median_ms:.3f}).")
     if lecture:
         b, h, n, d = LEADERBOARD
         report.add("TileLang (CS149 leaderboard)", Timing([13.6], mode="gpu"), kind="lecture",
@@ -74,18 +81,23 @@ def run(report) -> None:
                    note="seed: CS149 work log, H100")
 
 
-def _add_sdpa(report, shape) -> None:
+def _add_sdpa(report, shape) -> dict:
+    """SDPA rows; returns {causal: median ms} (empty without PyTorch)."""
     from .. import perf
 
     torch = perf.peer("torch")
     if torch is None:
         report.note("PyTorch not available: no SDPA peer rows.")
-        return
+        return {}
     b, h, n, d = shape
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
     F = torch.nn.functional
+    ms = {}
     for causal in (False, True):
-        report.add_peer("torch", "torch SDPA" + (" causal" if causal else ""),
-                        lambda c=causal: F.scaled_dot_product_attention(q, k, v, is_causal=c),
-                        flops=A.flops(b, h, n, d, causal),
-                        size=f"{b}x{h}x{n}x{d}" + (" causal" if causal else ""))
+        row = report.add_peer("torch", "torch SDPA" + (" causal" if causal else ""),
+                              lambda c=causal: F.scaled_dot_product_attention(q, k, v, is_causal=c),
+                              flops=A.flops(b, h, n, d, causal),
+                              size=f"{b}x{h}x{n}x{d}" + (" causal" if causal else ""))
+        if row:
+            ms[causal] = row["median_ms"]
+    return ms
