@@ -1,4 +1,3 @@
-# ENGINEERS: read /work/main/ENGINEERS.md first (it is what {COMMON} and {GPU} in your brief refer to).
 """GPU programming in Python with numba.cuda: the package the course notebooks import.
 
 ``import course`` must come first in a notebook: it decides, before numba loads, whether

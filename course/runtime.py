@@ -1,4 +1,3 @@
-# ENGINEERS: read /work/main/ENGINEERS.md first (it is what {COMMON} and {GPU} in your brief refer to).
 """GPU or simulator: the one switch the whole course depends on.
 
 ``import course`` calls :func:`select_mode` before numba is imported.  If the user did

@@ -35,7 +35,9 @@ class Table:
             if self.title else ""
         note = f"<div style='font-size:85%;color:#555'>{html.escape(self.note)}</div>" \
             if self.note else ""
-        return f"<table>{cap}<tr>{head}</tr>{body}</table>{note}"
+        return (f"<table class='course-table'>{cap}<tr>{head}</tr>{body}</table>{note}"
+                "<style>.course-table td {text-align:right} .course-table td:first-child "
+                "{text-align:left}</style>")
 
 
 def fmt(x) -> str:

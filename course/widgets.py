@@ -1,4 +1,3 @@
-# ENGINEERS: read /work/main/ENGINEERS.md first (it is what {COMMON} and {GPU} in your brief refer to).
 """The one slider panel every lesson uses.
 
     panel = course.widgets.SliderPanel(
@@ -51,7 +50,8 @@ class SliderPanel:
                                     layout=W.Layout(width="420px"))
             for name, opts in sliders.items()}
         self.sweep_button = W.Button(description=f"Sweep {self.x}", icon="play",
-                                     tooltip=f"run every value of {self.x}")
+                                     tooltip=f"run every value of {self.x}",
+                                     layout=W.Layout(width="auto"))
         self.status = W.HTML()
         self.image = W.Image(format="png")
         self.image.layout.max_width = "100%"

@@ -103,7 +103,8 @@ class JupyterLab:
     def start(self, timeout: float = 60) -> None:
         self.write_config()
         # $COURSE_JUPYTER: another install's `jupyter` (e.g. a fresh `pip install -e .`).
-        jupyter = Path(os.environ.get("COURSE_JUPYTER") or Path(sys.executable).with_name("jupyter"))
+        jupyter = Path(os.environ.get("COURSE_JUPYTER")
+                       or Path(sys.executable).with_name("jupyter"))
         # The config file in JUPYTER_CONFIG_DIR is read anyway; the flags make `ps` readable.
         cmd = [str(jupyter) if jupyter.exists() else "jupyter", "lab", "--no-browser",
                "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}",

@@ -1,4 +1,3 @@
-# ENGINEERS: read /work/main/ENGINEERS.md first (it is what {COMMON} and {GPU} in your brief refer to).
 """Shared test set-up: simulator unless a GPU is present, progress kept out of $HOME."""
 import os
 import tempfile

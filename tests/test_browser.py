@@ -108,7 +108,8 @@ def _strip_solutions(nb: dict) -> dict:
 
 
 def _student_copy(src: Path, dst: Path) -> str:
-    """Write the student release of ``src`` to ``dst``; says how it was made."""
+    """Write the student release of ``src`` to ``dst`` with the course's release tool
+    (the minimal stripping above only where that tool does not exist); says which."""
     import importlib.util
 
     if importlib.util.find_spec("course.grading.release") is not None:
@@ -117,11 +118,10 @@ def _student_copy(src: Path, dst: Path) -> str:
                    "--out", tmp, "--notebooks", src.stem]
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             made = list(Path(tmp).rglob(src.name))
-            if r.returncode == 0 and made:
-                shutil.copy(made[0], dst)
-                return "python -m course release"
-            print(f"`{' '.join(cmd[1:])}` did not give a copy (rc {r.returncode}): "
-                  f"{r.stderr[-1000:]}; using the test's minimal release")
+            assert r.returncode == 0 and made, (f"`{' '.join(cmd[1:])}` made no student copy "
+                                                f"(rc {r.returncode}):\n{r.stderr[-2000:]}")
+            shutil.copy(made[0], dst)
+            return "python -m course release"
     dst.write_text(json.dumps(_strip_solutions(json.loads(src.read_text())), indent=1))
     return "test-local solution stripping"
 
@@ -149,15 +149,13 @@ def lab():
         if src.exists():
             how[name] = _student_copy(src, root / "student" / src.name)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # under -n N, one server per worker
-    if not worker:
-        shutil.rmtree(ARTIFACTS, ignore_errors=True)  # no stale screenshot of an earlier run
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     # `import course` (conftest) set NUMBA_ENABLE_CUDASIM for this process; a person's
     # kernel chooses by itself, so pass the variable on only if it was set before that.
     chosen = not course.runtime.MODE_REASON.startswith("NUMBA_ENABLE_CUDASIM")
-    server = JupyterLab(root, home, ARTIFACTS / f"jupyter-lab{'-' + worker if worker else ''}.log",
-                        drop_env=("NUMBA_ENABLE_CUDASIM",) if chosen else ())
+    log = ARTIFACTS / f"jupyter-lab{'-' + worker if worker else ''}.log"
+    server = JupyterLab(root, home, log, drop_env=("NUMBA_ENABLE_CUDASIM",) if chosen else ())
     pw = browser = None
     atexit.register(server.stop)  # a second guard; stop() is a no-op once stopped
     try:
@@ -223,7 +221,8 @@ def _move_slider_and_see_new_plot(page, tag: str) -> str:
     assert labels, "no slider rendered"
     name = next((l for l in labels if "tile" in l.lower()), labels[0])
     slider = page.locator(".widget-slider").filter(
-        has=page.locator(".widget-label", has_text=re.compile(rf"^\s*{re.escape(name)}\s*$"))).first
+        has=page.locator(".widget-label",
+                         has_text=re.compile(rf"^\s*{re.escape(name)}\s*$"))).first
     panel = slider.locator("xpath=ancestor::div[contains(@class, 'widget-vbox')][1]")
     img = panel.locator("img.widget-image").first
     handle = slider.locator(".noUi-handle").first
@@ -257,6 +256,10 @@ def _run_notebook(lab, rel: str, tag: str, *, student: bool) -> None:
     codes = _code_sources(src)
     has_panel = any("SliderPanel(" in c for c in codes)
     checks = [m.group(1) for c in codes for m in CHECK_CALL.finditer(c)]
+    mine = re.compile(rf"{re.escape(tag)}(-(full|panel|check|failed))?\.(png|ipynb)")
+    for stale in ARTIFACTS.glob(f"{tag}*"):  # this notebook's files from an earlier run
+        if mine.fullmatch(stale.name):
+            stale.unlink(missing_ok=True)
     page = lab.browser.new_page(viewport=VIEWPORT)
     t_start = time.time()
     try:
@@ -269,10 +272,8 @@ def _run_notebook(lab, rel: str, tag: str, *, student: bool) -> None:
         nb = notebook_json(page)
         (ARTIFACTS / f"{tag}.ipynb").write_text(json.dumps(nb, indent=1))
         page.evaluate("() => document.activeElement && document.activeElement.blur()")
-        _shot(page, tag, "", page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").first)
-        t_full = time.time()
+        _shot(page, tag, "", page.locator(".jp-Cell").first)
         _full_shot(page, tag)
-        print(f"{rel}: full-length screenshot {time.time() - t_full:.1f} s")
 
         errors = error_outputs(nb) + visible_tracebacks(page)
         assert not errors, f"{rel}: cells show errors:\n" + "\n".join(errors)

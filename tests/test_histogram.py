@@ -23,14 +23,20 @@ def test_variant_is_exact(variant, shape, dist):
     np.testing.assert_array_equal(got, lesson.reference(data))
 
 
-def test_two_phase_channel_slices_and_tuned_partial_slots():
-    data = lesson.make_data(83, 45, "skewed", seed=5)
-    expected = lesson.reference(data)
+def test_two_phase_channel_slices():
+    data = lesson.make_data(43, 21, "skewed", seed=5)
     got = lesson.VARIANTS["two_phase"](data, channels_per_block=8, threads_per_block=32,
                                        chunks=2)
-    np.testing.assert_array_equal(got, expected)
-    got = lesson.VARIANTS["tuned"](data, warps=1, chunks=3, slots=3)
-    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(got, lesson.reference(data))
+
+
+@pytest.mark.parametrize("load_bytes", [2, 4, 8])
+@pytest.mark.parametrize("slots", [1, 3])
+def test_tuned_load_widths_and_flush_modes(load_bytes, slots):
+    # odd length and channels; slots=3 with 3 chunks: every block stores its own partial
+    data = lesson.make_data(29, 19, "skewed", seed=load_bytes)
+    got = lesson.VARIANTS["tuned"](data, warps=2, chunks=3, slots=slots, load_bytes=load_bytes)
+    np.testing.assert_array_equal(got, lesson.reference(data))
 
 
 @pytest.mark.parametrize("variant", ["global_atomics", "shared"])
@@ -61,6 +67,8 @@ def test_bad_settings_are_clear_errors():
     data = lesson.make_data(5, 4)
     with pytest.raises(ValueError, match="channels_per_block"):
         lesson.VARIANTS["two_phase"](data, channels_per_block=6)
+    with pytest.raises(ValueError, match="load_bytes"):
+        lesson.VARIANTS["tuned"](data, load_bytes=3)
     with pytest.raises(ValueError, match="unknown variant"):
         lesson.launch("nope", *lesson.to_device(data))
 

@@ -76,13 +76,13 @@ def test_speedup_table():
     assert "| c | 1 | 4 | 2 | 4 | - |" in md and "G80" in md
     with pytest.raises(ValueError):
         t.add(1, 2)
-    assert "<table>" in t._repr_html_()
+    assert "<table class='course-table'>" in t._repr_html_()
 
 
 def test_plots_draw_and_stamp_simulator():
     fig, ax = plots.figure()
     plots.sweep([1, 2, 4], {"a": [1.0, None, 3.0]}, xlabel="x", ylabel="y", axes=ax, highlight=4)
-    assert any("simulator" in t.get_text() for t in ax.texts)
+    assert "simulator" in ax.get_xlabel()
     assert plots.png_bytes(fig)[:4] == b"\x89PNG"
     fig, ax = plots.figure()
     plots.time_bars(["a", "b"], [1.0, 2.0], floors=[0.5, None], axes=ax, title="t")

@@ -1,4 +1,3 @@
-# ENGINEERS: read /work/main/ENGINEERS.md first (it is what {COMMON} and {GPU} in your brief refer to).
 """``python -m course bench``: time every lesson's variants at lecture sizes in one run.
 
 Each lesson has a module here with ``TITLE`` and ``run(report)``; ``run`` adds rows to a

@@ -1,4 +1,3 @@
-# ENGINEERS: read /work/main/ENGINEERS.md first (it is what {COMMON} and {GPU} in your brief refer to).
 """Exercise specs: what ``course.check(name, kernel)`` runs a student's kernel against.
 
 An exercise says, for each *case* (an input size and a launch configuration):

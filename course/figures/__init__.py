@@ -1,4 +1,3 @@
-# ENGINEERS: read /work/main/ENGINEERS.md first (it is what {COMMON} and {GPU} in your brief refer to).
 """``python -m course figures``: redraw every figure in ``assets/`` from code.
 
 Each lesson has a module here defining ``FIGURES = {"name.png": draw}``, where

@@ -20,14 +20,14 @@ def warp_addresses(pattern: str, channels: int = CHANNELS) -> np.ndarray:
         return lane
     if pattern == "two_phase":              # 8 threads x uint32 per row, 4 rows per warp
         return (lane // 8) * channels + (lane % 8) * 4
-    if pattern == "tuned":                  # 32 lanes x uint16 of one row
-        return lane * 2
+    if pattern == "tuned":                  # 32 lanes x uint32 of one row
+        return lane * 4
     raise ValueError(f"unknown pattern {pattern!r}")
 
 
 def bytes_per_lane(pattern: str) -> int:
     """Bytes one lane loads per instruction."""
-    return {"block_per_channel": 1, "global_atomics": 1, "two_phase": 4, "tuned": 2}[pattern]
+    return {"block_per_channel": 1, "global_atomics": 1, "two_phase": 4, "tuned": 4}[pattern]
 
 
 def sectors(pattern: str, channels: int = CHANNELS) -> int:
@@ -45,9 +45,7 @@ def draw_access(path) -> None:
     fig, (ax, ax2) = plots.figure(figsize=(10, 4.2), ncols=2)
     rows, cols = 34, 96                         # a window onto the first rows and bytes
     grid = np.zeros((rows, cols))
-    colors = {}
-    for k, p in enumerate(PATTERNS, start=1):
-        colors[p] = k
+    colors = {"block_per_channel": 1, "two_phase": 2}     # 0: bytes the warp does not read
     # draw the two patterns that show the contrast, side by side in one window
     for p, (dr, dc) in {"block_per_channel": (0, 0), "two_phase": (0, 48)}.items():
         for a in warp_addresses(p):
@@ -55,7 +53,14 @@ def draw_access(path) -> None:
             for b in range(bytes_per_lane(p)):
                 if r + dr < rows and c + b + dc < cols:
                     grid[r + dr, c + b + dc] = colors[p]
-    ax.imshow(grid, cmap="viridis", aspect="auto", interpolation="nearest", vmin=0, vmax=4)
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    cmap = ListedColormap(["#f4f4f4", plots.COLORS["numba"], "#d62728"])
+    ax.imshow(grid, cmap=cmap, aspect="auto", interpolation="nearest", vmin=0, vmax=2)
+    ax.legend(handles=[Patch(color=cmap(1), label="block_per_channel: 1 byte x 32 rows"),
+                       Patch(color=cmap(2), label="two_phase: 4 bytes x 8 lanes x 4 rows")],
+              fontsize=7, loc="lower right")
     ax.axvline(47.5, color="w", lw=2)
     ax.set_title("one warp, one load (rows of 512 bytes, first bytes shown)", fontsize=9)
     ax.set_xlabel("byte within the row (left: block_per_channel, right: two_phase)")

@@ -1,4 +1,3 @@
-# ENGINEERS: read /work/main/ENGINEERS.md first (it is what {COMMON} and {GPU} in your brief refer to).
 """``course.check(exercise, kernel)``: run a student's kernel against an exercise spec.
 
 For every case of the exercise the checker

@@ -83,7 +83,9 @@ class Progress:
             f"<td style='color:{colors[status]}'><b>{status}</b></td><td>{mode or ''}</td>"
             f"<td>{cases or ''}</td><td>{when or ''}</td></tr>"
             for lesson, name, status, mode, cases, when in self.rows())
-        return (f"<div><b>Progress: {self.passed}/{len(self.exercises)} exercises passed</b>"
+        return (f"<div class='course-progress'><style>.course-progress td, .course-progress th "
+                "{text-align:left !important}</style>"
+                f"<b>Progress: {self.passed}/{len(self.exercises)} exercises passed</b>"
                 "<table><tr><th>lesson</th><th>exercise</th><th>status</th><th>mode</th>"
                 f"<th>cases</th><th>when</th></tr>{body}</table></div>")
 

@@ -114,9 +114,11 @@ class CheckResult:
                 f"<tr><td>{html.escape(c.name)}{' <i>(hidden)</i>' if c.hidden else ''}</td>"
                 f"<td><code>{html.escape(c.launch)}</code></td><td>{status}</td>"
                 f"<td>{html.escape(c.message)}</td></tr>")
-        table = ("<table style='border-collapse:collapse;font-size:90%'><tr><th align=left>case"
-                 "</th><th align=left>launch</th><th align=left>result</th>"
-                 "<th align=left>details</th></tr>" + "".join(rows) + "</table>") if rows else ""
+        table = ("<style>.course-check td, .course-check th {text-align:left !important;"
+                 "vertical-align:top}</style>"
+                 "<table style='border-collapse:collapse;font-size:90%'><tr><th>case"
+                 "</th><th>launch</th><th>result</th>"
+                 "<th>details</th></tr>" + "".join(rows) + "</table>") if rows else ""
         extra = [html.escape(t) for t in self._tolerance_lines()]
         note = self._hidden_note()
         if note:

@@ -1,4 +1,3 @@
-# ENGINEERS: read /work/main/ENGINEERS.md first (it is what {COMMON} and {GPU} in your brief refer to).
 """One module per lesson: the kernels its notebook shows, with host wrappers.
 
 Each module exposes

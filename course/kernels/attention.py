@@ -28,10 +28,10 @@ Bc = 64            # flash: key/value rows per shared-memory tile
 D_MAX = 128        # largest head dimension the register/shared arrays hold
 D_PAD = D_MAX + 1  # flash: padded shared row length (no bank conflicts across rows)
 P_PAD = Bc + 1     # flash: padded row length of the probability tile sP
-FLASH_THREADS = 128                       # flash: threads per block
+FLASH_THREADS = 256                       # flash: threads per block (GPU sweep: 256 > 128)
 ROW_LANES = 16                            # threads sharing a row (half a warp)
-ROW_GROUPS = FLASH_THREADS // ROW_LANES   # 8 row groups
-RPT = Br // ROW_GROUPS                    # query rows per thread (8)
+ROW_GROUPS = FLASH_THREADS // ROW_LANES   # 16 row groups
+RPT = Br // ROW_GROUPS                    # query rows per thread (4)
 SPT = Bc // ROW_LANES                     # score columns per thread (4)
 OPT = D_MAX // ROW_LANES                  # output columns per thread (8)
 SQ_AT, SKV_AT, SP_AT = 0, Br * D_PAD, (Br + Bc) * D_PAD   # offsets into the shared buffer
@@ -176,7 +176,7 @@ def attn_row_per_thread(Q, K, V, O, scale, causal, window):
 def flash_fwd(Q, K, V, O, L, scale, causal, window):
     # Block (bx, bh) owns query rows q0 .. q0+Br-1 of head bh and walks K/V in tiles of Bc.
     # Thread t: tr = t // 16, tc = t % 16 (the 16 lanes of a half warp share rows).  It owns
-    # rows tr + 8a (a < RPT), score columns tc + 16b (b < SPT) and output columns tc + 16c
+    # rows tr + 16a (a < RPT), score columns tc + 16b (b < SPT) and output columns tc + 16c
     # (c < OPT): scores s, accumulator acc, row max m and row sum l live in registers.
     # Shared (one dynamic buffer sm): sQ = scaled Q tile, sKV = K tile then V tile, sP = P.
     sm = cuda.shared.array(0, float32)
@@ -188,7 +188,7 @@ def flash_fwd(Q, K, V, O, L, scale, causal, window):
     tr, tc = t // ROW_LANES, t % ROW_LANES
     bh, q0 = cuda.blockIdx.y, cuda.blockIdx.x * Br
     n, d = Q.shape[1], Q.shape[2]
-    lr, lc = t // 32, t % 32                # loader: rows lr + 4i, columns lc + 32u
+    lr, lc = t // 32, t % 32                # loader: rows lr + 8i, columns lc + 32u
     for r in range(lr, Br, FLASH_THREADS // 32):
         for c in range(lc, d, 32):
             qv = float32(Q[bh, uint64(q0 + r), uint64(c)]) * scale if q0 + r < n else float32(0.0)
@@ -225,7 +225,7 @@ def flash_fwd(Q, K, V, O, L, scale, causal, window):
                 and (window < 0 or q0 + Br - 1 - j0 <= window))
         cuda.syncthreads()                  # K tile no longer needed: V may overwrite it
         mx = cuda.local.array(RPT, float32)
-        for a in range(RPT):                # online softmax of row tr + 8a over 16 lanes
+        for a in range(RPT):                # online softmax of row tr + 16a over 16 lanes
             i = q0 + tr + ROW_GROUPS * a
             mx[a] = NEG_INF
             for b in range(SPT):

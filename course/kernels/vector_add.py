@@ -1,4 +1,3 @@
-# ENGINEERS: read /work/main/ENGINEERS.md first (it is what {COMMON} and {GPU} in your brief refer to).
 """Lesson 01 - vector add: one thread, one block, many blocks, grid-stride loop.
 
 Follows CSE P 524 (UW, Andrew Lumsdaine), Lecture 9: ``y[i] = x[i] + y[i]`` for N = 2^20
