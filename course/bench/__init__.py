@@ -36,6 +36,16 @@ class Report:
         self.notes: list[str] = []
         self.date = time.strftime("%Y-%m-%d")
 
+    @classmethod
+    def load(cls, path) -> "Report":
+        """A report from its saved JSON (to redraw its markdown and chart)."""
+        data = json.loads(Path(path).read_text())
+        rep = cls.__new__(cls)
+        rep.lesson, rep.title, rep.quiet = data["lesson"], data["title"], True
+        rep.info, rep.ceilings = data["device"], data["ceilings"]
+        rep.rows, rep.notes, rep.date = data["rows"], data["notes"], data["date"]
+        return rep
+
     def add(self, name: str, timing, *, nbytes: float = 0, flops: float = 0,
             size: str = "", kind: str = "numba", note: str = "") -> dict:
         """Add one measured row; ``nbytes``/``flops``: the minimum the operation must do."""
@@ -74,7 +84,7 @@ class Report:
         c, i = self.ceilings, self.info
         lines = [f"# {self.title}", "",
                  f"- device: **{i.get('name')}** (cc {i.get('compute_capability')}, "
-                 f"{i.get('sm_count')} SMs), mode {runtime.MODE}, date {self.date}",
+                 f"{i.get('sm_count')} SMs), mode {i.get('mode')}, date {self.date}",
                  f"- measured ceilings: copy {c['copy_gbps']} GB/s (read + write, best of "
                  f"cudaMemcpy / numba copy kernel / torch copy_: {c.get('copy_method')}), "
                  f"FP32 {c['fp32_tflops']} TFLOP/s (best of numba FMA kernel / cuBLAS SGEMM: "

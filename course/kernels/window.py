@@ -35,6 +35,28 @@ def convolve_global(N, input, output):
         output[index] = result / float32(3.0)
 
 
+@cuda.jit
+def convolve_global_x4(N, input, output):
+    # v1 with more reads in flight: thread g owns output[g], output[g + T], output[g + 2T] and
+    # output[g + 3T] (T = all threads of the grid), then jumps by 4T.  All reads go to global
+    # memory; neighbouring threads share inputs through the L1 cache.
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    T = cuda.blockDim.x * cuda.gridDim.x
+    while i + 3 * T < N:
+        a0, a1, a2 = input[i], input[i + 1], input[i + 2]
+        b0, b1, b2 = input[i + T], input[i + T + 1], input[i + T + 2]
+        c0, c1, c2 = input[i + 2 * T], input[i + 2 * T + 1], input[i + 2 * T + 2]
+        d0, d1, d2 = input[i + 3 * T], input[i + 3 * T + 1], input[i + 3 * T + 2]
+        output[i] = (a0 + a1 + a2) / float32(3.0)
+        output[i + T] = (b0 + b1 + b2) / float32(3.0)
+        output[i + 2 * T] = (c0 + c1 + c2) / float32(3.0)
+        output[i + 3 * T] = (d0 + d1 + d2) / float32(3.0)
+        i += 4 * T
+    while i < N:                        # the last partial round
+        output[i] = (input[i] + input[i + 1] + input[i + 2]) / float32(3.0)
+        i += T
+
+
 def make_shared_kernels(THREADS_PER_BLK):
     """The two shared-memory kernels compiled for one block size (a compile-time constant)."""
     SUPPORT_LEN = THREADS_PER_BLK + 2    # numba needs the shape as one constant, not an expression
@@ -92,7 +114,8 @@ def _shared_kernels(threads_per_blk: int):
 
 
 PTX_SIGNATURES = {name: "void(int64, float32[::1], float32[::1])"
-                  for name in ("convolve_global", "convolve_shared", "convolve_shared_const")}
+                  for name in ("convolve_global", "convolve_global_x4", "convolve_shared",
+                               "convolve_shared_const")}
 
 
 # ---------------------------------------------------------------------------------------
@@ -112,6 +135,11 @@ def launch(variant: str, n: int, d_input, d_output, threads_per_block: int = THR
     if variant == "global":
         convolve_global[blocks, threads_per_block](n, d_input, d_output)
         return
+    if variant == "global_x4":       # a grid sized for the device, not for the data
+        cap = 4 * cuda.get_current_device().MULTIPROCESSOR_COUNT * 1024 // threads_per_block \
+            if _on_gpu() else 2          # simulator: 2 blocks, so both loops of the kernel run
+        convolve_global_x4[min(blocks, cap), threads_per_block](n, d_input, d_output)
+        return
     shared, shared_const = _shared_kernels(threads_per_block)
     if variant == "shared":
         shared[blocks, threads_per_block](n, d_input, d_output)
@@ -119,6 +147,12 @@ def launch(variant: str, n: int, d_input, d_output, threads_per_block: int = THR
         shared_const[blocks, threads_per_block](n, d_input, d_output)
     else:
         raise ValueError(f"unknown variant {variant!r}; choose from {sorted(VARIANTS)}")
+
+
+def _on_gpu() -> bool:
+    from .. import runtime
+
+    return runtime.MODE == "gpu"
 
 
 def _validate(x, threads_per_block):
@@ -142,7 +176,8 @@ def _host(variant):
     return run
 
 
-VARIANTS = {name: _host(name) for name in ("global", "shared", "shared_const_weights")}
+VARIANTS = {name: _host(name) for name in ("global", "shared", "shared_const_weights",
+                                           "global_x4")}
 
 
 def reference(x):
@@ -278,6 +313,9 @@ def block_resources(kernel, threads: int, dynamic_shared: int = 0) -> dict | Non
         return None
     # kernel.get_regs_per_thread() & co. give one dict entry per compiled signature; we
     # read the (only) compiled specialization directly
+    if not kernel.overloads:        # never launched yet: compile it for its PTX signature
+        name = next(k for k, v in globals().items() if v is kernel)
+        kernel.compile(PTX_SIGNATURES[name])
     compiled = next(iter(kernel.overloads.values()))
     return {"threads": threads,
             "registers_per_thread": compiled.regs_per_thread,
