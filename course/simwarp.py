@@ -23,7 +23,7 @@ here it returns the caller's own value and is recorded in :data:`NOTES`.  There 
 lanes of the warp that have not exited (the simulator has no divergence, so this is what a
 converged warp reports).  ``ballot_sync`` returns int32 like numba-cuda on a GPU (all 32
 lanes -> -1); ``cuda.popc``/``ffs``/``clz``/``brev`` are patched to treat negative numbers
-as 32/64-bit patterns like the GPU does.
+as 32/64-bit patterns like the GPU does (:mod:`course.simwarp_bits`).
 
 Errors a GPU would hide or hang on are raised with a clear message (:class:`WarpError`): the
 caller not in its mask; lanes of one rendezvous calling different intrinsic families
@@ -39,6 +39,8 @@ import sys
 import threading
 
 import numpy as np
+
+from . import simwarp_bits
 
 FULL = 0xFFFFFFFF
 WARP = 32
@@ -392,36 +394,10 @@ def lanemask_lt(self):
     return np.uint32((1 << (t.thread_id % WARP)) - 1)
 
 
-def _bits(val) -> tuple[int, int]:
-    """(non-negative bit pattern, width) of an integer, as the GPU sees it."""
-    width = val.dtype.itemsize * 8 if isinstance(val, np.integer) else \
-        (32 if -(1 << 31) <= int(val) < (1 << 32) else 64)
-    return int(val) & ((1 << width) - 1), width
-
-
-def popc(self, val):
-    return bin(_bits(val)[0]).count("1")
-
-
-def ffs(self, val):
-    v, _w = _bits(val)
-    return (v & -v).bit_length()
-
-
-def clz(self, val):
-    v, w = _bits(val)
-    return w - v.bit_length()
-
-
-def brev(self, val):
-    v, w = _bits(val)
-    return int(format(v, f"0{w}b")[::-1], 2)
-
-
 _METHODS = {f.__name__: f for f in (
     shfl_sync, shfl_up_sync, shfl_down_sync, shfl_xor_sync, ballot_sync, all_sync, any_sync,
-    eq_sync, match_any_sync, match_all_sync, syncwarp, activemask, lanemask_lt,
-    popc, ffs, clz, brev)}
+    eq_sync, match_any_sync, match_all_sync, syncwarp, activemask, lanemask_lt)}
+_METHODS.update(simwarp_bits.METHODS)     # popc, ffs, clz, brev
 
 
 def _thread_exited(t) -> None:
