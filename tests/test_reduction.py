@@ -59,6 +59,49 @@ def test_grid_stride_any_grid_and_elements_per_thread():
                                                   elements_per_thread=ept), x)
 
 
+@WARP
+@pytest.mark.parametrize("dtype", ["int32", "float32"])
+def test_single_pass_repeated_calls_reuse_the_ticket_counter(dtype):
+    # Kernel 8: no memset between calls - the last block must leave count[0] at 0.
+    rng = np.random.default_rng()
+    n = 2 * int(rng.integers(500, 900)) + 1
+    x = random_input(n, dtype, rng)
+    for loads in (8, 4):
+        for ept in (1, 3, 16, 4000):          # many blocks ... a single block
+            r = lesson.Reducer("single_pass", n, dtype, threads_per_block=64,
+                               elements_per_thread=ept, loads_in_flight=loads)
+            d_x = cuda.to_device(x)
+            for _ in range(3):
+                assert_sum(r(d_x).copy_to_host()[0], x)
+                assert int(r.count.copy_to_host()[0]) == 0
+    # the buffers are cached per device, grid size and dtype, not allocated per call
+    a = lesson.Reducer("single_pass", n, dtype, threads_per_block=64, elements_per_thread=3)
+    b = lesson.Reducer("single_pass", n, dtype, threads_per_block=64, elements_per_thread=3)
+    assert a.count is b.count and a.partials is b.partials
+
+
+@WARP
+def test_single_pass_counter_left_wrong_gives_no_answer():
+    # Proof the reset matters: with count[0] not at 0, no block draws the last ticket.
+    x = np.ones(999, np.int32)
+    r = lesson.Reducer("single_pass", x.size, np.int32, threads_per_block=32,
+                       elements_per_thread=4)
+    blocks = r.stages[0][0]                                   # 8
+    r.count.copy_to_device(np.array([blocks], np.int32))     # as if a reset were missing
+    r.out.copy_to_device(np.array([-1], np.int32))
+    assert r(cuda.to_device(x)).copy_to_host()[0] == -1     # out[0] never written
+    assert int(r.count.copy_to_host()[0]) == 2 * blocks
+    r.count.copy_to_device(np.zeros(1, np.int32))
+    assert r(cuda.to_device(x)).copy_to_host()[0] == 999
+
+
+def test_single_pass_needs_whole_warps():
+    with pytest.raises(ValueError, match="32, 1024"):
+        lesson.VARIANTS["single_pass"](np.ones(5, np.int32), threads_per_block=16)
+    with pytest.raises(ValueError, match="loads_in_flight"):
+        lesson.Reducer("single_pass", 5, np.int32, 32, loads_in_flight=2)
+
+
 def test_second_launch_combines_partials():
     r = lesson.Reducer("sequential", 5000, np.int32, threads_per_block=32)
     assert [b for b, _ in r.stages] == [157, 5, 1]
