@@ -138,3 +138,76 @@ def test_plan_of_lesson_01_runs_only_setup_and_exercise_cells():
     for cell in plan.setup:
         assert "course.check" not in cell.source and "benchmark" not in cell.source
     assert plan.setup[0].source.lstrip().startswith("import course")
+
+
+# -- hidden cases: every hidden file passes the reference solution and rejects a mutant ------
+# exercise -> (lesson test module, its reference solution, one of its mutants that the hidden
+# cases are meant to catch).  Only the hidden cases run here (the public ones are the lesson
+# test's business), which keeps all twelve exercises at about 30 s in the simulator.
+
+HIDDEN_CHECKS = {
+    "vector_add": ("test_vector_add", "solution_add", "hard_coded_block_dim"),
+    "matrix_add": ("test_vector_add", "lesson.matrix_add", "swapped_indices"),
+    "reduce_sequential": ("test_reduction", "solution_sequential", "hard_coded_block_size"),
+    "reduce_first_add": ("test_reduction", "lesson.reduce4", "first_add_hard_coded_block_size"),
+    "reduce_grid_stride": ("test_reduction", "solution_grid_stride",
+                           "grid_stride_hard_coded_block_size"),
+    "window_average_shared": ("test_window", "solution", "hardcoded_block_size"),
+    "matmul_tiled": ("test_matmul", "solution", "k_loop_drops_partial_tile"),
+    "mean_face": ("test_faces", "mean_solution", "mean_hardcoded_block_size"),
+    "covariance_tiled": ("test_faces", "cov_solution", "cov_divide_by_wrong_count"),
+    "online_softmax": ("test_attention", "softmax_rows", "softmax_missing_rescale"),
+    "flash_attention_forward": ("test_attention", "flash_attn", "_mutant:missing_rescale"),
+    "histogram_shared": ("test_histogram", "solution_histogram", "tail_rows_dropped"),
+}
+
+
+def _kernel(module, ref):
+    """``attr``, ``attr.attr`` or ``factory:arg`` from a lesson test module."""
+    import importlib
+
+    obj = importlib.import_module(module)
+    if ":" in ref:
+        factory, arg = ref.split(":")
+        return getattr(obj, factory)(arg)
+    for part in ref.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def test_every_hidden_file_is_announced_and_tested():
+    from course.exercises import all_exercises
+    from course.grading.hidden import ANNOUNCED
+
+    files = {p.stem for p in HIDDEN.glob("*.py")}
+    assert files <= set(all_exercises()), files - set(all_exercises())
+    assert files <= ANNOUNCED, f"hidden cases students are not told about: {files - ANNOUNCED}"
+    assert set(HIDDEN_CHECKS) == files
+
+
+def _hidden_only(monkeypatch, name):
+    from course import exercises
+
+    monkeypatch.delenv("COURSE_HIDDEN_DIR", raising=False)   # this repository's files
+    spec = exercises.get(name)
+    monkeypatch.setattr(spec, "cases", lambda: [])
+    return spec
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")   # a mutant divides by m - 1
+@pytest.mark.parametrize("name", sorted(HIDDEN_CHECKS))
+def test_hidden_cases_pass_the_solution_and_reject_a_mutant(name, monkeypatch):
+    import course
+
+    module, solution, mutant = HIDDEN_CHECKS[name]
+    spec = _hidden_only(monkeypatch, name)
+    n_hidden = len(spec.hidden_cases())
+    assert n_hidden >= 3, f"{name}: only {n_hidden} hidden cases"
+
+    good = course.check(name, _kernel(module, solution), hidden=True, record=False)
+    assert len(good.hidden) == n_hidden and not good.public
+    assert good.passed, repr(good)
+
+    bad = course.check(name, _kernel(module, mutant), hidden=True, record=False)
+    assert not bad.passed and any(not c.passed for c in bad.hidden), \
+        f"{name}: the hidden cases let {mutant} through"

@@ -21,6 +21,37 @@ def test_variant_matches_reference_on_odd_sizes(variant, tpb):
         np.testing.assert_allclose(y, window.reference(x), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("blocks", [1, 2, 3])
+def test_shared_x4_grid_stride_loop_on_odd_sizes(blocks):
+    """A small grid makes each block run several tiles, the last one partial."""
+    rng = np.random.default_rng(7)
+    for n in (1, 127, 128, 129, 130, 300, 641):
+        x = rng.uniform(-1, 1, n + 2).astype(np.float32)
+        d_in, d_out = cuda.to_device(x), cuda.to_device(np.full(n, np.nan, np.float32))
+        window.launch("shared_x4", n, d_in, d_out, threads_per_block=32, blocks=blocks)
+        np.testing.assert_allclose(d_out.copy_to_host(), window.reference(x), rtol=1e-6,
+                                   atol=1e-6, err_msg=f"n={n}")
+
+
+@pytest.mark.skipif(course.MODE != "sim", reason="counting arrays need the simulator")
+def test_shared_x4_reads_each_input_once_per_tile():
+    """One tile of 4 * 32 outputs: 4 * 32 + 2 global reads (v2's count, four times wider)."""
+    n, tpb = 4 * 32, 32
+    x = np.random.default_rng(0).uniform(-1, 1, n + 2).astype(np.float32)
+    d_in = window.counting(x)
+    d_out = cuda.device_array(n, dtype=np.float32)
+    with window.counting_shared() as sh:
+        window.launch("shared_x4", n, d_in, d_out, tpb, blocks=1)
+    assert d_in.reads[0] == 4 * 32 + 2
+    assert sh.reads[0] == 3 * n
+
+
+@pytest.mark.skipif(course.MODE != "sim", reason="the simulator's grid cap")
+def test_default_grid_is_capped_in_the_simulator():
+    assert window.default_blocks("shared_x4", 10**6, 32) == 2
+    assert window.default_blocks("shared_x4", 5, 32) == 1
+
+
 def test_cpu_loop_matches_reference():
     x = np.random.default_rng(0).uniform(-1, 1, 50).astype(np.float32)
     np.testing.assert_allclose(window.cpu_loop(x), window.reference(x), rtol=1e-6, atol=1e-6)

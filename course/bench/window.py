@@ -15,25 +15,53 @@ def sizes() -> int:
     return runtime.size(lecture=1 << 26, sim=1024)
 
 
+GRID_THREADS_PER_SM = (1024, 2048, 4096)     # grids tried for the grid-stride variants
+
+
 def sweep(n: int, tpbs=TPBS) -> dict:
-    """variant -> {threads_per_block: Timing} for N outputs on device arrays."""
+    """variant -> {threads_per_block: (Timing, blocks)} for N outputs on device arrays; for
+    the grid-stride variants the best of a few grids (blocks=None: the one-thread-per-output
+    grid of the lecture's kernels)."""
     from numba import cuda
 
     from ..kernels import window
 
     x = np.random.default_rng(0).uniform(-1, 1, n + 2).astype(np.float32)
     d_in, d_out = cuda.to_device(x), cuda.device_array(n, dtype=np.float32)
+    gpu = runtime.MODE == "gpu"
     out = {}
     for variant in window.VARIANTS:
         out[variant] = {}
-        for tpb in tpbs if runtime.MODE == "gpu" else tpbs[:1]:
-            out[variant][tpb] = benchmark(window.launch, variant, n, d_in, d_out, tpb,
-                                          label=f"{variant} tpb={tpb}")
-        got = d_out.copy_to_host()
-        err = np.abs(got - window.reference(x)).max()
-        if err > 1e-6:
-            raise AssertionError(f"{variant}: max error {err:g} at N = {n}")
-    return out
+        for tpb in tpbs if gpu else tpbs[:1]:
+            grids = [None]
+            if variant in window.GRID_THREADS_PER_SM and gpu:
+                sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+                grids = [t * sms // tpb for t in GRID_THREADS_PER_SM]
+            best = None
+            for blocks in grids:
+                d_out.copy_to_device(np.full(n, np.nan, dtype=np.float32))  # stale results fail
+                t = benchmark(window.launch, variant, n, d_in, d_out, tpb, blocks,
+                              label=f"{variant} tpb={tpb} blocks={blocks}")
+                got = d_out.copy_to_host()
+                err = np.abs(got - window.reference(x)).max()
+                if not err <= 1e-6:
+                    raise AssertionError(f"{variant}: max error {err:g} at N = {n}")
+                if best is None or t.median_ms < best[0].median_ms:
+                    best = (t, blocks)
+            out[variant][tpb] = best
+    return out, (d_in, d_out)
+
+
+def back_to_back(variant: str, n: int, d_in, d_out, tpb: int, blocks, launches: int = 10):
+    """Timing per launch of ``launches`` launches between one pair of events: the GPU runs
+    them back to back, so the host's launch overhead (~10-20 us in numba) is hidden."""
+    from ..kernels import window
+
+    def many():
+        for _ in range(launches):
+            window.launch(variant, n, d_in, d_out, tpb, blocks)
+    t = benchmark(many, repeat=10, warmup=1, label=f"{variant} x{launches}")
+    return Timing([ms / launches for ms in t.times_ms], label=t.label, mode=t.mode)
 
 
 def run(report) -> None:
@@ -43,12 +71,20 @@ def run(report) -> None:
     nbytes = window.moved_bytes(n)
     report.note(f"bytes per call = 4 (N + 2) read + 4 N written = {nbytes / 1e6:.1f} MB; "
                 "the floor is that divided by the measured device-to-device copy bandwidth")
-    results = sweep(n)
+    results, (d_in, d_out) = sweep(n)
     for variant, by_tpb in results.items():
-        best = min(by_tpb, key=lambda t: by_tpb[t].median_ms)
-        for tpb, t in by_tpb.items():
+        best = min(by_tpb, key=lambda t: by_tpb[t][0].median_ms)
+        for tpb, (t, blocks) in by_tpb.items():
+            notes = ([f"grid {blocks} blocks"] if blocks else []) + \
+                (["best block size"] if tpb == best else [])
             report.add(f"{variant} (THREADS_PER_BLK={tpb})", t, nbytes=nbytes, size=f"N = {n}",
-                       note="best block size" if tpb == best else "")
+                       note="; ".join(notes))
+    for variant in ("shared", "global_x4", "shared_x4"):
+        by_tpb = results[variant]
+        tpb = min(by_tpb, key=lambda t: by_tpb[t][0].median_ms)
+        t = back_to_back(variant, n, d_in, d_out, tpb, by_tpb[tpb][1])
+        report.add(f"{variant} (THREADS_PER_BLK={tpb}), 10 launches back to back", t,
+                   nbytes=nbytes, size=f"N = {n}", note="time / 10: launch overhead hidden")
     report.add_peer("cupy", "cupy (x[:-2] + x[1:-1] + x[2:]) / 3", _cupy_fn(n), nbytes=nbytes,
                     size=f"N = {n}", note="three elementwise kernels")
     report.add("copy (cudaMemcpy D2D) ceiling", _copy_timing(report, nbytes), nbytes=nbytes,

@@ -103,6 +103,46 @@ def make_shared_kernels(THREADS_PER_BLK):
 
 convolve_shared, convolve_shared_const = make_shared_kernels(THREADS_PER_BLK)
 
+
+def make_shared_x4_kernel(THREADS_PER_BLK):
+    """v2 with 4 loads in flight per thread, compiled for one block size."""
+    TILE = 4 * THREADS_PER_BLK           # outputs per block and round
+    SUPPORT_X4_LEN = TILE + 2            # one constant, as numba needs
+
+    @cuda.jit
+    def convolve_shared_x4(N, input, output):
+        # v2 with more bytes in flight: a block owns a tile of 4 * THREADS_PER_BLK outputs and
+        # stages its 4 * THREADS_PER_BLK + 2 inputs in `support`.  Each thread issues its 4
+        # coalesced loads (a, b, c, d) before the first use, then computes 4 outputs.
+        # Grid-stride: the block then jumps gridDim.x tiles further on.
+        tx = cuda.threadIdx.x
+        support = cuda.shared.array(SUPPORT_X4_LEN, float32)
+        start = cuda.blockIdx.x * TILE
+        while start < N:
+            i = start + tx
+            a = input[i] if i < N + 2 else float32(0.0)
+            b = input[i + THREADS_PER_BLK] if i + THREADS_PER_BLK < N + 2 else float32(0.0)
+            c = input[i + 2 * THREADS_PER_BLK] if i + 2 * THREADS_PER_BLK < N + 2 else float32(0.0)
+            d = input[i + 3 * THREADS_PER_BLK] if i + 3 * THREADS_PER_BLK < N + 2 else float32(0.0)
+            support[tx] = a
+            support[tx + THREADS_PER_BLK] = b
+            support[tx + 2 * THREADS_PER_BLK] = c
+            support[tx + 3 * THREADS_PER_BLK] = d
+            if tx < 2 and i + TILE < N + 2:                # the halo: two more inputs
+                support[TILE + tx] = input[i + TILE]
+            cuda.syncthreads()              # the whole tile is loaded before anyone reads it
+            for k in range(4):
+                j = tx + k * THREADS_PER_BLK
+                if start + j < N:
+                    output[start + j] = (support[j] + support[j + 1] + support[j + 2]) / float32(3.0)
+            cuda.syncthreads()              # everyone is done with support before it is refilled
+            start += cuda.gridDim.x * TILE
+
+    return convolve_shared_x4
+
+
+convolve_shared_x4 = make_shared_x4_kernel(THREADS_PER_BLK)
+
 _LOCK = threading.Lock()
 
 
@@ -113,9 +153,21 @@ def _shared_kernels(threads_per_blk: int):
     return make_shared_kernels(threads_per_blk)
 
 
+@functools.lru_cache(maxsize=None)
+def _shared_x4_kernel(threads_per_blk: int):
+    if threads_per_blk == THREADS_PER_BLK:
+        return convolve_shared_x4
+    return make_shared_x4_kernel(threads_per_blk)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count() -> int:
+    return cuda.get_current_device().MULTIPROCESSOR_COUNT
+
+
 PTX_SIGNATURES = {name: "void(int64, float32[::1], float32[::1])"
                   for name in ("convolve_global", "convolve_global_x4", "convolve_shared",
-                               "convolve_shared_const")}
+                               "convolve_shared_const", "convolve_shared_x4")}
 
 
 # ---------------------------------------------------------------------------------------
@@ -129,24 +181,40 @@ def cpu_loop(input):
     return output
 
 
-def launch(variant: str, n: int, d_input, d_output, threads_per_block: int = THREADS_PER_BLK):
-    """Launch one variant on device arrays (d_input has n + 2 elements, d_output n)."""
-    blocks = math.ceil(n / threads_per_block)
+def launch(variant: str, n: int, d_input, d_output, threads_per_block: int = THREADS_PER_BLK,
+           blocks: int | None = None):
+    """Launch one variant on device arrays (d_input has n + 2 elements, d_output n).
+
+    ``blocks``: the grid of the grid-stride variants (global_x4, shared_x4); by default
+    :func:`default_blocks`.  The other variants always get one thread per output."""
     if variant == "global":
-        convolve_global[blocks, threads_per_block](n, d_input, d_output)
-        return
-    if variant == "global_x4":       # a grid sized for the device, not for the data
-        cap = 4 * cuda.get_current_device().MULTIPROCESSOR_COUNT * 1024 // threads_per_block \
-            if _on_gpu() else 2          # simulator: 2 blocks, so both loops of the kernel run
-        convolve_global_x4[min(blocks, cap), threads_per_block](n, d_input, d_output)
-        return
-    shared, shared_const = _shared_kernels(threads_per_block)
-    if variant == "shared":
-        shared[blocks, threads_per_block](n, d_input, d_output)
-    elif variant == "shared_const_weights":
-        shared_const[blocks, threads_per_block](n, d_input, d_output)
+        convolve_global[math.ceil(n / threads_per_block), threads_per_block](n, d_input, d_output)
+    elif variant == "global_x4":       # a grid sized for the device, not for the data
+        blocks = blocks or default_blocks(variant, n, threads_per_block)
+        convolve_global_x4[blocks, threads_per_block](n, d_input, d_output)
+    elif variant == "shared_x4":
+        blocks = blocks or default_blocks(variant, n, threads_per_block)
+        _shared_x4_kernel(threads_per_block)[blocks, threads_per_block](n, d_input, d_output)
+    elif variant in ("shared", "shared_const_weights"):
+        shared, shared_const = _shared_kernels(threads_per_block)
+        kernel = shared if variant == "shared" else shared_const
+        kernel[math.ceil(n / threads_per_block), threads_per_block](n, d_input, d_output)
     else:
         raise ValueError(f"unknown variant {variant!r}; choose from {sorted(VARIANTS)}")
+
+
+def default_blocks(variant: str, n: int, threads_per_block: int) -> int:
+    """The grid of a grid-stride variant: at most GRID_THREADS_PER_SM threads per SM on a GPU,
+    and at most 2 blocks in the simulator (so that every block runs its loop more than once)."""
+    per_block = 4 * threads_per_block                      # outputs per block and round
+    needed = max(1, math.ceil(n / per_block))
+    if not _on_gpu():
+        return min(needed, 2)
+    return min(needed, max(1, GRID_THREADS_PER_SM[variant] * _sm_count() // threads_per_block))
+
+
+# threads per SM of the grid-stride variants' default grids (from the sweep in bench/window.py)
+GRID_THREADS_PER_SM = {"global_x4": 4096, "shared_x4": 4096}
 
 
 def _on_gpu() -> bool:
@@ -177,7 +245,7 @@ def _host(variant):
 
 
 VARIANTS = {name: _host(name) for name in ("global", "shared", "shared_const_weights",
-                                           "global_x4")}
+                                           "global_x4", "shared_x4")}
 
 
 def reference(x):
