@@ -125,7 +125,6 @@ def _augment(padded, start, stop, r_idx, c_idx) -> np.ndarray:
     rng = np.random.default_rng([20240, start])
     noise_rng = np.random.default_rng([20241, start])
     count = stop - start
-    rows = padded.shape[1] - 2 * MAX_SHIFT
     cols = padded.shape[2] - 2 * MAX_SHIFT
     src = np.arange(start, stop) % NUM_REAL
     dy = rng.integers(-MAX_SHIFT, MAX_SHIFT + 1, CHUNK)[:count, None, None]

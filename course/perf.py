@@ -210,25 +210,12 @@ def peer(name: str):
 
 
 def time_peer(lib, fn, repeat: int = 20, warmup: int = 3, label: str = ""):
-    """Time ``fn()`` that runs CuPy or PyTorch work, with that library's own CUDA events."""
-    from .timing import Timing
+    """Time ``fn()`` that runs CuPy or PyTorch work, exactly as course.benchmark times numba
+    kernels (both libraries use the legacy default stream, which numba's events see)."""
+    from .timing import benchmark
 
-    for _ in range(warmup):
-        fn()
     if lib.__name__ == "torch":
         lib.cuda.synchronize()
-        make = lambda: lib.cuda.Event(enable_timing=True)  # noqa: E731
-        elapsed = lambda a, b: a.elapsed_time(b)  # noqa: E731
     else:
         lib.cuda.runtime.deviceSynchronize()
-        make = lib.cuda.Event
-        elapsed = lib.cuda.get_elapsed_time
-    times = []
-    for _ in range(repeat):
-        start, stop = make(), make()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(elapsed(start, stop))
-    return Timing(times, label=label or lib.__name__)
+    return benchmark(fn, repeat=repeat, warmup=warmup, label=label or lib.__name__)

@@ -21,6 +21,7 @@ class Timing:
     times_ms: list[float]
     label: str = ""
     mode: str = field(default_factory=lambda: runtime.MODE)
+    batch: int = 1          # calls per pair of events (GPU; see benchmark)
 
     @property
     def median_ms(self) -> float:
@@ -47,20 +48,32 @@ class Timing:
         return flops / (self.median_ms * 1e-3) / 1e9
 
     def __repr__(self) -> str:
-        where = "simulator wall time, not GPU speed" if self.simulated else "GPU, CUDA events"
+        where = "simulator wall time, not GPU speed" if self.simulated else \
+            f"GPU, CUDA events{f', batches of {self.batch}' if self.batch > 1 else ''}"
         name = f"{self.label}: " if self.label else ""
         return (f"{name}{self.median_ms:.4g} ms median (min {self.min_ms:.4g}, "
                 f"max {self.max_ms:.4g}, n={len(self.times_ms)}; {where})")
 
 
+HOLD_US = 2000          # the hold kernel's sleep: covers the host enqueueing a batch
+BATCH_BELOW_MS = 1.0    # calls shorter than this are timed in batches of BATCH
+BATCH = 10
+
+
 def benchmark(fn, *args, repeat: int | None = None, warmup: int | None = None,
-              rotate: list[tuple] | None = None, label: str = "") -> Timing:
-    """Time ``fn(*args)`` and return a :class:`Timing` (ms).
+              rotate: list[tuple] | None = None, label: str = "",
+              batch: int | None = None) -> Timing:
+    """Time ``fn(*args)`` and return a :class:`Timing` (ms per call).
 
     ``fn`` should only enqueue device work (launch kernels on device arrays); copies to
     and from the host inside ``fn`` are timed too.  ``rotate``: a list of argument tuples
     used in turn, so that repeated runs do not all hit a warm cache.
     Defaults: 3 warm-up + 20 timed runs on a GPU; 1 + 3 in the simulator.
+
+    On a GPU, numba needs ~20 us of host time to launch a kernel, which would dominate a
+    short kernel timed on its own.  Calls shorter than 1 ms are therefore timed in batches
+    of 10 queued behind a kernel that holds the GPU for 2 ms (so the events bracket device
+    work only, as nvbench's blocking kernel does); ``batch=1`` times single calls.
     """
     from numba import cuda
 
@@ -68,27 +81,58 @@ def benchmark(fn, *args, repeat: int | None = None, warmup: int | None = None,
         repeat = 20 if runtime.MODE == "gpu" else 3
     if warmup is None:
         warmup = 3 if runtime.MODE == "gpu" else 1
-    if repeat < 1 or warmup < 0:
-        raise ValueError(f"repeat must be >= 1 and warmup >= 0 (got {repeat}, {warmup})")
+    if repeat < 1 or warmup < 0 or (batch is not None and batch < 1):
+        raise ValueError(f"repeat and batch must be >= 1 and warmup >= 0 "
+                         f"(got {repeat}, {batch}, {warmup})")
     arg_sets = rotate if rotate else [args]
 
     for i in range(warmup):
         fn(*arg_sets[i % len(arg_sets)])
     cuda.synchronize()
 
-    times = []
-    if runtime.MODE == "gpu":
-        for i in range(repeat):
-            start, stop = cuda.event(), cuda.event()
-            start.record()
-            fn(*arg_sets[i % len(arg_sets)])
-            stop.record()
-            stop.synchronize()
-            times.append(cuda.event_elapsed_time(start, stop))
-    else:
+    if runtime.MODE != "gpu":
+        times = []
         for i in range(repeat):
             t0 = time.perf_counter()
             fn(*arg_sets[i % len(arg_sets)])
             cuda.synchronize()
             times.append((time.perf_counter() - t0) * 1e3)
-    return Timing(times, label=label)
+        return Timing(times, label=label)
+
+    if batch is None:
+        batch = BATCH if _events(cuda, fn, arg_sets[0], 1, hold=False) < BATCH_BELOW_MS else 1
+    times = [_events(cuda, fn, arg_sets[i % len(arg_sets)], batch, hold=batch > 1)
+             for i in range(repeat)]
+    t = Timing(times, label=label)
+    t.batch = batch
+    return t
+
+
+def _events(cuda, fn, args, batch: int, hold: bool) -> float:
+    """ms per call of ``batch`` calls between two CUDA events (behind a hold kernel)."""
+    if hold:
+        _hold_kernel()[1, 1](HOLD_US)
+    start, stop = cuda.event(), cuda.event()
+    start.record()
+    for _ in range(batch):
+        fn(*args)
+    stop.record()
+    stop.synchronize()
+    return cuda.event_elapsed_time(start, stop) / batch
+
+
+_HOLD = []
+
+
+def _hold_kernel():
+    """A one-thread kernel that sleeps ~``microseconds`` (GPU only, compiled once)."""
+    if not _HOLD:
+        from numba import cuda
+
+        @cuda.jit
+        def hold(microseconds):
+            for _ in range(microseconds):
+                cuda.nanosleep(1000)
+
+        _HOLD.append(hold)
+    return _HOLD[0]

@@ -1,11 +1,8 @@
 """Timing (simulator wall time, marked), perf arithmetic, reports, tables, plots."""
 import math
 
-import numpy as np
 import pytest
-from numba import cuda
 
-import course
 from course import perf, plots, tables
 from course.bench import Report
 from course.timing import Timing, benchmark
@@ -87,3 +84,8 @@ def test_plots_draw_and_stamp_simulator():
     fig, ax = plots.figure()
     plots.time_bars(["a", "b"], [1.0, 2.0], floors=[0.5, None], axes=ax, title="t")
     assert ax.get_title() == "t"
+
+
+def test_benchmark_rejects_bad_batch():
+    with pytest.raises(ValueError):
+        benchmark(lambda: None, batch=0)

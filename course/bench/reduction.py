@@ -19,34 +19,11 @@ from ..tables import speedup_table
 from ..timing import Timing, benchmark
 
 TITLE = "02 parallel reduction (CSE P 524 Lecture 9)"
-HOLD_US = 2000
-
-
-@cuda.jit
-def _hold(microseconds):
-    # One thread sleeps ~microseconds so that the host can enqueue work behind it.
-    for _ in range(microseconds):
-        cuda.nanosleep(1000)
-
-
 def device_time(fn, batch: int = 10, repeat: int = 15, label: str = "") -> Timing:
     """Device time (ms) per call of ``fn`` (which only enqueues work), launch gaps hidden."""
     if runtime.MODE != "gpu":       # simulator: one run is slow enough and says nothing
         return benchmark(fn, repeat=1, warmup=0, label=label)
-    for _ in range(2):
-        fn()
-    cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        _hold[1, 1](HOLD_US)
-        start, stop = cuda.event(), cuda.event()
-        start.record()
-        for _ in range(batch):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cuda.event_elapsed_time(start, stop) / batch)
-    return Timing(times, label=label)
+    return benchmark(fn, repeat=repeat, warmup=2, batch=batch, label=label)
 
 
 def time_variant(variant, d_x, threads_per_block=256, elements_per_thread=None,

@@ -71,8 +71,6 @@ class CheckResult:
         if spec is None or not self.cases:
             return []
         try:
-            from ..exercises import Case
-
             names = list(spec.outputs(spec.cases()[0])) + list(spec.inout)
             tols = {str(spec.tolerance(spec.cases()[0], n)) for n in names}
         except Exception:  # noqa: BLE001 - the report must always render
