@@ -139,3 +139,9 @@ def test_guard_sentinel_survives_no_arithmetic():
     y = check_mod._guarded((3,), np.float32, fill=np.ones(3, np.float32))
     y[3] = x[3] + y[3]          # what an unguarded thread 3 does on a GPU
     assert "y[3]" in check_mod._guard_message("y", y, (3,))
+
+
+def test_an_untouched_inout_array_is_named():
+    from test_vector_add import never_writes
+    r = course.check("vector_add", never_writes, record=False)
+    assert "y came back unchanged" in repr(r)

@@ -139,6 +139,11 @@ def run_case(spec, fn, case, rng, time_limit: float) -> CaseResult:
                 res.fail(msg)
                 return res
             got = got_full[tuple(slice(0, s) for s in shape)]
+            if name in spec.inout and np.array_equal(got, host[name]) and \
+                    not np.array_equal(got, expected[name]):
+                res.fail(f"{name} came back unchanged: the kernel never wrote it "
+                         "(is its body still `pass`, or does no thread reach the store?)")
+                return res
             msg = compare(name, got, expected[name], spec.tolerance(case, name))
             if msg:
                 res.fail(msg + (f" (on repeat run {rep + 1} of {case.repeats}: the kernel "
