@@ -52,18 +52,6 @@ def sweep(n: int, tpbs=TPBS) -> dict:
     return out, (d_in, d_out)
 
 
-def back_to_back(variant: str, n: int, d_in, d_out, tpb: int, blocks, launches: int = 10):
-    """Timing per launch of ``launches`` launches between one pair of events: the GPU runs
-    them back to back, so the host's launch overhead (~10-20 us in numba) is hidden."""
-    from ..kernels import window
-
-    def many():
-        for _ in range(launches):
-            window.launch(variant, n, d_in, d_out, tpb, blocks)
-    t = benchmark(many, repeat=10, warmup=1, label=f"{variant} x{launches}")
-    return Timing([ms / launches for ms in t.times_ms], label=t.label, mode=t.mode)
-
-
 def run(report) -> None:
     from ..kernels import window
 
@@ -79,12 +67,6 @@ def run(report) -> None:
                 (["best block size"] if tpb == best else [])
             report.add(f"{variant} (THREADS_PER_BLK={tpb})", t, nbytes=nbytes, size=f"N = {n}",
                        note="; ".join(notes))
-    for variant in ("shared", "global_x4", "shared_x4"):
-        by_tpb = results[variant]
-        tpb = min(by_tpb, key=lambda t: by_tpb[t][0].median_ms)
-        t = back_to_back(variant, n, d_in, d_out, tpb, by_tpb[tpb][1])
-        report.add(f"{variant} (THREADS_PER_BLK={tpb}), 10 launches back to back", t,
-                   nbytes=nbytes, size=f"N = {n}", note="time / 10: launch overhead hidden")
     report.add_peer("cupy", "cupy (x[:-2] + x[1:-1] + x[2:]) / 3", _cupy_fn(n), nbytes=nbytes,
                     size=f"N = {n}", note="three elementwise kernels")
     report.add("copy (cudaMemcpy D2D) ceiling", _copy_timing(report, nbytes), nbytes=nbytes,
