@@ -22,7 +22,7 @@ def qkv(b, h, n, d, dtype=np.float32):
 # variants
 
 @pytest.mark.parametrize("name", ["fused_row_per_thread", "flash_tiled"])
-@pytest.mark.parametrize("n,d", [(37, 32), (33, 64), (20, 128)])
+@pytest.mark.parametrize("n,d", [(37, 32), (33, 64), (20, 128), (29, 33)])
 def test_variants_float32(name, n, d):
     Q, K, V = qkv(1, 1, n, d)
     err = A.rel_error(A.VARIANTS[name](Q, K, V), A.reference(Q, K, V))
@@ -95,18 +95,31 @@ def run_flash(kernel, Q, K, V, causal):
     return O.copy_to_host()
 
 
-def test_off_by_one_causal_mask_is_caught():
+FLASH_KERNELS = [A.flash_fwd, A.flash_fwd_pairs]
+
+
+@pytest.mark.parametrize("kernel", FLASH_KERNELS, ids=lambda k: k.__name__)
+def test_off_by_one_causal_mask_is_caught(kernel):
     Q, K, V = (a[0] for a in qkv(1, 1, 40, 16))
-    good = run_flash(A.flash_fwd, Q, K, V, True)
+    good = run_flash(kernel, Q, K, V, True)
     ref = A.reference(Q, K, V, causal=True)
     assert A.rel_error(good, ref) < 1e-6
-    bad = run_flash(with_mask(A.flash_fwd, visible_off_by_one), Q, K, V, True)
+    bad = run_flash(with_mask(kernel, visible_off_by_one), Q, K, V, True)
     assert not np.isfinite(bad).all() or A.rel_error(bad, ref) > 1e-2
 
 
-def test_fully_masked_rows_give_zero_not_nan():
+@pytest.mark.parametrize("n,d,causal", [(67, 33, False), (45, 64, True)])
+def test_first_tiled_kernel_flash_fwd(n, d, causal):
+    """flash_fwd (one float per shared load), shown in the notebook, beside flash_fwd_pairs."""
+    Q, K, V = (a[0] for a in qkv(1, 1, n, d))
+    got = run_flash(A.flash_fwd, Q, K, V, causal)
+    assert A.rel_error(got, A.reference(Q, K, V, causal=causal)) < 1e-6
+
+
+@pytest.mark.parametrize("kernel", FLASH_KERNELS, ids=lambda k: k.__name__)
+def test_fully_masked_rows_give_zero_not_nan(kernel):
     Q, K, V = (a[0] for a in qkv(1, 1, 35, 16))
-    out = run_flash(with_mask(A.flash_fwd, visible_never), Q, K, V, True)
+    out = run_flash(with_mask(kernel, visible_never), Q, K, V, True)
     assert np.isfinite(out).all() and not out.any()
     S = np.full((1, 1, 4, 4), 0.5)
     assert np.isfinite(A.reference(S, S, S, causal=True, window=0)).all()

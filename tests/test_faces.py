@@ -29,7 +29,7 @@ def test_mean_variants(name, m, n):
 
 @pytest.mark.parametrize("m,n", SHAPES)
 @pytest.mark.parametrize("name", ["center_coalesced", "center_noncoalesced", "center_2d",
-                                  "center_2d_ilp"])
+                                  "center_2d_ilp", "center_flat"])
 def test_centering_variants(name, m, n):
     D = _D(m, n, 1)
     before = D.copy()
@@ -411,3 +411,12 @@ def test_lecture_sizes_on_gpu():
     ref = K.reference(Dc[:4000], "cov")
     for name in ("cov_tiled", "cov_register", "cov_register8"):
         np.testing.assert_allclose(K.VARIANTS[name](Dc[:4000]), ref, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("m,n,tpb", [(101, 47, 8), (37, 29, 32), (6, 5, 4), (9, 64, 4)])
+def test_center_flat_covers_the_tail_and_the_odd_last_float(m, n, tpb):
+    """Full blocks, a partial last block (pairs one at a time) and, for odd m * n, the lone
+    last float all run; pairs that straddle two images use the right pixels."""
+    D = _D(m, n, 5)
+    got = K.VARIANTS["center_flat"](D, threads_per_block=tpb)
+    np.testing.assert_allclose(got, K.reference(D, "center"), rtol=1e-5, atol=2e-6)

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from .. import perf, runtime
+from .. import timing as _timing
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "benchmarks"
 
@@ -92,7 +93,8 @@ class Report:
                  f"- software: numba {i['numba']}, numba-cuda {i['numba_cuda']}, "
                  f"numpy {i['numpy']}, Python {i['python']}",
                  "- time: device time per call, median of repeated runs after warm-up (CUDA "
-                 "events; calls under 1 ms are queued 10 at a time behind a 2 ms hold kernel, "
+                 f"events; calls under {_timing.BATCH_BELOW_MS:g} ms are queued {_timing.BATCH} at a "
+                 f"time behind a {_timing.HOLD_US / 1000:g} ms hold kernel, "
                  "so numba's ~20 us host launch overhead is not counted); "
                  "floor = max(bytes / copy bandwidth, FLOPs / FP32 rate)", "",
                  "| variant | kind | size | median ms | min-max ms | GB/s | % copy | TFLOP/s "

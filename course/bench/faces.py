@@ -131,6 +131,15 @@ def run(report) -> None:
         report.add(label, best[0], nbytes=2 * nb, size=size,
                    note=f"best of a sweep: block ({best[1]}, {best[2]}), "
                         + ("~32 blocks per SM" if best[3] is None else f"{best[3]:,} blocks in y"))
+    best = None
+    for tpb in ((128, 256, 512) if runtime.MODE == "gpu" else (32,)):
+        t = benchmark(lambda: K.launch_center("flat", d_data, d_mean, m, n, tpb=tpb))
+        if best is None or t.median_ms < best[0].median_ms:
+            best = (t, tpb)
+    report.add(f"correction_kernel_flat (8-byte pairs, {K.CENTER_ILP} in flight)", best[0],
+               nbytes=2 * nb, size=size,
+               note=f"best of a sweep: {best[1]} threads per block, "
+                    f"{K.CENTER_ILP * best[1]:,} consecutive pairs per block")
 
     # ---- 07 covariance on the centered data -------------------------------------------------
     host_mean = D.mean(axis=0, dtype=np.float64).astype(np.float32)
@@ -191,7 +200,8 @@ def summary(rows) -> list[str]:
     ms = lambda prefix: min((r["median_ms"] for n, r in by.items()  # noqa: E731
                              if n.startswith(prefix) and r["kind"] != "lecture"), default=None)
     out = []
-    centers = [r for n, r in by.items() if n.startswith("correction_kernel_2d")]
+    centers = [r for n, r in by.items() if n.startswith(("correction_kernel_2d",
+                                                         "correction_kernel_flat"))]
     center = min(centers, key=lambda r: r["median_ms"]) if centers else None
     if center and center.get("pct_copy") is not None:
         out.append(f"best coalesced centering ({center['name']}) reaches "

@@ -15,11 +15,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda, float32, uint64
+from numba import cuda, float32, float64, uint64
 
 from .. import runtime
+from ..pairs import pack2, unpack2
 
 NOTEBOOKS = ["08_flash_attention"]
+NOT_SHOWN = {"flash_fwd_pairs"}   # the notebook prints its source (section 4b) instead
 
 TILE = 16          # naive version: 16 x 16 tiles of the two matrix products (lesson 04)
 SOFTMAX_TPB = 128 if runtime.MODE == "gpu" else 32  # naive softmax: threads per row (block)
@@ -36,6 +38,11 @@ SPT = Bc // ROW_LANES                     # score columns per thread (4)
 OPT = D_MAX // ROW_LANES                  # output columns per thread (8)
 SQ_AT, SKV_AT, SP_AT = 0, Br * D_PAD, (Br + Bc) * D_PAD   # offsets into the shared buffer
 FLASH_SHARED = 4 * ((Br + Bc) * D_PAD + Br * P_PAD)       # bytes of dynamic shared memory
+# flash_fwd_pairs: the same tiles with float32 pairs in float64 slots of shared memory
+QP = D_MAX // 2 + 1                       # sQ2/sK2 row length in pairs (+1: no bank conflicts)
+X_Q, X_KV = 0, Br * QP                    # offsets (in float64 slots) into the shared buffer
+X_P = X_KV + max(Bc * QP, (Bc // 2) * D_MAX)
+FLASH_SHARED = max(FLASH_SHARED, 8 * (X_P + (Br // 2) * Bc))  # enough for either kernel
 ROW_THREADS = 128  # fused_row_per_thread: threads per block
 NEG_INF = float32(-np.inf)
 
@@ -279,6 +286,143 @@ def flash_fwd(Q, K, V, O, L, scale, causal, window):
                 L[bh, i] = m[a] + math.log(l[a]) if l[a] > 0 else NEG_INF
 
 
+# At most 128 registers a thread, so 2 blocks of 256 threads fit on an SM (65,536 / 512);
+# left alone the compiler takes 166 and one block runs per SM (20% slower on an H100).
+# The simulator's cuda.jit has no such option.
+_FEW_REGISTERS = {"max_registers": 128} if runtime.MODE == "gpu" else {}
+
+
+@cuda.jit(**_FEW_REGISTERS)
+def flash_fwd_pairs(Q, K, V, O, L, scale, causal, window):
+    # flash_fwd with half the shared-memory load instructions: same threads, rows, columns
+    # and registers, but every shared slot is a float64 holding two float32 values
+    # (course/pairs.py), so one load brings two.  Layout of the shared buffer sm:
+    #   sQ2[r, k2]   = (Q[r, 2 k2], Q[r, 2 k2 + 1]) * scale       at X_Q + r * QP + k2
+    #   sK2[r, k2]   = (K[r, 2 k2], K[r, 2 k2 + 1])               at X_KV + r * QP + k2
+    #   sV2[j2, c]   = (V[2 j2, c], V[2 j2 + 1, c])               at X_KV + j2 * D_MAX + c
+    #   sP2[g, col]  = (P[tr + 16 a, col], P[tr + 16 (a + 1), col]), a = 2 (g // 16), tr = g % 16
+    sm = cuda.shared.array(0, float64)
+    s = cuda.local.array((RPT, SPT), float32)
+    acc = cuda.local.array((RPT, OPT), float32)
+    m = cuda.local.array(RPT, float32)
+    l = cuda.local.array(RPT, float32)
+    qa = cuda.local.array(RPT, float32)
+    qb = cuda.local.array(RPT, float32)
+    t = cuda.threadIdx.x
+    tr, tc = t // ROW_LANES, t % ROW_LANES
+    bh, q0 = cuda.blockIdx.y, cuda.blockIdx.x * Br
+    n, d = Q.shape[1], Q.shape[2]
+    d2 = (d + 1) // 2                       # pairs per row (an odd d pads with a zero)
+    lr, lc = t // 32, t % 32                # loader: rows lr + 8i, pairs lc + 32u
+    for r in range(lr, Br, FLASH_THREADS // 32):
+        for k2 in range(lc, d2, 32):
+            x0 = x1 = float32(0.0)
+            if q0 + r < n:
+                x0 = float32(Q[bh, uint64(q0 + r), uint64(2 * k2)]) * scale
+                if 2 * k2 + 1 < d:
+                    x1 = float32(Q[bh, uint64(q0 + r), uint64(2 * k2 + 1)]) * scale
+            sm[uint64(X_Q + r * QP + k2)] = pack2(x0, x1)
+    for a in range(RPT):
+        m[a] = NEG_INF
+        l[a] = float32(0.0)
+        for c in range(OPT):
+            acc[a, c] = float32(0.0)
+    lo, hi = 0, n                           # key tiles that can hold a visible key
+    if causal:
+        hi = min(n, q0 + Br)
+    if window >= 0:
+        lo = max(0, q0 - window) // Bc * Bc
+    for j0 in range(lo, hi, Bc):
+        cuda.syncthreads()                  # everyone is done with the last V tile and P
+        for r in range(lr, Bc, FLASH_THREADS // 32):
+            for k2 in range(lc, d2, 32):
+                x0 = x1 = float32(0.0)
+                if j0 + r < n:
+                    x0 = float32(K[bh, uint64(j0 + r), uint64(2 * k2)])
+                    if 2 * k2 + 1 < d:
+                        x1 = float32(K[bh, uint64(j0 + r), uint64(2 * k2 + 1)])
+                sm[uint64(X_KV + r * QP + k2)] = pack2(x0, x1)
+        cuda.syncthreads()                  # K tile loaded before anyone reads it
+        for a in range(RPT):
+            for b in range(SPT):
+                s[a, b] = float32(0.0)
+        for k2 in range(d2):                # S = Q K^T, two k per step
+            for a in range(RPT):
+                qa[a], qb[a] = unpack2(sm[uint64(X_Q + (tr + ROW_GROUPS * a) * QP + k2)])
+            for b in range(SPT):
+                ka, kb = unpack2(sm[uint64(X_KV + (tc + ROW_LANES * b) * QP + k2)])
+                for a in range(RPT):
+                    s[a, b] += qa[a] * ka
+                    s[a, b] += qb[a] * kb
+        full = (j0 + Bc <= n and q0 + Br <= n and (not causal or j0 + Bc <= q0 + 1)
+                and (window < 0 or q0 + Br - 1 - j0 <= window))
+        cuda.syncthreads()                  # K tile no longer needed: V may overwrite it
+        mx = cuda.local.array(RPT, float32)
+        for a in range(RPT):                # online softmax, exactly as in flash_fwd
+            i = q0 + tr + ROW_GROUPS * a
+            mx[a] = NEG_INF
+            for b in range(SPT):
+                if not (full or visible(i, j0 + tc + ROW_LANES * b, n, causal, window)):
+                    s[a, b] = NEG_INF
+                mx[a] = max(mx[a], s[a, b])
+        for off in range(4):
+            for a in range(RPT):
+                mx[a] = max(mx[a], cuda.shfl_xor_sync(0xFFFFFFFF, mx[a], 8 >> off))
+        for a in range(RPT):
+            m_new = max(m[a], mx[a])
+            m_use = m_new if m_new > NEG_INF else float32(0.0)
+            mx[a] = math.exp(m[a] - m_use)  # alpha
+            m[a] = m_new
+            for b in range(SPT):
+                s[a, b] = math.exp(s[a, b] - m_use)
+        ps = cuda.local.array(RPT, float32)
+        for a in range(RPT):
+            ps[a] = float32(0.0)
+            for b in range(SPT):
+                ps[a] += s[a, b]
+        for g in range(RPT // 2):           # P of rows (tr + 32 g, tr + 32 g + 16), paired
+            for b in range(SPT):
+                sm[uint64(X_P + (ROW_GROUPS * g + tr) * Bc + tc + ROW_LANES * b)] = pack2(
+                    s[2 * g, b], s[2 * g + 1, b])
+        for off in range(4):
+            for a in range(RPT):
+                ps[a] += cuda.shfl_xor_sync(0xFFFFFFFF, ps[a], 8 >> off)
+        for a in range(RPT):
+            l[a] = l[a] * mx[a] + ps[a]
+            for c in range(OPT):
+                acc[a, c] *= mx[a]
+        for j2 in range(lr, Bc // 2, FLASH_THREADS // 32):
+            for c in range(lc, d, 32):      # V rows j0 + 2 j2 and j0 + 2 j2 + 1, paired
+                x0 = x1 = float32(0.0)
+                if j0 + 2 * j2 < n:
+                    x0 = float32(V[bh, uint64(j0 + 2 * j2), uint64(c)])
+                if j0 + 2 * j2 + 1 < n:
+                    x1 = float32(V[bh, uint64(j0 + 2 * j2 + 1), uint64(c)])
+                sm[uint64(X_KV + j2 * D_MAX + c)] = pack2(x0, x1)
+        cuda.syncthreads()                  # P and the V tile ready
+        pe = cuda.local.array(RPT, float32)
+        po = cuda.local.array(RPT, float32)
+        for j2 in range(Bc // 2):           # O += P V, two keys per step
+            for g in range(RPT // 2):
+                at = uint64(X_P + (ROW_GROUPS * g + tr) * Bc + 2 * j2)
+                pe[2 * g], pe[2 * g + 1] = unpack2(sm[at])        # column 2 j2
+                po[2 * g], po[2 * g + 1] = unpack2(sm[at + 1])    # column 2 j2 + 1
+            for c in range(OPT):
+                v0, v1 = unpack2(sm[uint64(X_KV + j2 * D_MAX + tc + ROW_LANES * c)])
+                for a in range(RPT):
+                    acc[a, c] += pe[a] * v0
+                    acc[a, c] += po[a] * v1
+    for a in range(RPT):                    # O = acc / l, written once
+        i = q0 + tr + ROW_GROUPS * a
+        if i < n:
+            inv = float32(1.0) / l[a] if l[a] > 0 else float32(0.0)
+            for c in range(OPT):
+                if tc + ROW_LANES * c < d:
+                    O[bh, i, tc + ROW_LANES * c] = acc[a, c] * inv
+            if tc == 0:
+                L[bh, i] = m[a] + math.log(l[a]) if l[a] > 0 else NEG_INF
+
+
 _ARR3 = "float32[:, :, ::1]"
 PTX_SIGNATURES = {
     "attn_scores": f"void({_ARR3}, {_ARR3}, {_ARR3}, float32, boolean, int64)",
@@ -287,6 +431,8 @@ PTX_SIGNATURES = {
     "attn_row_per_thread": f"void({_ARR3}, {_ARR3}, {_ARR3}, {_ARR3}, float32, boolean, int64)",
     "flash_fwd": f"void({_ARR3}, {_ARR3}, {_ARR3}, {_ARR3}, float32[:, ::1], float32, "
                  "boolean, int64)",
+    "flash_fwd_pairs": f"void({_ARR3}, {_ARR3}, {_ARR3}, {_ARR3}, float32[:, ::1], float32, "
+                       "boolean, int64)",
 }
 
 
@@ -297,6 +443,8 @@ def launch(variant: str, Q, K, V, O, *, causal: bool = False, window: int = -1,
            scratch=None, heads_per_launch: int | None = None):
     """Launch ``variant`` on device arrays shaped (batch*heads, N, d); writes O (float32).
 
+    The flash variants run flash_fwd_pairs; ``"flash_fwd"`` runs the first tiled kernel
+    (one float per shared-memory load), kept for the notebook and the benchmark.
     naive_three_kernels needs ``scratch``: a float32 device array (h, N, N) with h <= BH;
     heads are processed h at a time so the N x N score matrix fits in memory.
     """
@@ -317,15 +465,17 @@ def launch(variant: str, Q, K, V, O, *, causal: bool = False, window: int = -1,
     elif variant == "fused_row_per_thread":
         attn_row_per_thread[(math.ceil(n / ROW_THREADS), bh), ROW_THREADS](
             Q, K, V, O, scale, causal, window)
-    elif variant in ("flash_tiled", "flash_tiled_causal", "flash_sliding_window"):
+    elif variant in ("flash_tiled", "flash_tiled_causal", "flash_sliding_window",
+                     "flash_fwd"):
         L = cuda.device_array((bh, n), dtype=np.float32)
-        flash_launch(flash_fwd, Q, K, V, O, L, scale, causal, window)
+        kernel = flash_fwd if variant == "flash_fwd" else flash_fwd_pairs
+        flash_launch(kernel, Q, K, V, O, L, scale, causal, window)
     else:
         raise ValueError(f"unknown variant {variant!r}; choose from {sorted(VARIANTS)}")
 
 
 def flash_launch(kernel, Q, K, V, O, L, scale, causal, window):
-    """Launch a flash kernel with FLASH_SHARED bytes of dynamic shared memory (> 48 KB)."""
+    """Launch a flash kernel with the dynamic shared memory it needs (> 48 KB)."""
     args = (Q, K, V, O, L, float32(scale), bool(causal), int(window))
     allow_big_shared(kernel, args, FLASH_SHARED)
     kernel[(math.ceil(Q.shape[1] / Br), Q.shape[0]), FLASH_THREADS, 0, FLASH_SHARED](*args)

@@ -15,10 +15,12 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import runtime
+from ..pairs import pack2, unpack2
 
 NOTEBOOKS = ["05_mean_face", "06_centering_coalescing", "07_covariance_pca"]
 
 THREADS_PER_BLK = 32   # the lecture's block size for the mean and centering kernels
+CENTER_ILP = 8         # correction_kernel_flat: pairs loaded before any is stored
 
 
 # ---------------------------------------------------------------------------------------
@@ -108,6 +110,50 @@ def correction_kernel_2d_ilp(data, mean, num_entries, num_features):
                 data[e2 * num_features + j] = v2 - value
             if e3 < num_entries:
                 data[e3 * num_features + j] = v3 - value
+
+
+@cuda.jit
+def correction_kernel_flat(pairs, data, mean, num_features):
+    # Beyond the lecture: forget rows and columns.  data is one flat run of m * n floats and
+    # pairs a float64 view of it (pair p = floats 2p and 2p + 1), so each load moves 8 bytes.
+    # Block b owns the CENTER_ILP * B consecutive pairs from b * B * CENTER_ILP on (B threads):
+    # thread t takes pairs t, t + B, t + 2B, ... and loads all of them before it stores any.
+    # The pixel j of float 2p is computed once; moving B pairs on moves it by 2B mod n, so
+    # the next pixels cost an addition and a compare, not a division.
+    B = cuda.blockDim.x
+    p = cuda.blockIdx.x * B * CENTER_ILP + cuda.threadIdx.x
+    step = (2 * B) % num_features
+    j = (2 * p) % num_features
+    cols = cuda.local.array(CENTER_ILP, np.int32)
+    vals = cuda.local.array(CENTER_ILP, np.float64)
+    if p + (CENTER_ILP - 1) * B < pairs.size:    # every block but the last one
+        for u in range(CENTER_ILP):
+            cols[u] = j
+            j += step
+            if j >= num_features:
+                j -= num_features
+        for u in range(CENTER_ILP):       # all loads in flight ...
+            vals[u] = pairs[p + u * B]
+        for u in range(CENTER_ILP):       # ... then the stores
+            x0, x1 = unpack2(vals[u])
+            j1 = cols[u] + 1              # the second float may start the next image
+            if j1 == num_features:
+                j1 = 0
+            pairs[p + u * B] = pack2(x0 - mean[cols[u]], x1 - mean[j1])
+    else:                                 # the end of the array: one pair at a time
+        for u in range(CENTER_ILP):
+            if p + u * B < pairs.size:
+                x0, x1 = unpack2(pairs[p + u * B])
+                j1 = j + 1
+                if j1 == num_features:
+                    j1 = 0
+                pairs[p + u * B] = pack2(x0 - mean[j], x1 - mean[j1])
+            j += step
+            if j >= num_features:
+                j -= num_features
+    last = data.size - 1                  # an odd m * n leaves one float without a partner
+    if last % 2 == 0 and cuda.blockIdx.x == 0 and cuda.threadIdx.x == 0:
+        data[last] -= mean[last % num_features]
 
 
 # ---------------------------------------------------------------------------------------
@@ -248,6 +294,7 @@ PTX_SIGNATURES = {name: _SIG for name in (
     "correction_kernel_2d", "correction_kernel_2d_ilp", "covariance_kernel", "symmetric_covariance_kernel",
     "shared_covariance_kernel", "register_tiled_covariance_kernel",
     "register_tiled_covariance_kernel_8")}
+PTX_SIGNATURES["correction_kernel_flat"] = "void(float64[::1], float32[::1], float32[::1], int64)"
 # Beyond the lecture, in the benchmark; notebook 07 points to them.
 NOT_SHOWN = {"register_tiled_covariance_kernel", "register_tiled_covariance_kernel_8"}
 
@@ -287,9 +334,13 @@ def launch_center(kind, d_data, d_mean, m, n, tpb: int = THREADS_PER_BLK,
         gy = blocks_y or max(1, min(math.ceil(m / block_y), fill))
         kernel = correction_kernel_2d if kind == "2d" else correction_kernel_2d_ilp
         kernel[(gx, gy), (tpb, block_y)](d_data, d_mean, m, n)
+    elif kind == "flat":                  # 1-D grid: CENTER_ILP * tpb pairs per block
+        pairs = d_data[: 2 * (m * n // 2)].view(np.float64)
+        blocks = max(1, math.ceil(pairs.size / (CENTER_ILP * tpb)))
+        correction_kernel_flat[blocks, tpb](pairs, d_data, d_mean, n)
     else:
         raise ValueError(f"unknown centering kernel {kind!r}: coalesced, noncoalesced, 2d, "
-                         "2d_ilp")
+                         "2d_ilp, flat")
 
 
 def launch_cov(kind, d_data, d_cov, m, n, chunk_size: int = 8):
@@ -405,6 +456,7 @@ VARIANTS = {
     "center_noncoalesced": _center_host("noncoalesced"),
     "center_2d": _center_host("2d"),
     "center_2d_ilp": _center_host("2d_ilp"),
+    "center_flat": _center_host("flat"),
     "cov_naive": _cov_host("naive"),
     "cov_symmetric": _cov_host("symmetric"),
     "cov_tiled": _cov_host("tiled"),
