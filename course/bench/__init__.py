@@ -139,6 +139,12 @@ class Report:
         plots.close(fig)
 
 
+def fastest(run, configs):
+    """(Timing, config) for the config whose ``run(config)`` has the smallest median time
+    (the first such config on a tie): the "best of a sweep" rows of the reports."""
+    return min(((run(c), c) for c in configs), key=lambda tc: tc[0].median_ms)
+
+
 def _fmt(x, digits: int) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"

@@ -14,6 +14,7 @@ from numba import cuda
 from .. import runtime
 from ..kernels import faces as K
 from ..timing import Timing, benchmark
+from . import fastest
 
 TITLE = "Lessons 05-07 - faces: mean, centering, covariance (CSE P 524 Lecture 9)"
 LECTURE_TITAN_X_MS = {"H2D copy": 170.136, "compute_mean_kernel": 8.82074, "mean D2H": 0.03174,
@@ -92,15 +93,13 @@ def run(report) -> None:
                benchmark(lambda: K.launch_mean(d_data, d_mean, m, n), repeat=5),
                nbytes=nb, size=size, note=f"{math.ceil(n / 32)} blocks of 32 threads")
     lec("compute_mean_kernel")
-    best = None
-    for tpb in (64, 128, 256) if runtime.MODE == "gpu" else (64,):
-        for mult in (1, 2, 4) if runtime.MODE == "gpu" else (1,):
-            split = min(m, K.default_split(m, n, tpb) * mult)
-            t = benchmark(lambda: K.launch_mean(d_data, d_mean, m, n, split=split, tpb=tpb))
-            if best is None or t.median_ms < best[0].median_ms:
-                best = (t, tpb, split)
-    report.add("mean_split_kernel (images split over blocks)", best[0], nbytes=nb, size=size,
-               note=f"best of a sweep: tpb={best[1]}, {best[2]} image slices, atomics combine")
+    gpu = runtime.MODE == "gpu"
+    t, (tpb, split) = fastest(
+        lambda c: benchmark(lambda: K.launch_mean(d_data, d_mean, m, n, split=c[1], tpb=c[0])),
+        [(tpb, min(m, K.default_split(m, n, tpb) * mult))
+         for tpb in ((64, 128, 256) if gpu else (64,)) for mult in ((1, 2, 4) if gpu else (1,))])
+    report.add("mean_split_kernel (images split over blocks)", t, nbytes=nb, size=size,
+               note=f"best of a sweep: tpb={tpb}, {split} image slices, atomics combine")
     report.add("mean D2H copy", benchmark(lambda: d_mean.copy_to_host()), nbytes=n * 4,
                size=f"n={n:,}")
     lec("mean D2H")
@@ -116,30 +115,26 @@ def run(report) -> None:
                          repeat=5), nbytes=2 * nb, size=size)
     lec("correction_kernel_ortho")
     blocks = ((32, 8), (64, 4), (128, 2), (128, 4), (256, 1), (256, 2)) \
-        if runtime.MODE == "gpu" else ((32, 2),)
+        if gpu else ((32, 2),)
     for kind, label in (("2d", "correction_kernel_2d (coalesced, fills the GPU)"),
                         ("2d_ilp", "correction_kernel_2d_ilp (4 loads in flight)")):
-        best = None
-        for tpb, by in blocks:
-            per_thread = 1 if kind == "2d" else 4
-            full = min(65_535, math.ceil(m / (by * per_thread)))
-            for gy in (None, full) if runtime.MODE == "gpu" else (None,):
-                t = benchmark(lambda: K.launch_center(kind, d_data, d_mean, m, n, tpb=tpb,
-                                                      block_y=by, blocks_y=gy))
-                if best is None or t.median_ms < best[0].median_ms:
-                    best = (t, tpb, by, gy)
-        report.add(label, best[0], nbytes=2 * nb, size=size,
-                   note=f"best of a sweep: block ({best[1]}, {best[2]}), "
-                        + ("~32 blocks per SM" if best[3] is None else f"{best[3]:,} blocks in y"))
-    best = None
-    for tpb in ((128, 256, 512) if runtime.MODE == "gpu" else (32,)):
-        t = benchmark(lambda: K.launch_center("flat", d_data, d_mean, m, n, tpb=tpb))
-        if best is None or t.median_ms < best[0].median_ms:
-            best = (t, tpb)
-    report.add(f"correction_kernel_flat (8-byte pairs, {K.CENTER_ILP} in flight)", best[0],
+        per_thread = 1 if kind == "2d" else 4
+        t, (tpb, by, gy) = fastest(
+            lambda c, kind=kind: benchmark(lambda: K.launch_center(
+                kind, d_data, d_mean, m, n, tpb=c[0], block_y=c[1], blocks_y=c[2])),
+            [(tpb, by, gy) for tpb, by in blocks
+             for gy in ((None, min(65_535, math.ceil(m / (by * per_thread)))) if gpu
+                        else (None,))])
+        report.add(label, t, nbytes=2 * nb, size=size,
+                   note=f"best of a sweep: block ({tpb}, {by}), "
+                        + ("~32 blocks per SM" if gy is None else f"{gy:,} blocks in y"))
+    t, tpb = fastest(lambda c: benchmark(lambda: K.launch_center("flat", d_data, d_mean, m, n,
+                                                                  tpb=c)),
+                     (128, 256, 512) if gpu else (32,))
+    report.add(f"correction_kernel_flat (8-byte pairs, {K.CENTER_ILP} in flight)", t,
                nbytes=2 * nb, size=size,
-               note=f"best of a sweep: {best[1]} threads per block, "
-                    f"{K.CENTER_ILP * best[1]:,} consecutive pairs per block")
+               note=f"best of a sweep: {tpb} threads per block, "
+                    f"{K.CENTER_ILP * tpb:,} consecutive pairs per block")
 
     # ---- 07 covariance on the centered data -------------------------------------------------
     host_mean = D.mean(axis=0, dtype=np.float64).astype(np.float32)

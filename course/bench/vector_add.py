@@ -6,6 +6,7 @@ from numba import cuda
 
 from .. import runtime
 from ..kernels import vector_add as lesson
+from . import fastest
 from ..timing import Timing, benchmark
 
 TITLE = "01 vector add (CSE P 524 Lecture 9)"
@@ -38,25 +39,18 @@ def run(report) -> None:
     size = f"N=2^{n_big.bit_length() - 1}" if lecture else f"N={n_big}"
     report.add("many_blocks", benchmark(lambda: lesson.launch("many_blocks", n_big, x, y, 256)),
                nbytes=nbytes, size=size, note="ceil(N/256) blocks of 256")
-    best = None
-    for blocks_per_sm in ((4, 8, 16, 32) if lecture else (1,)):
-        blocks = blocks_per_sm * (cuda.get_current_device().MULTIPROCESSOR_COUNT if lecture else 2)
-        t = benchmark(lambda b=blocks: lesson.launch("grid_stride", n_big, x, y, 256, b))
-        if best is None or t.median_ms < best[1].median_ms:
-            best = (blocks, t)
-    report.add("grid_stride", best[1], nbytes=nbytes, size=size,
-               note=f"best grid: {best[0]} blocks of 256 (tried 4-32 per SM)")
-    best = None
-    for blocks_per_sm in ((2, 4, 8, 16) if lecture else (1,)):
-        for tpb in ((256, 512) if lecture else (256,)):
-            blocks = blocks_per_sm * (cuda.get_current_device().MULTIPROCESSOR_COUNT
-                                      if lecture else 2)
-            t = benchmark(lambda b=blocks, tp=tpb: lesson.launch("grid_stride_x4", n_big, x, y,
-                                                                  tp, b))
-            if best is None or t.median_ms < best[2].median_ms:
-                best = (blocks, tpb, t)
-    report.add("grid_stride_x4", best[2], nbytes=nbytes, size=size,
-               note=f"4 loads in flight per thread; best grid: {best[0]} blocks of {best[1]}")
+    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT if lecture else 2
+    t, blocks = fastest(
+        lambda b: benchmark(lambda: lesson.launch("grid_stride", n_big, x, y, 256, b)),
+        [per_sm * sms for per_sm in ((4, 8, 16, 32) if lecture else (1,))])
+    report.add("grid_stride", t, nbytes=nbytes, size=size,
+               note=f"best grid: {blocks} blocks of 256 (tried 4-32 per SM)")
+    t, (blocks, tpb) = fastest(
+        lambda c: benchmark(lambda: lesson.launch("grid_stride_x4", n_big, x, y, c[1], c[0])),
+        [(per_sm * sms, tpb) for per_sm in ((2, 4, 8, 16) if lecture else (1,))
+         for tpb in ((256, 512) if lecture else (256,))])
+    report.add("grid_stride_x4", t, nbytes=nbytes, size=size,
+               note=f"4 loads in flight per thread; best grid: {blocks} blocks of {tpb}")
     report.add_peer("torch", "torch.add(out=)", _torch_add(n_big), nbytes=nbytes, size=size)
     report.add_peer("cupy", "cupy.add(out=)", _cupy_add(n_big), nbytes=nbytes, size=size)
     report.note("bytes per element: 12 (read x, read y, write y); lecture rows are the "
