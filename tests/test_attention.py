@@ -72,7 +72,12 @@ def with_mask(kernel, mask_fn):
     """The same kernel text, compiled with another ``visible`` device function."""
     py = kernel.py_func
     g = dict(py.__globals__, visible=mask_fn)
-    return cuda.jit(types.FunctionType(py.__code__, g, py.__name__, py.__defaults__))
+    new = cuda.jit(types.FunctionType(py.__code__, g, py.__name__, py.__defaults__,
+                                      py.__closure__))
+    for attr in ("head_dim", "shared_bytes"):        # a flash_fwd_tuned build's launch facts
+        if hasattr(kernel, attr):
+            setattr(new, attr, getattr(kernel, attr))
+    return new
 
 
 @cuda.jit(device=True)
@@ -95,7 +100,7 @@ def run_flash(kernel, Q, K, V, causal):
     return O.copy_to_host()
 
 
-FLASH_KERNELS = [A.flash_fwd, A.flash_fwd_pairs]
+FLASH_KERNELS = [A.flash_fwd, A.tuned_kernel(16)]
 
 
 @pytest.mark.parametrize("kernel", FLASH_KERNELS, ids=lambda k: k.__name__)
@@ -110,10 +115,45 @@ def test_off_by_one_causal_mask_is_caught(kernel):
 
 @pytest.mark.parametrize("n,d,causal", [(67, 33, False), (45, 64, True)])
 def test_first_tiled_kernel_flash_fwd(n, d, causal):
-    """flash_fwd (one float per shared load), shown in the notebook, beside flash_fwd_pairs."""
+    """flash_fwd (one float per shared load), shown in the notebook, beside flash_fwd_tuned."""
     Q, K, V = (a[0] for a in qkv(1, 1, n, d))
     got = run_flash(A.flash_fwd, Q, K, V, causal)
     assert A.rel_error(got, A.reference(Q, K, V, causal=causal)) < 1e-6
+
+
+@pytest.mark.parametrize("d,D", [(16, 32), (32, 32), (33, 64), (64, 64), (100, 128)])
+def test_tuned_builds_pad_the_head_dim(d, D):
+    assert A.tuned_kernel(d).head_dim == D
+    with pytest.raises(ValueError):
+        A.tuned_kernel(129)
+
+
+@pytest.mark.parametrize("dtype,d", [(np.float16, 5), (np.float32, 3), (np.float32, 4)])
+def test_as_pairs_widens_and_pads(dtype, d):
+    X = rng.uniform(-1, 1, (2, 3, d)).astype(dtype)
+    got = A.as_pairs(cuda.to_device(X), 6).copy_to_host().view(np.float32).reshape(2, 3, 6)
+    want = np.zeros((2, 3, 6), np.float32)
+    want[:, :, :d] = X
+    assert np.array_equal(got, want)
+    Y = rng.uniform(-1, 1, X.shape).astype(dtype)  # same size: the buffer is reused, refilled
+    again = A.as_pairs(cuda.to_device(Y), 6).copy_to_host().view(np.float32).reshape(2, 3, 6)
+    want[:, :, :d] = Y
+    assert np.array_equal(again, want)
+
+
+@pytest.mark.parametrize("kernel", FLASH_KERNELS, ids=lambda k: k.__name__)
+def test_log_sum_exp_per_row(kernel):
+    Q, K, V = (a[0] for a in qkv(1, 1, 70, 16))
+    bh, n, d = Q.shape
+    O = cuda.device_array(Q.shape, np.float32)
+    L = cuda.device_array((bh, n), np.float32)
+    A.flash_launch(kernel, cuda.to_device(Q), cuda.to_device(K), cuda.to_device(V), O, L,
+                   1 / math.sqrt(d), True, -1)
+    S = np.einsum("hid,hjd->hij", Q.astype(np.float64), K) / math.sqrt(d)
+    S = np.where(A.mask(n, causal=True), S, -np.inf)
+    m = S.max(axis=-1)
+    want = m + np.log(np.exp(S - m[..., None]).sum(axis=-1))
+    np.testing.assert_allclose(L.copy_to_host(), want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("kernel", FLASH_KERNELS, ids=lambda k: k.__name__)
@@ -140,6 +180,18 @@ def test_lecture_shape_slice_on_gpu(causal):
     for name in ("flash_tiled", "flash_wmma"):
         err = A.rel_error(A.VARIANTS[name](Q, K, V, causal=causal), ref)
         assert err < 1e-2, f"{name}: {err:.2e}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,d,window", [(301, 64, 40), (97, 32, None), (200, 16, 7)])
+def test_tensor_core_version_masks_and_head_dims_on_gpu(n, d, window):
+    Q, K, V = qkv(2, 1, n, d, np.float16)
+    causal = window is not None
+    err = A.rel_error(A.VARIANTS["flash_wmma"](Q, K, V, causal=causal, window=window),
+                      A.reference(Q, K, V, causal=causal, window=window))
+    assert err < 1e-2, f"flash_wmma n={n} d={d} window={window}: {err:.2e}"
+    with pytest.raises(ValueError):
+        A.VARIANTS["flash_wmma"](*qkv(1, 1, 8, 48, np.float16))
 
 
 # ---------------------------------------------------------------------------------------

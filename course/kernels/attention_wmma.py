@@ -7,32 +7,41 @@ linked into the numba kernel with ``cuda.declare_device(..., link=cuda.CUSource(
 The online softmax, the masks and the bookkeeping stay in Python.  The simulator cannot
 link C++, so this module's kernel is in ``GPU_ONLY_LINKED`` and the notebook only shows it.
 
-Layout: one block = 2 warps owns WBr = 32 query rows (warp w: rows 16w .. 16w+15); K/V
-tiles of WBc = 32 rows.  Shared memory (41.5 KB): sQ, sKV (float16), sS (float32 scores),
-sP (float16 probabilities), sO (float32 output accumulator).  float16 inputs, d a multiple
-of 16 and <= 128.
+Layout: one block = 4 warps owns WBr = 64 query rows (warp w: rows 16w .. 16w+15) and walks
+K/V in tiles of WBc = 64 rows.  Shared memory (110 KB): sQ, sK, sV (float16, held as float32
+words of two halves), sS (float32 scores, held as float64 pairs), sP (float16
+probabilities), sO (float32 output accumulator).  Rows of sS, sP and sO are touched by their
+own warp only, so inside a tile only ``syncwarp`` is needed; the block meets twice a tile,
+around the K/V loads.  float16 inputs, d in 16, 32, 64, 128.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from numba import cuda, float32, types
+from numba import cuda, float32, float64, types, uint64
 
 from .. import runtime
-from .attention import D_MAX, NEG_INF, validate, visible
+from ..pairs import unpack2
+from .attention import LOG2E, NEG_INF, validate, visible
 
 NOTEBOOKS = ["08_flash_attention"]
 NOT_SHOWN = {"flash_wmma_fwd"}          # the notebook prints its source instead
 GPU_ONLY_LINKED = {"flash_wmma_fwd"}    # needs linked C++: no PTX signature, no simulator
 
-WBr = 32                 # query rows per block (2 warps x 16)
-WBc = 32                 # key/value rows per tile
-WTHREADS = 64
-LDH = D_MAX + 8          # row length of the float16 tiles (multiple of 8, staggers banks)
-LDS = WBc + 4            # row length of sS (float32, multiple of 4)
-LDP = WBc + 8            # row length of sP (float16)
-LDO = D_MAX + 4          # row length of sO (float32)
+WBr = 64                 # query rows per block (4 warps x 16)
+WBc = 64                 # key/value rows per tile
+WTHREADS = 128
+WD_MAX = 128             # largest head dim
+HEAD_DIMS = (16, 32, 64, 128)   # d / 2 must divide WTHREADS (the tile loaders)
+LDH = WD_MAX + 8         # halves per row of sQ, sK, sV (multiple of 8, staggers banks)
+LDH2 = LDH // 2          # the same rows in float32 words (two halves each)
+LDS = WBc + 4            # floats per row of sS (multiple of 4)
+LDS2 = LDS // 2          # the same rows in float64 pairs
+LDP = WBc + 8            # halves per row of sP
+LDO = WD_MAX + 4         # floats per row of sO
+# static shared memory: 112,640 B, two blocks per SM (ptxas takes > 48 KB static for sm_90)
+WMMA_SHARED = 2 * 3 * WBr * LDH + 4 * WBr * LDS + 2 * WBr * LDP + 4 * WBr * LDO
 
 WMMA_SOURCE = f"""
 #include <mma.h>
@@ -42,36 +51,48 @@ using namespace nvcuda;
 #define LDS {LDS}
 #define LDP {LDP}
 #define LDO {LDO}
+#define BC {WBc}
 
-// One warp: S[row0:row0+16, 0:bc] = Q[row0:row0+16, 0:d] K[0:bc, 0:d]^T   (all in shared)
-extern "C" __device__ void wmma_qk(const __half* q, const __half* k, float* s,
-                                   int row0, int d, int bc) {{
-  for (int n = 0; n < bc; n += 16) {{
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    wmma::fill_fragment(acc, 0.0f);
-    for (int kk = 0; kk < d; kk += 16) {{
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+// One warp: S[row0:row0+16, 0:BC] = Q[row0:row0+16, 0:d] K[0:BC, 0:d]^T   (all in shared)
+extern "C" __device__ void wmma_qk(const float* q_words, const float* k_words, double* s_pairs,
+                                   int row0, int d) {{
+  const __half* q = reinterpret_cast<const __half*>(q_words);
+  const __half* k = reinterpret_cast<const __half*>(k_words);
+  float* s = reinterpret_cast<float*>(s_pairs);
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[BC / 16];   // in registers
+  #pragma unroll
+  for (int n = 0; n < BC / 16; n++) wmma::fill_fragment(acc[n], 0.0f);
+  for (int kk = 0; kk < d; kk += 16) {{
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+    wmma::load_matrix_sync(a, q + row0 * LDH + kk, LDH);
+    #pragma unroll
+    for (int n = 0; n < BC / 16; n++) {{
       wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b;
-      wmma::load_matrix_sync(a, q + row0 * LDH + kk, LDH);
-      wmma::load_matrix_sync(b, k + n * LDH + kk, LDH);   // K row-major = K^T col-major
-      wmma::mma_sync(acc, a, b, acc);
+      wmma::load_matrix_sync(b, k + n * 16 * LDH + kk, LDH);   // K row-major = K^T col-major
+      wmma::mma_sync(acc[n], a, b, acc[n]);
     }}
-    wmma::store_matrix_sync(s + row0 * LDS + n, acc, LDS, wmma::mem_row_major);
   }}
+  #pragma unroll
+  for (int n = 0; n < BC / 16; n++)
+    wmma::store_matrix_sync(s + row0 * LDS + n * 16, acc[n], LDS, wmma::mem_row_major);
 }}
 
-// One warp: O[row0:row0+16, 0:d] += P[row0:row0+16, 0:bc] V[0:bc, 0:d]   (all in shared)
-extern "C" __device__ void wmma_pv(const __half* p, const __half* v, float* o,
-                                   int row0, int d, int bc) {{
+// One warp: O[row0:row0+16, 0:d] += P[row0:row0+16, 0:BC] V[0:BC, 0:d]   (all in shared)
+extern "C" __device__ void wmma_pv(const __half* p, const float* v_words, float* o,
+                                   int row0, int d) {{
+  const __half* v = reinterpret_cast<const __half*>(v_words);
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a[BC / 16];
+  #pragma unroll
+  for (int kk = 0; kk < BC / 16; kk++)
+    wmma::load_matrix_sync(a[kk], p + row0 * LDP + kk * 16, LDP);
   for (int n = 0; n < d; n += 16) {{
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
     wmma::load_matrix_sync(acc, o + row0 * LDO + n, LDO, wmma::mem_row_major);
-    for (int kk = 0; kk < bc; kk += 16) {{
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+    #pragma unroll
+    for (int kk = 0; kk < BC / 16; kk++) {{
       wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
-      wmma::load_matrix_sync(a, p + row0 * LDP + kk, LDP);
-      wmma::load_matrix_sync(b, v + kk * LDH + n, LDH);
-      wmma::mma_sync(acc, a, b, acc);
+      wmma::load_matrix_sync(b, v + kk * 16 * LDH + n, LDH);
+      wmma::mma_sync(acc, a[kk], b, acc);
     }}
     wmma::store_matrix_sync(o + row0 * LDO + n, acc, LDO, wmma::mem_row_major);
   }}
@@ -91,98 +112,107 @@ if runtime.MODE == "gpu":
         return types.CPointer(arr.dtype)(arr), codegen
 
     _src = cuda.CUSource(WMMA_SOURCE)
-    _PTRS = "CPointer(float16), CPointer(float16), CPointer(float32), int32, int32, int32"
-    wmma_qk = cuda.declare_device("wmma_qk", f"void({_PTRS})", link=_src, abi="c")
-    wmma_pv = cuda.declare_device("wmma_pv", f"void({_PTRS})", link=_src, abi="c")
+    wmma_qk = cuda.declare_device(
+        "wmma_qk", "void(CPointer(float32), CPointer(float32), CPointer(float64), int32, int32)",
+        link=_src, abi="c")
+    wmma_pv = cuda.declare_device(
+        "wmma_pv", "void(CPointer(float16), CPointer(float32), CPointer(float32), int32, int32)",
+        link=_src, abi="c")
 
 
 @cuda.jit
-def flash_wmma_fwd(Q, K, V, O, scale, causal, window):
+def flash_wmma_fwd(Qw, Kw, Vw, O, scale, causal, window):
+    # Qw, Kw, Vw: flat float32 views of float16 (batch*heads, N, d) arrays: two halves a word.
     # Block (bx, bh) owns query rows q0 .. q0+WBr-1 of head bh; warp w owns 16 of them.
-    # Thread t: lanes 2r', 2r'+1 of warp w run the online softmax of row 16w + r'; for the
-    # rescale and the final write, thread t owns half of row t // 2.
-    sQ = cuda.shared.array((WBr, LDH), float16, alignment=128)
-    sKV = cuda.shared.array((WBc, LDH), float16, alignment=128)
-    sS = cuda.shared.array((WBr, LDS), float32, alignment=128)
+    # Thread t: lanes 2r', 2r'+1 of warp w own row r = 16w + r' for the online softmax (half
+    # of the score columns each), the rescale and the final write (half of the columns each).
+    sQ = cuda.shared.array((WBr, LDH2), float32, alignment=128)
+    sK = cuda.shared.array((WBc, LDH2), float32, alignment=128)
+    sV = cuda.shared.array((WBc, LDH2), float32, alignment=128)
+    sS = cuda.shared.array((WBr, LDS2), float64, alignment=128)
     sP = cuda.shared.array((WBr, LDP), float16, alignment=128)
     sO = cuda.shared.array((WBr, LDO), float32, alignment=128)
-    sM = cuda.shared.array(WBr, float32)
-    sL = cuda.shared.array(WBr, float32)
-    sAlpha = cuda.shared.array(WBr, float32)
     t = cuda.threadIdx.x
     w, lane = t // 32, t % 32
     bh, q0 = cuda.blockIdx.y, cuda.blockIdx.x * WBr
-    n, d = Q.shape[1], Q.shape[2]
-    half_d = d // 2
-    r2, c2 = t // 2, (t % 2) * (d // 2)      # my half row for rescale / write
-    for r in range(t // 16, WBr, WTHREADS // 16):     # thread t: row t // 16 (+4, ...)
-        for c in range(t % 16, d, 16):
-            sQ[r, c] = Q[bh, min(q0 + r, n - 1), c]     # rows past n: any finite value
-    for c in range(c2, c2 + half_d):
-        sO[r2, c] = float32(0.0)
-    if t < WBr:
-        sM[t] = NEG_INF
-        sL[t] = float32(0.0)
+    n, d = O.shape[1], O.shape[2]
+    d2 = d // 2                        # float32 words per row
+    r = 16 * w + lane // 2             # my row
+    c0 = (lane % 2) * (WBc // 4)       # my half of the score pairs
+    o0 = (lane % 2) * d2               # my half of the output columns
+    rstep, cc = WTHREADS // d2, t % d2  # loader: rows t // d2 + rstep i, word column cc
+    for rr in range(t // d2, WBr, rstep):        # Q tile (rows past n: zeros)
+        sQ[rr, cc] = Qw[uint64((bh * n + q0 + rr) * d2 + cc)] if q0 + rr < n else float32(0.0)
+    for c in range(o0, o0 + d2):
+        sO[r, c] = float32(0.0)
+    m = NEG_INF                        # running max (log2 units) and sum of my row
+    l = float32(0.0)
+    qs = scale * float32(LOG2E)
     lo, hi = 0, n
     if causal:
         hi = min(n, q0 + WBr)
     if window >= 0:
         lo = max(0, q0 - window) // WBc * WBc
     for j0 in range(lo, hi, WBc):
+        cuda.syncthreads()                       # every warp is done with the last K, V
+        for rr in range(t // d2, WBc, rstep):    # K and V tiles (rows past n: zeros)
+            ok = j0 + rr < n
+            at = uint64((bh * n + j0 + rr) * d2 + cc)
+            sK[rr, cc] = Kw[at] if ok else float32(0.0)
+            sV[rr, cc] = Vw[at] if ok else float32(0.0)
         cuda.syncthreads()
-        for r in range(t // 16, WBc, WTHREADS // 16):
-            for c in range(t % 16, d, 16):
-                sKV[r, c] = K[bh, min(j0 + r, n - 1), c]  # rows past n are masked
-        cuda.syncthreads()
-        wmma_qk(address_of(sQ), address_of(sKV), address_of(sS), 16 * w, d, WBc)
-        cuda.syncthreads()
-        r = 16 * w + lane // 2                    # online softmax of row 16w + lane // 2:
-        c0 = (lane % 2) * (WBc // 2)              # 2 lanes per row, WBc / 2 columns each
-        m_old = sM[r]
+        wmma_qk(address_of(sQ), address_of(sK), address_of(sS), 16 * w, d)
+        cuda.syncwarp()                          # my warp's scores are in sS
+        full = (j0 + WBc <= n and q0 + WBr <= n and (not causal or j0 + WBc <= q0 + 1)
+                and (window < 0 or q0 + WBr - 1 - j0 <= window))
         mx = NEG_INF
-        for c in range(c0, c0 + WBc // 2):
-            s = sS[r, c] * scale
-            ok = q0 + r < n and visible(q0 + r, j0 + c, n, causal, window)
-            s = s if ok else NEG_INF
-            sS[r, c] = s
-            mx = max(mx, s)
-        m_new = max(m_old, max(mx, cuda.shfl_xor_sync(0xFFFFFFFF, mx, 1)))
+        for c2 in range(c0, c0 + WBc // 4):      # pairs of scores: columns 2 c2, 2 c2 + 1
+            a, b = unpack2(sS[r, c2])
+            if not full:
+                if not visible(q0 + r, j0 + 2 * c2, n, causal, window):
+                    a = NEG_INF
+                if not visible(q0 + r, j0 + 2 * c2 + 1, n, causal, window):
+                    b = NEG_INF
+            mx = max(mx, max(a, b) * qs)
+        mx = max(mx, cuda.shfl_xor_sync(0xFFFFFFFF, mx, 1))
+        m_new = max(m, mx)
         m_use = m_new if m_new > NEG_INF else float32(0.0)   # no visible key yet: p = 0
         ps = float32(0.0)
-        for c in range(c0, c0 + WBc // 2):
-            p = math.exp(sS[r, c] - m_use)
-            sP[r, c] = p
-            ps += p
+        for c2 in range(c0, c0 + WBc // 4):
+            a, b = unpack2(sS[r, c2])
+            pa = math.exp2(a * qs - m_use)
+            pb = math.exp2(b * qs - m_use)
+            if not full:
+                if not visible(q0 + r, j0 + 2 * c2, n, causal, window):
+                    pa = float32(0.0)
+                if not visible(q0 + r, j0 + 2 * c2 + 1, n, causal, window):
+                    pb = float32(0.0)
+            sP[r, 2 * c2] = float16(pa)
+            sP[r, 2 * c2 + 1] = float16(pb)
+            ps += pa + pb
         ps += cuda.shfl_xor_sync(0xFFFFFFFF, ps, 1)
-        alpha = math.exp(m_old - m_use)
-        cuda.syncwarp()                           # both lanes of a row read sM before it changes
-        if lane % 2 == 0:
-            sM[r] = m_new
-            sL[r] = sL[r] * alpha + ps
-            sAlpha[r] = alpha
-        for r in range(t // 16, WBc, WTHREADS // 16):
-            for c in range(t % 16, d, 16):
-                sKV[r, c] = V[bh, min(j0 + r, n - 1), c]  # finite; their P is 0
-        cuda.syncthreads()
-        al = sAlpha[r2]
-        for c in range(c2, c2 + half_d):
-            sO[r2, c] *= al
-        cuda.syncthreads()
-        wmma_pv(address_of(sP), address_of(sKV), address_of(sO), 16 * w, d, WBc)
-    cuda.syncthreads()
-    if q0 + r2 < n:
-        l = sL[r2]
+        alpha = math.exp2(m - m_use)
+        l = l * alpha + ps
+        m = m_new
+        if alpha != float32(1.0):                # the max moved: rescale my half row of O
+            for c in range(o0, o0 + d2):         # (rare after the first tiles)
+                sO[r, c] *= alpha
+        cuda.syncwarp()                          # P and the rescaled O rows are ready
+        wmma_pv(address_of(sP), address_of(sV), address_of(sO), 16 * w, d)
+    cuda.syncwarp()
+    if q0 + r < n:
         inv = float32(1.0) / l if l > 0 else float32(0.0)
-        for c in range(c2, c2 + half_d):
-            O[bh, q0 + r2, c] = sO[r2, c] * inv
+        for c in range(o0, o0 + d2):
+            O[bh, q0 + r, c] = sO[r, c] * inv
 
 
 def launch(Q, K, V, O, *, causal: bool = False, window=None):
-    """Launch on float16 device arrays (batch*heads, N, d); O float32."""
+    """Launch on float16 device arrays (batch*heads, N, d), d in HEAD_DIMS; O float32."""
     bh, n, d = Q.shape
     window = -1 if window is None else int(window)
-    flash_wmma_fwd[(math.ceil(n / WBr), bh), WTHREADS](
-        Q, K, V, O, float32(1.0 / math.sqrt(d)), bool(causal or window >= 0), window)
+    words = [X.reshape(bh * n * d).view(np.float32) for X in (Q, K, V)]
+    args = (*words, O, float32(1.0 / math.sqrt(d)), bool(causal or window >= 0), window)
+    flash_wmma_fwd[(math.ceil(n / WBr), bh), WTHREADS](*args)
 
 
 def flash_wmma(Q, K, V, causal: bool = False, window=None):
@@ -191,8 +221,8 @@ def flash_wmma(Q, K, V, causal: bool = False, window=None):
         raise RuntimeError("flash_wmma links CUDA C++ (tensor cores): it needs a real GPU; "
                            "the simulator cannot run it")
     (q, k, v), shape = validate(Q, K, V)
-    if q.dtype != np.float16 or shape[3] % 16:
-        raise ValueError(f"flash_wmma needs float16 inputs and d a multiple of 16; got "
+    if q.dtype != np.float16 or shape[3] not in HEAD_DIMS:
+        raise ValueError(f"flash_wmma needs float16 inputs and d in {HEAD_DIMS}; got "
                          f"{q.dtype}, d = {shape[3]}")
     if window is not None and int(window) < 0:
         raise ValueError(f"window must be >= 0, got {window}")
@@ -202,7 +232,6 @@ def flash_wmma(Q, K, V, causal: bool = False, window=None):
     return d_o.copy_to_host().reshape(shape).astype(np.float16)
 
 
-_H3 = "float16[:, :, ::1]"
 # PTX of the Python side only (the C++ functions stay external until the GPU links them).
-PTX_SIGNATURES = {"flash_wmma_fwd": f"void({_H3}, {_H3}, {_H3}, float32[:, :, ::1], float32, "
-                                    "boolean, int64)"}
+PTX_SIGNATURES = {"flash_wmma_fwd": "void(float32[::1], float32[::1], float32[::1], "
+                                    "float32[:, :, ::1], float32, boolean, int64)"}
