@@ -57,15 +57,18 @@ class _Array:
 class _Traced:
     """Stands in for an array inside the traced kernel and records each element access."""
 
-    __slots__ = ("_a", "_info", "_rec")
+    __slots__ = ("_a", "_info", "_rec", "_base")
 
-    def __init__(self, arr, info, recorder):
+    def __init__(self, arr, info, recorder, base=None):
+        # base: data address of this allocation (each block has its own shared arrays, so
+        # offsets are taken from the block's allocation, not from the first block's)
         self._a, self._info, self._rec = arr, info, recorder
+        self._base = info.base_ptr if base is None else base
 
     def __getitem__(self, idx):
         val = self._a[idx]
         if isinstance(val, np.ndarray):
-            return _Traced(val, self._info, self._rec)
+            return _Traced(val, self._info, self._rec, self._base)
         self._rec.access(self, idx, READ, sys._getframe(1))
         return val
 
@@ -135,7 +138,7 @@ class _Recorder:
         sid = self.site(frame)
         if not isinstance(idx, tuple):
             idx = (idx,)
-        off = a.__array_interface__["data"][0] - info.base_ptr
+        off = a.__array_interface__["data"][0] - traced._base
         for i, s, n in zip(idx, a.strides, a.shape):
             i = int(i)
             off += (i + n if i < 0 else i) * s
@@ -180,7 +183,7 @@ def _patched(rec: _Recorder):
         name = text.split("=")[0].strip() if "=" in text else f"shared@{frame.f_lineno}"
         base = self._dynshared if shape == 0 else arr
         info = rec.array(key, "dynamic shared" if shape == 0 else name, "shared", base)
-        return _Traced(arr, info, rec)
+        return _Traced(arr, info, rec, base.__array_interface__["data"][0])
 
     def syncthreads(self):
         st = rec.state()
