@@ -50,7 +50,6 @@ class _Array:
 
     def __init__(self, aid, name, space, base, itemsize):
         self.id, self.name, self.space, self.itemsize = aid, name, space, itemsize
-        self.base_ptr = base.__array_interface__["data"][0]
         self.shape = base.shape
 
 
@@ -59,11 +58,10 @@ class _Traced:
 
     __slots__ = ("_a", "_info", "_rec", "_base")
 
-    def __init__(self, arr, info, recorder, base=None):
+    def __init__(self, arr, info, recorder, base):
         # base: data address of this allocation (each block has its own shared arrays, so
         # offsets are taken from the block's allocation, not from the first block's)
-        self._a, self._info, self._rec = arr, info, recorder
-        self._base = info.base_ptr if base is None else base
+        self._a, self._info, self._rec, self._base = arr, info, recorder, base
 
     def __getitem__(self, idx):
         val = self._a[idx]
@@ -249,7 +247,8 @@ def _traced_launch(kernel, grid, block, shared_bytes, args, launch) -> "Trace":
         while isinstance(base.base, np.ndarray):
             base = base.base
         name = params[i] if i < len(params) else f"arg{i}"
-        wrapped.append(_Traced(arr, rec.array(("arg", i), name, "global", base), rec))
+        wrapped.append(_Traced(arr, rec.array(("arg", i), name, "global", base), rec,
+                               base.__array_interface__["data"][0]))
     notes_before = len(simwarp.NOTES)
     with _patched(rec):
         launch(wrapped)

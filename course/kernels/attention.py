@@ -478,26 +478,31 @@ def to_float32_padded(src, dst):
         dst[r, c] = float32(src[r, c]) if c < d else float32(0.0)
 
 
-_WIDE = {}   # slot -> the float32 buffer as_pairs widened into last time (reused); "L": the
-             # log-sum-exp rows launch() has the flash kernels write
+_REUSED = {}   # key -> a float32 device buffer kept for the next call of the same shape
+
+
+def reused_buffer(key, shape):
+    """A float32 device array of ``shape`` kept under ``key`` and handed out again while the
+    shape stays the same: allocating and freeing per call cost up to 1 ms on an H100 (a free
+    waits for the GPU).  Safe because every launch here goes to the default stream, in order."""
+    buf = _REUSED.get(key)
+    if buf is None or buf.shape != shape:
+        buf = _REUSED[key] = cuda.device_array(shape, np.float32)
+    return buf
 
 
 def as_pairs(X, D: int, slot: int = 0):
     """Flat float64 view of ``X`` (device, (bh, N, d)) as float32 (bh, N, D): pairs of floats.
 
     A float32 array with d == D is only viewed; otherwise (float16, or d < D) it is first
-    widened into a zero-padded float32 buffer (one pass over memory).  The buffer of each
-    ``slot`` is kept and reused by the next call of the same size: allocating and freeing
-    three arrays per call cost 0.5 ms on an H100, and freeing waits for the GPU.  Reuse is
-    safe because every launch here goes to the default stream, in order.
+    widened into a zero-padded float32 buffer (one pass over memory), one ``reused_buffer``
+    per ``slot``.
     """
     bh, n, d = X.shape
     if X.dtype == np.float32 and d == D:
         Y = X.reshape(bh * n * D)
     else:
-        Y = _WIDE.get(slot)
-        if Y is None or Y.size != bh * n * D:
-            Y = _WIDE[slot] = cuda.device_array(bh * n * D, np.float32)
+        Y = reused_buffer(("pairs", slot), (bh * n * D,))
         threads = 256
         to_float32_padded[math.ceil(bh * n * D / threads), threads](
             X.reshape(bh * n, d), Y.reshape(bh * n, D))
@@ -549,9 +554,7 @@ def launch(variant: str, Q, K, V, O, *, causal: bool = False, window: int = -1,
             Q, K, V, O, scale, causal, window)
     elif variant in ("flash_tiled", "flash_tiled_causal", "flash_sliding_window",
                      "flash_fwd"):
-        L = _WIDE.get("L")                  # log-sum-exp: not returned, buffer reused
-        if L is None or L.shape != (bh, n):
-            L = _WIDE["L"] = cuda.device_array((bh, n), dtype=np.float32)
+        L = reused_buffer("L", (bh, n))     # log-sum-exp rows: written, not returned
         kernel = flash_fwd if variant == "flash_fwd" else tuned_kernel(d)
         flash_launch(kernel, Q, K, V, O, L, scale, causal, window)
     else:

@@ -40,8 +40,7 @@ LDS = WBc + 4            # floats per row of sS (multiple of 4)
 LDS2 = LDS // 2          # the same rows in float64 pairs
 LDP = WBc + 8            # halves per row of sP
 LDO = WD_MAX + 4         # floats per row of sO
-# static shared memory: 112,640 B, two blocks per SM (ptxas takes > 48 KB static for sm_90)
-WMMA_SHARED = 2 * 3 * WBr * LDH + 4 * WBr * LDS + 2 * WBr * LDP + 4 * WBr * LDO
+# static shared memory 112,640 B (sQ, sK, sV, sS, sP, sO below): two blocks per SM
 
 WMMA_SOURCE = f"""
 #include <mma.h>
