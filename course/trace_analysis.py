@@ -74,6 +74,23 @@ def _requests(tr, space) -> dict:
     return out
 
 
+def sectors(byte_offsets) -> int:
+    """32-byte sectors one warp request touches (its lanes' byte offsets, 4-byte items)."""
+    return len({o // SECTOR for o in set(byte_offsets)})
+
+
+def wavefronts(byte_offsets, itemsize: int) -> int:
+    """Shared-memory wavefronts of one warp request: the most distinct 4-byte words that
+    fall in one bank (1 = no conflict; n = an n-way conflict)."""
+    words = set()
+    for o in set(byte_offsets):
+        words.update(range(o // WORD, (o + itemsize - 1) // WORD + 1))
+    per_bank = {}
+    for w in words:
+        per_bank[w % BANKS] = per_bank.get(w % BANKS, 0) + 1
+    return max(per_bank.values())
+
+
 def coalescing_counts(tr) -> dict:
     """{array name: dict(requests, lanes, sectors, min_sectors, lines, bytes)} (global)."""
     out = {}
@@ -84,7 +101,7 @@ def coalescing_counts(tr) -> dict:
         uniq = set(offs)
         c["requests"] += 1
         c["lanes"] += len(offs)
-        c["sectors"] += len({o // SECTOR for o in uniq})
+        c["sectors"] += sectors(uniq)
         c["lines"] += len({o // LINE for o in uniq})
         c["bytes"] += len(uniq) * a.itemsize
         c["min_sectors"] += -(-len(uniq) * a.itemsize // SECTOR)
@@ -111,13 +128,9 @@ def bank_counts(tr) -> dict:
     out = {}
     for (aid, *_), offs in _requests(tr, "shared").items():
         a = tr.arrays[aid]
-        words = set()
-        for o in set(offs):
-            words.update(range(o // WORD, (o + a.itemsize - 1) // WORD + 1))
-        per_bank = {}
-        for w in words:
-            per_bank[w % BANKS] = per_bank.get(w % BANKS, 0) + 1
-        ways = max(per_bank.values())
+        words = {w for o in set(offs)
+                 for w in range(o // WORD, (o + a.itemsize - 1) // WORD + 1)}
+        ways = wavefronts(offs, a.itemsize)
         ideal = -(-len(words) // BANKS)
         c = out.setdefault(a.name, dict(requests=0, wavefronts=0, ideal=0, replays=0,
                                          max_ways=1))

@@ -8,6 +8,7 @@ from course.exercises import EXACT, Case, Exercise, Tolerance
 import importlib
 from course.grading.progress import load
 check_mod = importlib.import_module("course.grading.check")  # the module, not the function
+judge_mod = importlib.import_module("course.grading.judge")
 from test_vector_add import no_bounds_guard, solution_add, writes_only_even_indices
 
 
@@ -105,13 +106,13 @@ def test_compare_reports_first_wrong_index_and_unwritten():
 
 
 def test_guard_band_detects_writes_past_the_end():
-    buf = check_mod._guarded((4,), np.float32, fill=np.ones(4))
-    assert check_mod._guard_message("y", buf, (4,)) is None
+    buf = judge_mod.guarded((4,), np.float32, fill=np.ones(4))
+    assert judge_mod._guard_message("y", buf, (4,)) is None
     buf[5] = 1.0
-    assert "y[5]" in check_mod._guard_message("y", buf, (4,))
-    buf2 = check_mod._guarded((2, 3), np.int32, fill=np.ones((2, 3)))
+    assert "y[5]" in judge_mod._guard_message("y", buf, (4,))
+    buf2 = judge_mod.guarded((2, 3), np.int32, fill=np.ones((2, 3)))
     buf2[1, 3] = 0
-    assert "(1, 3)" in check_mod._guard_message("C", buf2, (2, 3))
+    assert "(1, 3)" in judge_mod._guard_message("C", buf2, (2, 3))
 
 
 class BrokenSpec(Exercise):
@@ -133,12 +134,12 @@ def test_guard_sentinel_survives_no_arithmetic():
     """A NaN guard would hide `y[i] = x[i] + y[i]` past the end (NaN + x = NaN) on a GPU,
     which does not bounds-check: the guard value must be finite and change under it."""
     for dtype in (np.float32, np.float64, np.float16):
-        g = check_mod._guard_value(dtype)
+        g = judge_mod.guard_value(dtype)
         assert np.isfinite(g) and (g + g) != g and (g + np.asarray(0.5, dtype)) != g
-    x = check_mod._guarded((3,), np.float32, fill=np.ones(3, np.float32))
-    y = check_mod._guarded((3,), np.float32, fill=np.ones(3, np.float32))
+    x = judge_mod.guarded((3,), np.float32, fill=np.ones(3, np.float32))
+    y = judge_mod.guarded((3,), np.float32, fill=np.ones(3, np.float32))
     y[3] = x[3] + y[3]          # what an unguarded thread 3 does on a GPU
-    assert "y[3]" in check_mod._guard_message("y", y, (3,))
+    assert "y[3]" in judge_mod._guard_message("y", y, (3,))
 
 
 def test_an_untouched_inout_array_is_named():

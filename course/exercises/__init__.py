@@ -65,9 +65,19 @@ FLOAT32_ELEMENTWISE = Tolerance(rtol=1e-6, atol=1e-6,
 EXACT = Tolerance()
 
 
+KINDS = ("write", "debug", "predict", "tune")
+
+
 @dataclass
 class Exercise:
-    """Base class: subclasses fill in cases, inputs, reference and launch."""
+    """Base class: subclasses fill in cases, inputs, reference and launch.
+
+    ``kind`` says what the student does: ``write`` a kernel from a spec and a stub; ``debug``
+    a given kernel with a planted bug (the check fails on it as given); ``predict`` a number
+    or a choice before running anything (``course.check`` then takes the answer, not a
+    kernel: see ``predict.py``); ``tune`` a correct kernel until a measured figure reaches
+    its target (see ``tune.py``).
+    """
 
     name: str
     lesson: str                    # notebook stem, e.g. "01_vector_add"
@@ -75,6 +85,11 @@ class Exercise:
     goal: str                      # one sentence: what the kernel must do
     inout: tuple = ()              # inputs the kernel writes in place
     hints: dict = field(default_factory=dict)   # failure kind -> hint text
+    kind: str = "write"            # one of KINDS (contract: Exercise.kind)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"exercise {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
 
     # -- to override -------------------------------------------------------------------
     def cases(self) -> list[Case]:

@@ -5,10 +5,11 @@ For each submitted notebook (this process only *reads* it):
    ``--lesson``) and the instructor notebook's plan (setup cells + exercise cells);
 2. find the student's exercise cells: by the cell marker ``metadata.course.exercise``, then
    by cell id, then by the function name the check passes (``def add(``);
-3. run the instructor's setup cells and the student's exercise cells, then each exercise's
-   public + hidden checks, in a fresh subprocess (``course/grading/worker.py``) with a wall
-   time limit and resource limits;
-4. turn whatever came back (even nothing) into points, reasons, a CSV row and feedback.
+3. run the instructor's setup cells and the student's exercise cells in a fresh worker
+   process (``worker.py``) with a wall time limit and resource limits, while this process
+   makes every case's inputs, keeps the references and judges what comes back
+   (``session.py``: why a student cell cannot forge a verdict);
+4. turn the verdicts (or their absence) into points, reasons, a CSV row and feedback.
 
 Not a sandbox: student code runs as you, with your files and network.  See
 instructor/README.md for what is isolated and how to grade inside a container.
@@ -17,12 +18,10 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import re
 import secrets
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,7 +42,7 @@ class Graded:
     submission: str
     lesson: str = ""
     mode: str = ""
-    status: str = "graded"           # graded | invalid | timeout | crashed | error
+    status: str = "graded"           # graded | invalid | timeout | crashed | tampered | error
     points: dict = field(default_factory=dict)      # exercise -> points earned
     max_points: dict = field(default_factory=dict)  # exercise -> points possible
     results: dict = field(default_factory=dict)     # exercise -> worker event (cases)
@@ -167,48 +166,6 @@ def _limits(timeout: float, memory_mb: int):
     return apply
 
 
-def run_worker(steps: list[dict], seed: int, timeout: float, memory_mb: int,
-               case_time_limit: float | None) -> tuple[list[dict], str, str]:
-    """Run the steps in a fresh process; (events, status, last stderr line)."""
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
-        tmp = Path(tmp)
-        results = tmp / "results.jsonl"
-        (tmp / "job.json").write_text(json.dumps(
-            {"steps": steps, "seed": seed, "case_time_limit": case_time_limit,
-             "results": str(results)}))
-        env = dict(os.environ, COURSE_PROGRESS_FILE=str(tmp / "progress.json"),
-                   PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH"))
-                                            if p)
-        work = tmp / "cwd"
-        work.mkdir()
-        with open(tmp / "log.txt", "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "course.grading.worker", str(tmp / "job.json")],
-                cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True,
-                preexec_fn=_limits(timeout, memory_mb) if os.name == "posix" else None)
-            try:
-                rc = proc.wait(timeout=timeout)
-                status = "graded" if rc == 0 else "crashed"
-            except subprocess.TimeoutExpired:
-                _kill(proc)
-                rc, status = None, "timeout"
-        events = []
-        if results.exists():
-            for line in results.read_text(errors="replace").splitlines():
-                try:
-                    events.append(json.loads(line))
-                except ValueError:
-                    pass
-        if status == "graded" and not any(e["event"] == "done" for e in events):
-            status = "crashed"
-        tail = [l for l in (tmp / "log.txt").read_text(errors="replace").splitlines()
-                if l.strip()]
-        crash = _signal_name(rc) if status == "crashed" else ""
-        return events, status, (crash or (tail[-1][:200] if tail else ""))
-
-
 def _kill(proc) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)   # the worker and anything it started
@@ -259,10 +216,17 @@ def grade_one(path: Path, plans: dict, opts) -> Graded:
         return g
     if not any(s["exercise"] for s in steps):
         return g
-    events, status, last = run_worker(steps, opts.seed, opts.timeout, opts.memory_mb,
-                                      opts.case_time_limit)
-    g.status = status
-    score(g, plan, events, status, last, opts)
+    from .session import grade_steps
+
+    try:
+        out = grade_steps(steps, opts.seed, opts.timeout, opts.memory_mb,
+                          opts.case_time_limit, mode=opts.mode, isolation=opts.isolation)
+    except Exception as exc:  # noqa: BLE001 - a grader bug must still give a row
+        g.status = "error"
+        g.reasons.append(f"the grader failed on this submission: {type(exc).__name__}: {exc}")
+        return g
+    g.status = out.status
+    score(g, plan, out.events, out.status, out.last, opts)
     return g
 
 
@@ -270,6 +234,7 @@ def score(g: Graded, plan: nbk.Plan, events: list[dict], status: str, last: str,
           opts) -> None:
     """Points and reasons from the worker's events."""
     started = [e for e in events if e["event"] == "start"]
+    tampered = next((e for e in events if e["event"] == "tampered"), None)
     for e in events:
         if e["event"] == "mode":
             g.mode = e["mode"]
@@ -279,12 +244,23 @@ def score(g: Graded, plan: nbk.Plan, events: list[dict], status: str, last: str,
             g.notes.append(e["message"])
         elif e["event"] == "exercise":
             g.results[e["name"]] = e
+        elif e["event"] == "tampered":
+            g.notes.append(f"for the instructor: the student's process wrote to the grader's "
+                           f"pipe out of turn or broke the protocol ({e['message']}); no "
+                           "points were given for what was not checked")
     for name in plan.exercises:
         if name not in g.max_points or name in g.not_found:
             continue
         e = g.results.get(name)
         if e is None:
-            if status == "timeout":
+            if tampered is not None:
+                g.reasons.append(f"{name}: 0 points: tampered" + (
+                    f" - the grading conversation was broken while this exercise was being "
+                    f"checked ({tampered['message']})" if tampered["exercise"] == name else
+                    " - grading stopped when the conversation with the student's process "
+                    "was broken" + (f" during {tampered['exercise']}" if tampered["exercise"]
+                                    else "")))
+            elif status == "timeout":
                 g.reasons.append(f"{name}: not graded: the notebook did not finish within "
                                  f"{opts.timeout:g} s (an endless loop outside a kernel?)"
                                  + (f"; it was running {started[-1]['label']}" if started
@@ -341,7 +317,8 @@ def merge(rows: list[Graded]) -> list[Graded]:
 def write_csv(rows: list[Graded], path: Path, exercises: list[str]) -> None:
     """student, submission, lesson, mode, status, <exercise points>..., total, max, reasons."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["student", "submission", "lesson", "mode", "status", *exercises,
                     "total", "max", "reasons"])
@@ -349,6 +326,7 @@ def write_csv(rows: list[Graded], path: Path, exercises: list[str]) -> None:
             w.writerow([g.student, g.submission, g.lesson, g.mode, g.status,
                         *[f"{g.points[e]:g}" if e in g.points else "" for e in exercises],
                         f"{g.total:g}", f"{g.possible:g}", " | ".join(g.reasons)])
+    tmp.replace(path)   # written whole, after every worker has ended
 
 
 def load_plans(src: Path) -> dict:
@@ -392,6 +370,11 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
     ap.add_argument("--seed", type=int, default=None, help="input seed (default: random, "
                                                            "the same for every student)")
+    ap.add_argument("--isolation", dest="isolation_choice", choices=("auto", "none"),
+                    default="auto",
+                    help="auto: run each worker in a private mount namespace where the system "
+                         "allows (hidden cases covered, course and outputs read-only); none: "
+                         "do not try (default auto)")
     ap.add_argument("--all-or-nothing", action="store_true",
                     help="an exercise earns its points only if every case passes "
                          "(default: in proportion to the cases passed)")
@@ -399,6 +382,7 @@ def main(argv=None) -> int:
     import course
 
     opts.seed = secrets.randbits(31) if opts.seed is None else opts.seed
+    opts.mode = course.MODE
     if opts.memory_mb is None:
         opts.memory_mb = 0 if course.MODE == "gpu" else 16384
     try:
@@ -416,6 +400,20 @@ def main(argv=None) -> int:
         print(f"grade: no such submission(s): {', '.join(missing) or 'none given'}",
               file=sys.stderr)
         return 2
+    opts.isolation = None
+    if opts.isolation_choice != "none":
+        from . import hidden
+        from .isolate import make
+
+        if opts.feedback:
+            opts.feedback.mkdir(parents=True, exist_ok=True)
+        opts.out.resolve().parent.mkdir(parents=True, exist_ok=True)
+        opts.isolation, said = make(
+            hide=[hidden.hidden_dir()],
+            readonly=[REPO, opts.notebooks, opts.out.resolve().parent, opts.feedback,
+                      *[p if p.is_dir() else p.parent for p in opts.submissions]],
+            keep_writable=Path(tempfile.gettempdir()))
+        print(said)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max(1, opts.jobs)) as pool:
         rows = list(pool.map(lambda p: _one(p, plans, opts), files))

@@ -87,7 +87,7 @@ class CheckResult:
         for c in self.cases:
             tag = "ok  " if c.passed else "FAIL"
             hid = " (hidden)" if c.hidden else ""
-            lines.append(f"  {tag} {c.name}{hid}  launch {c.launch}")
+            lines.append(f"  {tag} {c.name}{hid}" + (f"  launch {c.launch}" if c.launch else ""))
             if c.message:
                 lines.append(f"       -> {c.message}")
         lines += [f"  {t}" for t in self._tolerance_lines()]
@@ -96,8 +96,9 @@ class CheckResult:
             lines.append(f"  {note}")
         if not self.passed and self.spec is not None and not self.error:
             lines.append(f"  expected: {self.spec.signature} - {self.spec.goal}")
-        lines.append(f"  seed {self.seed} (course.check(..., seed={self.seed}) replays "
-                     "these inputs)")
+        if getattr(self.spec, "kind", "write") != "predict":
+            lines.append(f"  seed {self.seed} (course.check(..., seed={self.seed}) replays "
+                         "these inputs)")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:

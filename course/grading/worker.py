@@ -1,16 +1,21 @@
-"""One submission, inside the grader's subprocess: ``python -m course.grading.worker JOB``.
+"""One submission's student code, inside the grader's subprocess.
 
-``batch.py`` (the trusted parent) has already read the notebook and chosen what to run;
-JOB is a JSON file with the steps, in notebook order:
+``python -m course.grading.worker RFD WFD``: reads requests from the grader on pipe RFD and
+answers on WFD (``wire.py``), one at a time, until told ``bye``:
 
-    {"steps": [{"kind": "setup" | "solution", "label": "...", "source": "...",
-                "exercise": "vector_add" | null, "function": "add" | null}, ...],
-     "seed": 123, "case_time_limit": null, "results": "/tmp/.../results.jsonl"}
+- ``run``: execute one cell (an instructor's setup cell or the student's exercise cell) and
+  say whether it failed and whether it defined the function the exercise needs;
+- ``launch``: launch the student's kernel on the guarded buffers that came with the request
+  and send them back (``launch.py``);
+- ``value``: send back the value of a name (the answer of a *predict* exercise).
 
-Setup steps are the instructor's cells; solution steps are the student's cells.  Each
-exercise is checked (public + hidden cases) right after its cell ran, and every event is
-appended to the results file at once, so what finished before a crash or a hang survives.
-This process runs untrusted code: the parent limits its time and resources, nothing more.
+**Why forging does not work.**  This process runs untrusted code, and nothing it says is a
+verdict.  It never sees the seed, the expected outputs, the number of cases or the hidden
+case files: the grader (``session.py``) makes each case's inputs, sends them here only to be
+launched on, and compares what comes back with a reference it keeps to itself.  A cell may
+monkeypatch ``course.check``, write to these pipes, start threads or exit early: the worst
+it can do is send back wrong arrays (a failed case) or break the conversation (the grader
+calls that *tampered* and gives the exercise 0 points).
 """
 from __future__ import annotations
 
@@ -19,15 +24,6 @@ import linecache
 import os
 import sys
 import traceback
-
-
-class _Events:
-    def __init__(self, path):
-        self._f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open on purpose
-
-    def __call__(self, event: str, **data) -> None:
-        self._f.write(json.dumps({"event": event, **data}) + "\n")
-        self._f.flush()
 
 
 class _FakeIPython:
@@ -50,15 +46,15 @@ def _python_source(source: str) -> str:
         return source
 
 
-def run_step(step: dict, ns: dict, n: int) -> str | None:
+def run_step(label: str, source: str, ns: dict) -> str | None:
     """Execute one cell in ``ns``; None, or a one-line message for the student."""
-    filename = f"<{step['label']}>"
-    source = _python_source(step["source"])
+    filename = f"<{label}>"
+    source = _python_source(source)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     try:
         code = compile(source, filename, "exec")
     except SyntaxError as exc:
-        return (f"syntax error on line {exc.lineno} of {step['label']}: {exc.msg}"
+        return (f"syntax error on line {exc.lineno} of {label}: {exc.msg}"
                 + (f": {exc.text.strip()}" if exc.text else ""))
     try:
         exec(code, ns)  # noqa: S102 - running the submission is the point
@@ -66,43 +62,77 @@ def run_step(step: dict, ns: dict, n: int) -> str | None:
         line = next((ln for fr, ln in traceback.walk_tb(exc.__traceback__)
                      if fr.f_code.co_filename == filename), None)
         where = f" (line {line})" if line else ""
-        return f"{step['label']} raised {type(exc).__name__}{where}: {str(exc)[:300]}"
+        return f"{label} raised {type(exc).__name__}{where}: {str(exc)[:300]}"
     return None
+
+
+def _launch(req: dict, arrays: dict, ns: dict):
+    from course import exercises
+    from course.exercises import Case
+    from course.grading.launch import run_launch
+
+    spec = exercises.get(req["exercise"])
+    c = req["case"]
+    case = Case(c["name"], c["params"], tuple(c["grid"]), tuple(c["block"]),
+                c.get("shared_bytes", 0), c.get("repeats", 1))
+    shapes = {k: tuple(v) for k, v in req["shapes"].items()}
+    return run_launch(spec, ns.get(req["function"]), case, arrays, req["scalars"], shapes,
+                      req["time_limit"], req["race_hunt"])
+
+
+def _value(name: str, ns: dict) -> dict:
+    if name not in ns:
+        return {"defined": False}
+    try:
+        return {"defined": True, "value": json.loads(json.dumps(ns[name], default=_plain))}
+    except (TypeError, ValueError):
+        return {"defined": True, "unreadable": type(ns[name]).__name__}
+
+
+def _plain(x):
+    import numpy as np
+
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, (np.ndarray, tuple, set, frozenset)):
+        return list(x.tolist() if isinstance(x, np.ndarray) else x)
+    raise TypeError(type(x).__name__)
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    with open(argv[0], encoding="utf-8") as f:
-        job = json.load(f)
-    emit = _Events(job["results"])
+    from course.grading.wire import Channel
 
+    chan = Channel(int(argv[0]), int(argv[1]))
     import course  # chooses gpu/sim before numba loads
-    from course.grading.check import check  # bound before student code runs
+    from course.grading.check import not_a_kernel
 
-    emit("mode", mode=course.MODE)
+    chan.send({"op": "hello", "mode": course.MODE})
     ns = {"__name__": "__main__", "get_ipython": _FakeIPython,
           "display": lambda *a, **k: None}
-    for n, step in enumerate(job["steps"]):
-        emit("start", label=step["label"], exercise=step.get("exercise"))
-        error = run_step(step, ns, n)
-        if error:
-            emit("cell_error", label=step["label"], kind=step["kind"],
-                 exercise=step.get("exercise"), message=error)
-        ex, fn_name = step.get("exercise"), step.get("function")
-        if not ex:
-            continue
-        fn = ns.get(fn_name)
-        if fn is None:
-            emit("exercise", name=ex, cases=[], error=(
-                f"your {ex} cell does not define `{fn_name}`" if not error else
-                f"`{fn_name}` was not defined because the cell failed: {error}"))
-            continue
-        result = check(ex, fn, hidden=True, seed=job["seed"],
-                       time_limit=job.get("case_time_limit"), record=False)
-        emit("exercise", name=ex, error=result.error, elapsed_s=round(result.elapsed_s, 2),
-             cases=[{"name": c.name, "launch": c.launch, "hidden": c.hidden,
-                     "passed": c.passed, "message": c.message} for c in result.cases])
-    emit("done")
+    while True:
+        req, arrays = chan.recv()
+        op = req.get("op")
+        if op == "run":
+            error = run_step(req["label"], req["source"], ns)
+            want = req.get("want")
+            have = None
+            if want:
+                from course import exercises
+
+                fn = ns.get(want)
+                spec = exercises.get(req["exercise"])
+                have = ("missing" if fn is None else "value" if spec.kind == "predict" else
+                        "kernel" if not not_a_kernel(fn, spec) else "other")
+            chan.send({"op": "ran", "step": req["step"], "error": error, "have": have})
+        elif op == "launch":
+            returned, error, timed_out = _launch(req, arrays, ns)
+            chan.send({"op": "launched", "step": req["step"], "error": error,
+                       "timed_out": timed_out}, returned)
+        elif op == "value":
+            chan.send({"op": "value", "step": req["step"], **_value(req["name"], ns)})
+        else:  # "bye"
+            break
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # student threads (or a GPU kernel still running) must not keep us alive

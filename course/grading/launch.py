@@ -1,0 +1,200 @@
+"""The launch half of a check: put guarded buffers on the device, launch, bring them back.
+
+This half runs wherever the student's code runs: in your notebook for ``course.check``, and
+in the grading worker (``worker.py``) when a class is graded.  It decides nothing: what it
+returns goes to ``judge.py``, which compares it with a reference this process never sees.
+It never raises because the kernel is wrong, crashes or hangs: the error becomes a message.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+import sys
+import threading
+import time
+import traceback
+
+from .. import runtime
+
+TIME_LIMIT_S = {"sim": 60.0, "gpu": 10.0}
+# Simulator: repeat runs of cases with ``repeats > 1`` go through course.trace, and these
+# findings fail the case (an exercise can opt out with a class attribute ``trace = False``).
+TRACE_REPEATS = True
+TRACE_FAILS = ("race", "uninitialized", "syncthreads")
+
+
+class KernelTimeout(Exception):
+    """Raised inside simulated threads when the time limit passes."""
+
+
+def run_launch(spec, fn, case, buffers: dict, scalars: dict, shapes: dict,
+               time_limit: float, race_hunt: bool = False):
+    """Launch ``fn`` on copies of ``buffers``; (buffers after the launch, error, timed_out).
+
+    ``shapes`` gives each array's shape inside its guarded buffer: the kernel gets views of
+    that size, so writing past the end lands in the guard band.
+    """
+    from numba import cuda
+
+    dev = {name: cuda.to_device(buf) for name, buf in buffers.items()}
+    views = dict(scalars)
+    for name, d in dev.items():
+        views[name] = d[tuple(slice(0, s) for s in shapes[name])]
+    spec.prepare(case, views)
+    error, timed_out = _launch_with_limit(spec, fn, case, views, time_limit, race_hunt)
+    if error:
+        return {}, error, timed_out
+    return {name: d.copy_to_host() for name, d in dev.items()}, None, False
+
+
+# ---------------------------------------------------------------------------------------
+# launching under a time limit
+
+def _launch_with_limit(spec, fn, case, views, limit: float, race_hunt: bool):
+    """Launch and synchronize; return (error message or None, timed_out)."""
+    from numba import cuda
+
+    if runtime.MODE == "gpu":
+        box = {}
+
+        def work():
+            try:
+                spec.launch(fn, case, views)
+                cuda.synchronize()
+            except BaseException as exc:  # noqa: BLE001
+                box["exc"] = exc
+
+        worker = threading.Thread(target=work, daemon=True)
+        worker.start()
+        worker.join(limit)
+        if worker.is_alive():
+            return (f"time limit: the kernel was still running after {limit:g} s (an endless "
+                    "loop?). The GPU stays busy until it ends: restart the notebook kernel.",
+                    True)
+        exc = box.get("exc")
+        return (_explain(exc, fn) if exc else None), False
+
+    old_interval = sys.getswitchinterval()
+    watchdog = _SimWatchdog(limit)
+    try:
+        if race_hunt:
+            sys.setswitchinterval(1e-5)  # switch simulated threads often: races show up
+        watchdog.start()
+        if race_hunt and TRACE_REPEATS and getattr(spec, "trace", True):
+            return _traced_launch(spec, fn, case, views), False
+        spec.launch(fn, case, views)
+        cuda.synchronize()
+        return None, False
+    except BaseException as exc:  # noqa: BLE001 - KernelTimeout, IndexError, anything
+        if watchdog.fired or isinstance(exc, KernelTimeout):
+            return (f"time limit: the kernel did not finish within {limit:g} s in the "
+                    "simulator (an endless loop, or a loop bound that never moves?)", True)
+        return _explain(exc, fn), False
+    finally:
+        watchdog.cancel()
+        sys.setswitchinterval(old_interval)
+
+
+def _traced_launch(spec, fn, case, views) -> str | None:
+    """Launch under course.trace (simulator repeat runs): a race, an uninitialized shared
+    read or a partial syncthreads becomes the case's failure message."""
+    from numba import cuda
+
+    from .. import trace
+
+    with trace.recording() as traces:
+        spec.launch(fn, case, views)
+    cuda.synchronize()
+    for t in traces:
+        for p in t.problems():
+            if p.kind in TRACE_FAILS:
+                hint = (" - use cuda.atomic.add (or another cuda.atomic op) where several "
+                        "blocks update the same element" if "different blocks" in p.message
+                        else "")
+                return f"{p.kind} found by course.trace: {p.message}{hint}"
+    return None
+
+
+class _SimWatchdog:
+    """After ``limit`` seconds, keep raising KernelTimeout inside every simulated CUDA
+    thread (threads still being started get it on a later round) until cancelled."""
+
+    def __init__(self, limit: float):
+        self.fired = False
+        self._limit = limit
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def cancel(self):
+        self._stop.set()
+        if self.fired:
+            _stop_sim_threads()
+
+    def _run(self):
+        if self._stop.wait(self._limit):
+            return
+        self.fired = True
+        while not self._stop.wait(0.05):
+            _stop_sim_threads(once=True)
+
+
+def _stop_sim_threads(once: bool = False, patience: float = 5.0) -> None:
+    """Raise KernelTimeout in every live simulator thread (until none is left)."""
+    from numba.cuda.simulator.kernel import BlockThread
+
+    deadline = time.monotonic() + patience
+    while True:
+        alive = [t for t in threading.enumerate() if isinstance(t, BlockThread) and t.is_alive()]
+        for t in alive:
+            t.abort = True
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident),
+                                                       ctypes.py_object(KernelTimeout))
+            t.syncthreads_event.set()
+        if once or not alive or time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
+
+
+_SIM_THREAD = re.compile(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:?\s*(.*)",
+                         re.S)
+
+
+def _explain(exc: BaseException, fn) -> str:
+    """Turn an exception from compiling/launching a student kernel into one message."""
+    text = str(exc).strip()
+    kind = type(exc).__name__
+    m = _SIM_THREAD.match(text)
+    line = _student_line(exc, fn)
+    if m:
+        t, b, rest = m.group(1, 2, 3), m.group(4, 5, 6), m.group(7)
+        what = f"{kind}: {rest}" if rest else kind
+        if kind == "IndexError":
+            what += " - an index past the end of an array (a missing bounds check?)"
+        return (f"the simulator stopped thread {_dims(t)} of block {_dims(b)}: {what}"
+                + (f" at line {line}" if line else ""))
+    if "TypingError" in kind or "NumbaError" in kind or "LoweringError" in kind:
+        first = text.splitlines()[0] if text else kind
+        return f"the kernel did not compile ({kind}): {first[:300]}"
+    return f"{kind}: {text[:400]}" + (f" at line {line}" if line else "")
+
+
+def _dims(t) -> str:
+    x, y, z = (int(v) for v in t)
+    return f"({x})" if y == 0 and z == 0 else f"({x}, {y}, {z})"
+
+
+def _student_line(exc, fn) -> str | None:
+    """'5 (`y[i] = x[i]`)': the line of the student's kernel where the exception happened."""
+    import linecache
+
+    code = getattr(getattr(fn, "py_func", None), "__code__", None)
+    if code is None:
+        return None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code is code:
+            text = linecache.getline(code.co_filename, lineno).strip()
+            return f"{lineno} of {code.co_name}" + (f" (`{text}`)" if text else "")
+    return None
