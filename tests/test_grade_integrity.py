@@ -144,7 +144,6 @@ def test_no_forged_points(attacked, student):
     assert row["vector_add"] == "0", row
     assert "FORGED" not in row["vector_add"] and "FORGED" not in feedback[f"{student}.md"]
     assert row["reasons"].startswith("vector_add"), "the lost point has a reason"
-    assert float(row["total"]) == float(row["vector_add"]) + float(row["matrix_add"])
 
 
 @pytest.mark.parametrize("student, statuses, words", [

@@ -73,10 +73,11 @@ class Exercise:
     """Base class: subclasses fill in cases, inputs, reference and launch.
 
     ``kind`` says what the student does: ``write`` a kernel from a spec and a stub; ``debug``
-    a given kernel with a planted bug (the check fails on it as given); ``predict`` a number
-    or a choice before running anything (``course.check`` then takes the answer, not a
-    kernel: see ``predict.py``); ``tune`` a correct kernel until a measured figure reaches
-    its target (see ``tune.py``).
+    a given kernel with a planted bug (the check fails on it as given; the notebook cell's
+    ``### GIVEN:`` lines are the bug the student copy shows); ``predict`` numbers or choices
+    before running anything (``course.check`` then takes the answer dict, not a kernel: see
+    ``predict.py``).  ``tune`` is reserved for exercises that reach a measured target; no
+    exercise has that kind yet, and ``course.check`` treats one like ``write``.
     """
 
     name: str

@@ -129,4 +129,8 @@ EXERCISES = [
         hints={"wrong": "Zero the shared histogram, syncthreads, count with cuda.atomic.add, "
                         "syncthreads again, then add each count to hist with cuda.atomic.add; "
                         "clip the last block's rows and channels to the array."}),
+    HistogramShared(
+        "debug_histogram_sign", "09_histogram", "@cuda.jit def histogram_fixed(data, hist)",
+        "fix the given privatized histogram so that values 128..255 are counted in their own "
+        "bins", hints={"wrong": "what does int8(200) give?"}, kind="debug"),
 ]

@@ -161,4 +161,7 @@ EXERCISES = [
                "kernel 7: add every element of x into out[0] (zero before the launch) with a "
                "grid-stride loop and one cuda.atomic.add per block, for any grid size",
                hints=HINTS),
+    BlockSums("debug_reduce_sync", "02_reduction", "@cuda.jit def reduce_fixed(g_idata, g_odata)",
+              "fix the given kernel 3 so that g_odata[b] is the sum of block b's elements "
+              "on every run, not only on lucky ones", hints=HINTS, kind="debug"),
 ]

@@ -71,4 +71,10 @@ EXERCISES = [
     MatrixAdd("matrix_add", "01_vector_add", "@cuda.jit def matrix_add(A, B, C)",
               "set C[j, i] = A[j, i] + B[j, i] for every element of the (Ny, Nx) arrays, "
               "guarding threads outside the matrix"),
+    VectorAdd("debug_grid_stride", "01_vector_add", "@cuda.jit def add_stride(n, x, y)",
+              "fix the given grid-stride kernel so that y[i] = x[i] + y[i] for every i < n, "
+              "for any grid", inout=("y",), kind="debug"),
+    MatrixAdd("debug_matrix_layout", "01_vector_add", "@cuda.jit def matrix_add_fixed(A, B, C)",
+              "fix the given matrixAdd so that C = A + B on (Ny, Nx) arrays that are not "
+              "square", kind="debug"),
 ]

@@ -53,4 +53,9 @@ EXERCISES = [
         "(launched as [blocks, threads, 0, 4 * (threads + 2)]), syncs, then reads only from "
         "shared memory; N need not be a multiple of the block size",
         hints={"halo": "the last two elements of support come from the next block's inputs"}),
+    WindowAverageShared(
+        "debug_window_halo", "03_window_average", "@cuda.jit def convolve_fixed(N, input, output)",
+        "fix the given shared-memory window average so that the last outputs of every block "
+        "are right", hints={"halo": "which elements of support does thread T - 1 read?"},
+        kind="debug"),
 ]

@@ -281,12 +281,23 @@ def score(g: Graded, plan: nbk.Plan, events: list[dict], status: str, last: str,
         if ok == len(cases):
             g.points[name] = full
             continue
-        earned = 0.0 if opts.all_or_nothing else round(full * ok / len(cases), 2)
+        # a debug exercise's given kernel passes some cases by design: no credit for those
+        whole = opts.all_or_nothing or _kind(name) == "debug"
+        earned = 0.0 if whole else round(full * ok / len(cases), 2)
         g.points[name] = earned
         first = next(c for c in cases if not c["passed"])
         g.reasons.append(f"{name} (-{round(full - earned, 2):g}): {len(cases) - ok} of "
                          f"{len(cases)} cases failed; first: {first['name']}"
                          f"{' (hidden)' if first['hidden'] else ''}: {first['message']}")
+
+
+def _kind(name: str) -> str:
+    from ..exercises import get
+
+    try:
+        return get(name).kind
+    except KeyError:
+        return "write"
 
 
 # ---------------------------------------------------------------------------------------

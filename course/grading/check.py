@@ -1,6 +1,6 @@
 """``course.check(exercise, answer)``: run a student's kernel (or answer) against a spec.
 
-For every case of a kernel exercise (kinds ``write``, ``debug`` and ``tune``) the checker
+For every case of a kernel exercise (kinds ``write`` and ``debug``) the checker
 1. makes fresh random inputs (seeded; the seed is in the report so a failure can be replayed),
 2. puts outputs in a buffer *poisoned* with NaN (floats) or a sentinel (ints), with a guard
    band after the end that the kernel must not touch,
@@ -13,7 +13,7 @@ For every case of a kernel exercise (kinds ``write``, ``debug`` and ``tune``) th
 
 Steps 1, 2 and 4 are ``judge.py`` (trusted), step 3 is ``launch.py``.  A ``predict``
 exercise takes the student's answer instead of a kernel, and the spec computes the right one
-(``spec.judge_answer``); a ``tune`` exercise also measures its figure against a target.
+(``spec.judge_answer`` in ``course/exercises/predict.py``).
 
 It never raises because the kernel is wrong, crashes, hangs or writes out of bounds:
 everything becomes a failed case with a message.
@@ -53,8 +53,6 @@ def check(exercise: str, fn, *, hidden: bool = False, seed: int | None = None,
     else:
         error = not_a_kernel(fn, spec) or ""
         results = [] if error else run_cases(spec, fn, seed, hidden, time_limit)
-    if not error and spec.kind == "tune" and all(r.passed for r in results):
-        results.append(spec.measure(fn))
     result = CheckResult(exercise, bool(results) and not error and all(r.passed for r in results),
                          runtime.MODE, seed, spec=spec, cases=results, error=error,
                          elapsed_s=time.perf_counter() - started, hidden_run=hidden)

@@ -28,6 +28,8 @@ ANNOUNCED = frozenset({
     "covariance_tiled",                                                # 07
     "online_softmax", "flash_attention_forward",                       # 08
     "histogram_shared",                                                # 09
+    "debug_grid_stride", "debug_matrix_layout", "debug_reduce_sync",   # debug exercises
+    "debug_window_halo", "debug_histogram_sign",
 })
 
 

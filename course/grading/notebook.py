@@ -24,6 +24,7 @@ INSTRUCTOR_ONLY_MARK = "### INSTRUCTOR ONLY"
 SETUP_TAG = "setup"
 YOUR_CODE = "# YOUR CODE HERE"
 YOUR_ANSWER = "YOUR ANSWER HERE"
+GIVEN = "### GIVEN:"   # inside a solution region: a line the student copy gets instead
 
 # course.check("vector_add", add ...) or check('vector_add', add ...)
 CHECK_CALL = re.compile(r"""\bcheck\(\s*['"]([A-Za-z_]\w*)['"]\s*,\s*([A-Za-z_]\w*)""")
@@ -164,12 +165,19 @@ def check_calls(source: str) -> list[tuple[str, str]]:
 
 
 def defined_functions(source: str) -> list[str]:
-    """Names of top-level functions defined by ``source`` (regex fallback if it won't parse)."""
+    """Names of top-level functions defined by ``source``, and of names it assigns (a
+    predict exercise's answer dict); regex fallback for functions if it won't parse."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return _DEF.findall(source)
-    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    out = []
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.append(n.name)
+        elif isinstance(n, ast.Assign):
+            out += [t.id for t in n.targets if isinstance(t, ast.Name)]
+    return out
 
 
 def is_definitions_only(source: str) -> bool:

@@ -38,20 +38,32 @@ class ReleaseError(Exception):
 # making the student copy
 
 def strip_solutions(cell: nbk.Cell) -> str:
-    """The source of ``cell`` with every solution region replaced by a stub."""
+    """The source of ``cell`` with every solution region replaced by a stub: the region's
+    ``### GIVEN: ...`` lines when it has any (a debug exercise's bug, a predict exercise's
+    empty answer), else ``# YOUR CODE HERE`` + ``pass``."""
     regions = nbk.solution_regions(cell)
     lines = cell.source.splitlines()
     out, pos = [], 0
     for a, b in regions:
         out += lines[pos:a]
         indent = re.match(r"\s*", lines[a]).group(0)
-        if cell.kind == "code":
+        given = [_given(l) for l in lines[a + 1:b] if l.lstrip().startswith(nbk.GIVEN)]
+        if given and cell.kind == "code":
+            out += given
+        elif cell.kind == "code":
             out += [f"{indent}{nbk.YOUR_CODE}", f"{indent}pass"]
         else:
             out.append(f"{indent}{nbk.YOUR_ANSWER}")
         pos = b + 1
     out += lines[pos:]
     return "\n".join(out)
+
+
+def _given(line: str) -> str:
+    """``    ### GIVEN:     step = 1`` -> ``    step = 1``: the text after the marker (less one
+    space) is the student's line, indentation included."""
+    rest = line.split(nbk.GIVEN, 1)[1]
+    return rest[1:] if rest.startswith(" ") else rest
 
 
 def student_notebook(nb: dict, stem: str) -> dict:
