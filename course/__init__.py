@@ -9,6 +9,7 @@ Everything else is imported on first use::
     course.check("vector_add", add)      # auto-graded check -> CheckResult
     course.progress()                    # which checks passed, in which mode, when
     course.benchmark(fn)                 # timing (CUDA events on a GPU)
+    course.profile(kernel[grid, block], *args)   # Nsight Compute / the simulator's tracer
     course.size(lecture=1 << 20, sim=2000)
 """
 from . import runtime as _runtime
@@ -28,6 +29,7 @@ _LAZY = {
     "progress": ("course.grading", "progress"),
     "benchmark": ("course.timing", "benchmark"),
     "device_info": ("course.runtime", "device_info"),
+    "profile": ("course.profiling", "profile"),
 }
 
 __all__ = ["MODE", "size", "banner", *_LAZY]

@@ -1,4 +1,4 @@
-"""``python -m course <command>``: doctor, bench, figures, release, grade, progress."""
+"""``python -m course <command>``: doctor, bench, figures, release, grade, progress, checktimes."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +13,9 @@ COMMANDS = {
     "release": ("course.grading.release", "main", "write student copies of the notebooks"),
     "grade": ("course.grading.batch", "main", "grade submitted notebooks to a CSV"),
     "progress": ("course.grading.progress", "main", "show which checks passed"),
+    "checktimes": ("course.grading.solutions", "main", "time course.check on every solution"),
+    "validate": ("course.validation", "main", "the tracer against Nsight Compute (report)"),
+    "profiles": ("course.profile_capture", "main", "capture the profiles lesson 10 shows (GPU)"),
 }
 
 

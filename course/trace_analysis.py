@@ -91,6 +91,33 @@ def wavefronts(byte_offsets, itemsize: int) -> int:
     return max(per_bank.values())
 
 
+def request_counts(tr) -> dict:
+    """Loads and stores apart, all arrays of a space together (what a profiler reports):
+    {"global": {"ld"|"st": dict(requests, sectors, lines)},
+     "shared": {"ld"|"st": dict(requests, wavefronts, ideal)}}."""
+    space_of = {a.id: a for a in tr.arrays}
+    groups = {}
+    for blk, tid, aid, off, kind, _e, _w, sid, k, _s in tr.records:
+        if kind == ATOMIC:
+            continue
+        groups.setdefault((aid, blk, tid // 32, sid, k, kind), []).append(off)
+    out = {"global": {}, "shared": {}}
+    for (aid, *_rest, kind), offs in groups.items():
+        a = space_of[aid]
+        c = out[a.space].setdefault("ld" if kind == READ else "st", dict(
+            requests=0, sectors=0, lines=0, wavefronts=0, ideal=0))
+        c["requests"] += 1
+        if a.space == "global":
+            c["sectors"] += sectors(offs)
+            c["lines"] += len({o // LINE for o in set(offs)})
+        else:
+            words = {w for o in set(offs)
+                     for w in range(o // WORD, (o + a.itemsize - 1) // WORD + 1)}
+            c["wavefronts"] += wavefronts(offs, a.itemsize)
+            c["ideal"] += -(-len(words) // BANKS)
+    return out
+
+
 def coalescing_counts(tr) -> dict:
     """{array name: dict(requests, lanes, sectors, min_sectors, lines, bytes)} (global)."""
     out = {}

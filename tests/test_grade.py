@@ -53,7 +53,7 @@ def test_one_row_and_feedback_per_student(graded):
 
 # lesson 01's practice exercises: the fixtures hold them as released (the given bug, the
 # empty answer), so every student loses these points, each with a reason
-PRACTICE = ["predict_launch", "debug_grid_stride", "debug_matrix_layout"]
+PRACTICE = ["predict_launch", "debug_grid_stride", "debug_matrix_layout", "tune_vector_add"]
 
 
 # student -> (vector_add, matrix_add, status, words the reasons must contain)
@@ -84,10 +84,10 @@ def test_row(graded, student):
         assert row["vector_add"] == vec, row
     assert row["matrix_add"] == mat, row
     assert row["status"] == status, row
-    assert row["max"] == "5" and row["lesson"] == "01_vector_add"
+    assert row["max"] == "6" and row["lesson"] == "01_vector_add"
     assert float(row["total"]) == pytest.approx(
         sum(float(row[e]) for e in ["vector_add", "matrix_add", *PRACTICE]))
-    assert all(row[e] == "0" for e in PRACTICE), row     # debug: all or nothing
+    assert all(row[e] == "0" for e in PRACTICE), row     # debug, tune: all or nothing
     for w in words:
         assert w in row["reasons"], (w, row["reasons"])
     if row["total"] != row["max"]:
@@ -106,7 +106,7 @@ def test_out_of_bounds_gets_partial_credit_at_most(graded):
     ("marker_lost", ["found by function name `add`"]),
     ("correct", ["11 of 11 cases passed", "(hidden)"]),
     ("crash", ["Grading status: **crashed**", "SIGSEGV"]),
-    ("corrupted_json", ["not valid JSON", "Score: 0 / 5"]),
+    ("corrupted_json", ["not valid JSON", "Score: 0 / 6"]),
 ])
 def test_feedback_says_what_happened(graded, student, words):
     _, feedback, _ = graded
@@ -189,9 +189,11 @@ def test_every_hidden_file_is_announced_and_tested():
     files = {p.stem for p in HIDDEN.glob("*.py")}
     assert files <= set(all_exercises()), files - set(all_exercises())
     assert files <= ANNOUNCED, f"hidden cases students are not told about: {files - ANNOUNCED}"
-    # a debug exercise's hidden file re-uses the cases of the write exercise whose spec it
-    # shares (tested here through that one; test_practice.py runs them with hidden=True)
-    assert set(HIDDEN_CHECKS) == {f for f in files if not f.startswith("debug_")}
+    # the exercises added with the kinds are run with their hidden cases, against their
+    # solution and three mutants each, by test_practice.py
+    from test_practice import NEW
+
+    assert set(HIDDEN_CHECKS) == files - set(NEW), files - set(NEW) - set(HIDDEN_CHECKS)
 
 
 def _hidden_only(monkeypatch, name):

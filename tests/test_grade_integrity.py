@@ -154,7 +154,7 @@ def test_no_forged_points(attacked, student):
     # the patched registry breaks the student's own process: nothing is graded
     ("monkeypatch_registry", {"crashed"}, ["vector_add: not graded: the grader process died"]),
     # two readers on one pipe: the conversation breaks one way or the other
-    ("steal_requests", {"crashed", "tampered", "graded"}, ["vector_add"]),
+    ("steal_requests", {"crashed", "tampered", "graded", "timeout"}, ["vector_add"]),
     ("exit_after_forgery", {"tampered"}, ["matrix_add: 0 points: tampered"]),
     ("kill_after_forgery", {"tampered"}, ["matrix_add: 0 points: tampered"]),
     ("redefine_later", {"graded"}, ["came back unchanged"]),

@@ -4,8 +4,6 @@ bug, the empty answer) fails, and every mutant - a wrong fix, a wrong answer - f
 Solutions and given code are read from the instructor notebooks, so what is tested is what
 the student sees; the release's own stripping (``### GIVEN:`` lines) makes the student copy.
 """
-import functools
-
 import pytest
 from numba import cuda
 
@@ -13,37 +11,31 @@ import course
 from conftest import REPO
 from course.exercises import KINDS, all_exercises
 from course.grading import notebook as nbk
-from course.grading.release import strip_solutions
+from course.grading import solutions
+from course.grading.solutions import defined
 
 EXERCISES = all_exercises()
-NEW = sorted(n for n, e in EXERCISES.items() if e.kind in ("debug", "predict"))
+# exercises added with the kinds (the first 12 write exercises have their own test files)
+NEW_WRITE = ("center_coalesced", "window_constant", "matmul_epilogue", "sum_of_squares")
+NEW = sorted(n for n, e in EXERCISES.items() if e.kind != "write" or n in NEW_WRITE)
 
 
 def test_every_exercise_has_a_kind():
     assert all(e.kind in KINDS for e in EXERCISES.values())
     kinds = {k: sum(e.kind == k for e in EXERCISES.values()) for k in KINDS}
-    assert kinds["predict"] >= 6 and kinds["debug"] >= 5 and kinds["write"] >= 12, kinds
-
-
-@functools.lru_cache(maxsize=None)
-def _setup(lesson):
-    plan = nbk.plan(REPO / "notebooks" / f"{lesson}.ipynb")
-    ns = {"__name__": "__main__", "display": lambda *a, **k: None}
-    for c in plan.setup:
-        exec(compile(c.source, f"<setup {c.index}>", "exec"), ns)  # noqa: S102
-    return plan, ns
+    assert all(v >= 6 for v in kinds.values()) and len(EXERCISES) >= 40, kinds
+    lessons = {}
+    for e in EXERCISES.values():
+        lessons[e.lesson] = lessons.get(e.lesson, 0) + 1
+    assert len(lessons) == 9 and min(lessons.values()) >= 3, lessons
 
 
 def _defined(name, student: bool):
-    """The exercise's function/answer as the instructor notebook defines it, or as the
-    student copy of that cell does."""
-    spec = EXERCISES[name]
-    plan, ns = _setup(spec.lesson)
-    ex = plan.exercises[name]
-    src = strip_solutions(ex.cell) if student else ex.cell.source
-    local = dict(ns)
-    exec(compile(src, f"<{name}>", "exec"), local)  # noqa: S102
-    return local[ex.function], local
+    return defined(name, student=student)
+
+
+def _setup(lesson):
+    return solutions._setup(lesson, str(REPO / "notebooks"))
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -108,7 +100,7 @@ def test_predict_answers_match_the_tracer():
 
 # --- debug: wrong fixes a student might try -------------------------------------------
 
-DEBUG_MUTANTS = {
+MUTANTS = {   # exercise -> three (text in the solution, replacement): each must fail
     "debug_grid_stride": [
         ("step = cuda.gridsize(1)", "step = cuda.blockDim.x * 2"),
         ("step = cuda.gridsize(1)", "step = cuda.gridDim.x"),
@@ -134,17 +126,97 @@ DEBUG_MUTANTS = {
         ("v = int32(data[r0 + r, c0 + c])", "v = min(int32(data[r0 + r, c0 + c]), 254)"),
         ("v = int32(data[r0 + r, c0 + c])", "v = int32(data[r0 + r, c0 + c]) & 127"),
     ],
+    "debug_center_guard": [
+        ("if k < m * n:", "if k < m * n + 1:"),
+        ("if k < m * n:", "if k < m * n - 1:"),
+        ("if k < m * n:", "if k < n:"),
+    ],
+    "debug_matmul_sync": [
+        ("        cuda.syncthreads()\n        for k in range(TILE):", "        for k in range(TILE):"),
+        ("for k in range(TILE):", "for k in range(TILE - 1):"),
+        ("acc += sA[ty, k] * sB[k, tx]", "acc += sA[ty, k] * sB[tx, k]"),
+    ],
+    "debug_covariance_sync": [
+        ("        cuda.syncthreads()\n        for k in range(chunk_size):", "        for k in range(chunk_size):"),
+        ("accum / num_entries", "accum / (num_entries - 1)"),
+        ("for k in range(chunk_size):", "for k in range(chunk_size - 1):"),
+    ],
+    "debug_softmax_rescale": [
+        ("l * math.exp(m - m_new)", "l * math.exp(m_new - m)"),
+        ("+ math.exp(v - m_new)", "+ math.exp(v - m)"),
+        ("math.exp(x[r, j] - m) / l", "math.exp(x[r, j] - m) / (l + float32(0.01))"),
+    ],
+    "center_coalesced": [
+        ("if k < m * n:", "if k < m * n - 1:"),
+        ("j = k - i * n", "j = k % m"),
+        ("D[i, j] -= mean[j]", "D[i, j] -= mean[i % n]"),
+    ],
+    "window_constant": [
+        ("for k in range(5):", "for k in range(4):"),
+        ("w[k] * input[i + k]", "w[k] * input[i + k + 1]"),
+        ("if i < N:", "if i <= N:"),
+    ],
+    "matmul_epilogue": [
+        ("max(acc + bias[col], float32(0.0))", "max(acc, float32(0.0)) + bias[col]"),
+        ("bias[col]", "bias[row % bias.size]"),
+        ("max(acc + bias[col], float32(0.0))", "acc + bias[col]"),
+    ],
+    "sum_of_squares": [
+        ("acc += x[j] * x[j]", "acc += x[j]"),
+        ("cuda.atomic.add(out, 0, sdata[0])", "out[0] += sdata[0]"),
+        ("range(cuda.grid(1), x.size, cuda.gridsize(1))", "range(cuda.grid(1), x.size, cuda.blockDim.x)"),
+    ],
+    # tune: wrong "tunings", and correct kernels that still miss the target
+    "tune_vector_add": [
+        ("range(cuda.grid(1), n, cuda.gridsize(1))", "range(cuda.grid(1), n, cuda.blockDim.x)"),
+        ("    for k in range(cuda.grid(1), n, cuda.gridsize(1)):\n        y[k] = x[k] + y[k]",
+         "    for p in range(cuda.grid(1), (n + 1) // 2, cuda.gridsize(1)):\n"
+         "        for k in range(2 * p, min(2 * p + 2, n)):\n            y[k] = x[k] + y[k]"),
+        ("y[k] = x[k] + y[k]", "y[k] = x[k] + y[k] if k < n - 1 else y[k]"),
+    ],
+    "tune_reduction": [
+        ("if tid < s:", "if tid < s and tid % 2 == 0:"),
+        ("        cuda.syncthreads()\n        s >>= 1", "        s >>= 1"),
+        ("s >>= 1", "s >>= 2"),
+    ],
+    "tune_covariance": [
+        ("        cuda.syncthreads()\n    if base_x", "    if base_x"),
+        ("accum / num_entries", "accum / (num_entries + 1)"),
+        ("(shared[chunk_size * chunk_size + k * chunk_size + ty]\n                      * shared[k * chunk_size + tx])",
+         "(data[(chunk * chunk_size + k) * num_features + base_y + ty]\n"
+         "                      * shared[k * chunk_size + tx] if chunk * chunk_size + k < num_entries"
+         " and base_y + ty < num_features else float32(0))"),
+    ],
+    "tune_matmul": [
+        ("            acc += sA[ty, k] * sB[k, tx]\n        cuda.syncthreads()",
+         "            acc += sA[ty, k] * sB[k, tx]"),
+        ("acc += sA[ty, k] * sB[k, tx]\n        cuda.syncthreads()\n    if row",
+         "acc += sA[tx, k] * sB[k, ty]\n        cuda.syncthreads()\n    if row"),
+        ("acc += sA[ty, k] * sB[k, tx]",
+         "acc += sA[ty, k] * (B[k0 + k, col] if k0 + k < K and col < N else float32(0.0))"),
+    ],
+    "tune_centering": [
+        ("j = k - i * n", "j = k - i * m"),
+        ("if k < m * n:", "if k < m * n - 1:"),
+        ("D[i, j] -= mean[j]", "D[i, j] -= mean[i % n]"),
+    ],
+    "tune_histogram": [
+        ("    for i in range(t, 4 * 256, cuda.blockDim.x):\n        sdata[i] = 0\n", ""),
+        ("cuda.atomic.add(hist, (c0 + i // 256, i % 256), sdata[i])",
+         "hist[c0 + i // 256, i % 256] += sdata[i]"),
+        ("if sdata[i] > 0:", "if sdata[i] >= 0:"),
+    ],
 }
 
 
-@pytest.mark.parametrize("name, k", [(n, k) for n in sorted(DEBUG_MUTANTS) for k in range(3)])
-def test_debug_mutants(name, k):
+@pytest.mark.parametrize("name, k", [(n, k) for n in sorted(MUTANTS) for k in range(3)])
+def test_kernel_mutants(name, k):
     spec = EXERCISES[name]
     plan, ns = _setup(spec.lesson)
     ex = plan.exercises[name]
     good = "\n".join(l for l in ex.cell.source.splitlines()
                      if not l.lstrip().startswith("###"))
-    old, new = DEBUG_MUTANTS[name][k]
+    old, new = MUTANTS[name][k]
     assert old in good, (name, old)
     local = dict(ns)
     exec(compile(good.replace(old, new, 1), f"<{name} mutant {k}>", "exec"), local)  # noqa: S102
@@ -152,8 +224,10 @@ def test_debug_mutants(name, k):
     assert not r.passed, f"{name}: mutant {k} ({new!r}) passes"
 
 
-def test_debug_exercises_are_all_covered():
-    assert sorted(DEBUG_MUTANTS) == sorted(n for n in NEW if EXERCISES[n].kind == "debug")
+def test_every_new_kernel_exercise_has_three_mutants():
+    kernels = [n for n in NEW if EXERCISES[n].kind != "predict"]
+    assert sorted(MUTANTS) == sorted(kernels)
+    assert all(len(MUTANTS[n]) >= 3 for n in kernels)
 
 
 def test_readme_lists_every_exercise_with_its_kind():

@@ -114,4 +114,8 @@ EXERCISES = [
         "write O = softmax(Q K^T * scale) V for (batch*heads, N, d) float32 arrays: block "
         "(x, y) owns query rows x*Br .. x*Br+Br-1 of head y and walks K, V in tiles of Bc "
         "rows in shared memory with an online softmax"),
+    OnlineSoftmax("debug_softmax_rescale", "08_flash_attention",
+                  "@cuda.jit def softmax_rows_fixed(x, out)",
+                  "fix the given one-pass softmax so that rows whose maximum is not their "
+                  "first element come out right", kind="debug"),
 ]

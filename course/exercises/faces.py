@@ -57,6 +57,8 @@ class MeanFace(Exercise):
 class CovarianceTiled(Exercise):
     """cov[y * n + x] = (1/m) sum_i data[i, y] data[i, x], chunk_size x chunk_size tiles."""
 
+    read_arrays = ("data",)      # what a tune target counts as the kernel's global reads
+
     def cases(self):
         shapes = [(5, 1, 4), (9, 7, 4), (13, 9, 8), (6, 17, 4), (prime_near(20), 11, 8)]
         if not sim():
@@ -94,6 +96,32 @@ class CovarianceTiled(Exercise):
             args["data"], args["cov"], args["num_entries"], args["num_features"])
 
 
+
+class CenterFlat(Exercise):
+    """D[i, j] -= mean[j] on an (m, n) float32 array: a 1-D grid, thread k owns one element."""
+
+    def cases(self):
+        small, big = 32, 64
+        shapes = [((1, 1), small), ((1, small - 1), small), ((3, 11), small),
+                  ((small + 1, 1), small), ((7, prime_near(40)), big), ((25, 33), big)]
+        if not sim():
+            shapes += [((2001, 2475), 256), ((20_011, 77), 128)]
+        return [Case(f"m x n = {m} x {n}, {tpb} threads/block", {"m": m, "n": n},
+                     (blocks_for(m * n, tpb),), (tpb,), repeats=2 if i == 4 else 1)
+                for i, ((m, n), tpb) in enumerate(shapes)]
+
+    def make_inputs(self, case, rng):
+        m, n = case.params["m"], case.params["n"]
+        return {"D": _image_floats(rng, m, n).reshape(m, n),
+                "mean": _image_floats(rng, 1, n)}
+
+    def reference(self, case, inputs):
+        return {"D": inputs["D"].astype(np.float64) - inputs["mean"]}
+
+    def launch(self, kernel, case, args):
+        kernel[case.grid, case.block](args["D"], args["mean"])
+
+
 EXERCISES = [
     MeanFace("mean_face", "05_mean_face",
              "@cuda.jit def compute_mean(data, mean, num_entries, num_features)",
@@ -104,4 +132,16 @@ EXERCISES = [
                     "set cov[y * n + x] = sum_i data[i*n + y] * data[i*n + x] / m for all "
                     "x, y < n, with chunk_size x chunk_size blocks (chunk_size = blockDim.x) "
                     "staging tiles of data in 2 * chunk_size**2 floats of dynamic shared memory"),
+    CenterFlat("center_coalesced", "06_centering_coalescing", "@cuda.jit def center(D, mean)",
+               "subtract mean[j] from every D[i, j] of the (m, n) array, one thread per "
+               "element on a 1-D grid: thread k owns the k-th element in row-major order, "
+               "so a warp touches consecutive addresses", inout=("D",)),
+    CenterFlat("debug_center_guard", "06_centering_coalescing",
+               "@cuda.jit def center_fixed(D, mean)",
+               "fix the given centering kernel so that no thread touches memory past D",
+               inout=("D",), kind="debug"),
+    CovarianceTiled("debug_covariance_sync", "07_covariance_pca",
+                    "@cuda.jit def covariance_fixed(data, cov, num_entries, num_features)",
+                    "fix the given tiled covariance so that it gives the right matrix on "
+                    "every run", kind="debug"),
 ]

@@ -20,12 +20,14 @@ TILE = 16      # threads per block side, and the side of the shared tiles sA, sB
 class MatmulTiled(Exercise):
     """C = A @ B (float32, any compatible shapes) with TILE x TILE shared-memory tiles."""
 
+    read_arrays = ("A", "B")     # what a tune target counts as the kernel's global reads
+
     def cases(self):
         t = TILE
         shapes = [((1, 1, 1), "1 x 1 @ 1 x 1"),
                   ((t, t, t), "one tile, exact"),
                   ((t - 1, t + 1, t + 3), "tile - 1 rows, K = tile + 1"),
-                  ((2 * t + 1, 37, t + 1), "37 (prime) = K, neither M nor N a multiple"),
+                  ((t + 1, 37, t // 2 + 1), "37 (prime) = K, neither M nor N a multiple"),
                   ((5, 2 * t + 3, 3 * t - 1), "wide and short, K not a multiple")]
         if not sim():
             shapes += [((257, 1000, 129), "large, odd"), ((1024, 1024, 1024), "1024^3")]
@@ -56,6 +58,22 @@ class MatmulTiled(Exercise):
         kernel[case.grid, case.block](args["A"], args["B"], args["C"])
 
 
+
+class MatmulEpilogue(MatmulTiled):
+    """C = relu(A @ B + bias) in one kernel: the epilogue fused into the matmul's store."""
+
+    def make_inputs(self, case, rng):
+        return {**super().make_inputs(case, rng),
+                "bias": random_floats(rng, case.params["N"])}
+
+    def reference(self, case, inputs):
+        c = super().reference(case, inputs)["C"] + inputs["bias"]
+        return {"C": np.maximum(c, 0.0)}
+
+    def launch(self, kernel, case, args):
+        kernel[case.grid, case.block](args["A"], args["B"], args["bias"], args["C"])
+
+
 EXERCISES = [
     MatmulTiled(
         "matmul_tiled", "04_matmul", "@cuda.jit def matmul(A, B, C)",
@@ -64,4 +82,13 @@ EXERCISES = [
         "cooperatively into shared sA, sB (TILE x TILE each) with syncthreads after loading "
         "and after using them; zero-fill tile elements past the matrix edges",
         hints={"guard": "a tile element past the edge must be 0, not left over from before"}),
+    MatmulEpilogue(
+        "matmul_epilogue", "04_matmul", "@cuda.jit def matmul_bias_relu(A, B, bias, C)",
+        "set C = max(A @ B + bias, 0) (bias[j] added to column j) in one kernel: the same "
+        "launch as matmul_tiled, with the bias add and the ReLU applied to the accumulator "
+        "before the single store of C"),
+    MatmulTiled(
+        "debug_matmul_sync", "04_matmul", "@cuda.jit def matmul_fixed(A, B, C)",
+        "fix the given tiled matmul so that it gives the right C on every run",
+        kind="debug"),
 ]

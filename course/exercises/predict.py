@@ -227,6 +227,77 @@ class PredictIntensity(Predict):
         ]
 
 
+# ---------------------------------------------------------------------------------------
+# lesson 07: covariance work and CGMA
+
+class PredictCGMA(Predict):
+    def questions(self):
+        from ..kernels.faces import cgma
+
+        m, n = 202_599, 2_475
+        full = 2 * m * n * n
+        return [
+            Question("flops", f"FLOPs of the full covariance D^T D (m = {m:,}, n = {n:,})",
+                     full, "n^2 entries x m multiply-adds x 2 FLOPs = 2 m n^2"),
+            Question("symmetric_flops", "FLOPs when only the entries with x >= y are computed",
+                     m * n * (n + 1), "n (n + 1) / 2 entries x 2 m FLOPs"),
+            Question("naive_cgma", "FLOPs per global load of the naive kernel (2 loads, "
+                     "1 multiply-add per term)", 1.0, "2 FLOPs / 2 loads = 1", rtol=0.01),
+            Question("tiled_cgma_8", "FLOPs per global load with chunk_size = 8 tiles",
+                     cgma(8), "a block loads 2 c^2 floats per chunk and does 2 c^3 FLOPs: "
+                              "CGMA = c", rtol=0.01),
+            Question("tiled_cgma_32", "... with chunk_size = 32", cgma(32),
+                     "CGMA = chunk_size", rtol=0.01),
+        ]
+
+
+# ---------------------------------------------------------------------------------------
+# lesson 08: attention FLOPs and bytes
+
+class PredictAttention(Predict):
+    def questions(self):
+        from ..kernels.attention import flops, traffic_bytes
+
+        b, h, n, d = 4, 64, 8192, 128            # the CS149 leaderboard shape
+        tb = traffic_bytes(b, h, n, d, itemsize=2)
+        return [
+            Question("flops", f"FLOPs of attention, (B, H, N, d) = ({b}, {h}, {n}, {d})",
+                     flops(b, h, n, d), "two products of 2 N^2 d FLOPs per head: 4 B H N^2 d"),
+            Question("causal_flops", "... with a causal mask, counting only computed pairs",
+                     flops(b, h, n, d, causal=True), "half of the (query, key) pairs"),
+            Question("score_bytes", "bytes of the float32 score matrices S of all heads",
+                     tb["score_matrix"], "B H N^2 x 4 bytes"),
+            Question("flash_bytes", "bytes flash attention must move (float16 Q, K, V, O "
+                     "once, plus a float32 log-sum-exp per row)", tb["flash"],
+                     "4 x B H N d x 2 bytes + B H N x 4 bytes"),
+        ]
+
+
+# ---------------------------------------------------------------------------------------
+# lesson 09: global atomics of a histogram
+
+class PredictHistogram(Predict):
+    def questions(self):
+        from math import ceil
+
+        length, ch, cpb, rpb = 1 << 20, 512, 4, 64
+        blocks = ceil(ch / cpb) * ceil(length / rpb)
+        return [
+            Question("global_atomics", f"global atomic adds of the one-atomic-per-byte kernel "
+                     f"on {length:,} rows x {ch} channels", length * ch,
+                     "one per input byte"),
+            Question("blocks", f"blocks of the privatized kernel ({cpb} channels x {rpb} rows "
+                     "per block)", blocks, f"ceil({ch}/{cpb}) x ceil({length:,}/{rpb})"),
+            Question("max_flush_atomics", "at most how many global atomic adds its blocks "
+                     "make when they add their shared bins to hist", blocks * cpb * 256,
+                     "each block adds at most 256 bins per channel: blocks x 4 x 256"),
+            Question("worst_bank_ways", "bank-conflict ways of 32 lanes that all add to the "
+                     "same shared bin (a constant channel)", 1,
+                     "one word in one bank: the hardware serializes the atomics on it, but "
+                     "it is not a bank conflict (1 wavefront per request)"),
+        ]
+
+
 def _answer(name, lesson, goal, cls):
     return cls(name, lesson, f"{name.replace('predict_', 'answer_')} = {{...}}", goal,
                kind="predict")
@@ -245,4 +316,10 @@ EXERCISES = [
             "mean face and vector add", PredictFloor),
     _answer("predict_sectors", "06_centering_coalescing", "predict 32-byte sectors per warp "
             "request of six access patterns", PredictSectors),
+    _answer("predict_cgma", "07_covariance_pca", "predict covariance FLOPs and the CGMA of "
+            "naive and tiled kernels", PredictCGMA),
+    _answer("predict_attention", "08_flash_attention", "predict attention FLOPs (full and "
+            "causal) and the bytes of the score matrix vs flash attention", PredictAttention),
+    _answer("predict_histogram", "09_histogram", "predict the global atomics of a naive and "
+            "a privatized histogram", PredictHistogram),
 ]

@@ -41,7 +41,7 @@ def _inputs(case, rng):
 def _size_cases(per_block: int, out_blocks: bool, grid_stride: bool = False):
     """Sizes 1, tpb-1, tpb+1, a prime, a large one; two block sizes; int32 and float32."""
     small, big = (32, 64) if sim() else (128, 256)
-    large = 1_201 if sim() else (1 << 20) + 7
+    large = 577 if sim() else (1 << 20) + 7     # sim: 10 blocks of 64, 3 blocks x 64 << n
     rows = [(1, small, "int32"), (small * per_block - 1, small, "float32"),
             (small * per_block + 1, small, "int32"),
             (prime_near(5 * big), big, "float32"), (prime_near(5 * big) + 2, big, "int32"),
@@ -148,6 +148,24 @@ HINTS = {
              "cuda.blockDim.x // 2 rather than a fixed number?",
 }
 
+
+class SumOfSquares(GridStride):
+    """out[0] = sum of x[i]^2 (Thrust's transform_reduce with square and plus), float32."""
+
+    def cases(self):
+        cases = [c for c in super().cases() if c.params["dtype"] == "float32"]
+        cases[-2].repeats = 2        # a traced repeat run: a racing `out[0] +=` is found
+        return cases
+
+    def reference(self, case, inputs):
+        return {"out": np.array([np.sum(inputs["x"].astype(np.float64) ** 2)])}
+
+    def tolerance(self, case, name):
+        t = super().tolerance(case, name)
+        return Tolerance(atol=t.atol * HIGH + 1e-6 * case.params["n"] * U32,
+                         why=t.why.replace("sum|x|", "sum x^2") + " (x^2 < 1.5 |x|)")
+
+
 EXERCISES = [
     BlockSums("reduce_sequential", "02_reduction", "@cuda.jit def reduce(g_idata, g_odata)",
               "kernel 3 (sequential addressing): write the sum of block b's tpb elements "
@@ -164,4 +182,8 @@ EXERCISES = [
     BlockSums("debug_reduce_sync", "02_reduction", "@cuda.jit def reduce_fixed(g_idata, g_odata)",
               "fix the given kernel 3 so that g_odata[b] is the sum of block b's elements "
               "on every run, not only on lucky ones", hints=HINTS, kind="debug"),
+    SumOfSquares("sum_of_squares", "05_mean_face", "@cuda.jit def sum_squares(x, out)",
+                 "add x[i] * x[i] for every element of x into out[0] (zero before the launch) "
+                 "with a grid-stride loop and one cuda.atomic.add per block: the kernel behind "
+                 "a library's transform_reduce", hints=HINTS),
 ]

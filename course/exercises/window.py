@@ -45,6 +45,48 @@ class WindowAverageShared(Exercise):
                                                             args["output"])
 
 
+
+def _weights(kernel):
+    """The WEIGHTS array the student's cell defines (read by the kernel as constant memory)."""
+    w = getattr(getattr(kernel, "py_func", None), "__globals__", {}).get("WEIGHTS")
+    if not isinstance(w, np.ndarray) or w.ndim != 1 or w.dtype != np.float32:
+        raise ValueError("define WEIGHTS as a 1-D float32 numpy array in the kernel's cell")
+    return w
+
+
+class WindowConstant(Exercise):
+    """output[i] = sum_k w[k] * input[i + k], w = the 5 weights of the spec, in constant memory."""
+
+    WEIGHTS = (0.0625, 0.25, 0.375, 0.25, 0.0625)     # a binomial (Gaussian-like) window
+
+    def cases(self):
+        small, big = 32, 64
+        sizes = [(1, small), (small - 1, small), (small + 1, small),
+                 (prime_near(5 * big), big), (3001 if sim() else (1 << 20) + 7, big)]
+        return [Case(f"N = {n}, {tpb} threads/block", {"N": n}, (blocks_for(n, tpb),), (tpb,))
+                for n, tpb in sizes]
+
+    def make_inputs(self, case, rng):
+        return {"N": case.params["N"],
+                "input": random_floats(rng, case.params["N"] + len(self.WEIGHTS) - 1)}
+
+    def outputs(self, case):
+        return {"output": ((case.params["N"],), np.float32)}
+
+    def reference(self, case, inputs):
+        x, n, w = inputs["input"].astype(np.float64), inputs["N"], self.WEIGHTS
+        return {"output": sum(w[k] * x[k:k + n] for k in range(len(w)))}
+
+    def tolerance(self, case, name):
+        return Tolerance(rtol=1e-5, atol=1e-6, why="5 float32 multiply-adds vs float64")
+
+    def launch(self, kernel, case, args):
+        w = _weights(kernel)
+        if not np.allclose(w, self.WEIGHTS):
+            raise ValueError(f"WEIGHTS must be {list(self.WEIGHTS)}; got {list(w)}")
+        kernel[case.grid, case.block](args["N"], args["input"], args["output"])
+
+
 EXERCISES = [
     WindowAverageShared(
         "window_average_shared", "03_window_average", "@cuda.jit def convolve(N, input, output)",
@@ -58,4 +100,9 @@ EXERCISES = [
         "fix the given shared-memory window average so that the last outputs of every block "
         "are right", hints={"halo": "which elements of support does thread T - 1 read?"},
         kind="debug"),
+    WindowConstant(
+        "window_constant", "03_window_average", "@cuda.jit def window5(N, input, output)",
+        "set output[i] = sum_k WEIGHTS[k] * input[i + k] for i < N (input has N + 4 "
+        "elements), reading the 5 weights from constant memory "
+        "(w = cuda.const.array_like(WEIGHTS) inside the kernel)"),
 ]

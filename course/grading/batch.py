@@ -281,8 +281,8 @@ def score(g: Graded, plan: nbk.Plan, events: list[dict], status: str, last: str,
         if ok == len(cases):
             g.points[name] = full
             continue
-        # a debug exercise's given kernel passes some cases by design: no credit for those
-        whole = opts.all_or_nothing or _kind(name) == "debug"
+        # a debug or tune exercise's given kernel passes cases by design: no credit for those
+        whole = opts.all_or_nothing or _kind(name) in ("debug", "tune")
         earned = 0.0 if whole else round(full * ok / len(cases), 2)
         g.points[name] = earned
         first = next(c for c in cases if not c["passed"])

@@ -1,6 +1,6 @@
 """``course.check(exercise, answer)``: run a student's kernel (or answer) against a spec.
 
-For every case of a kernel exercise (kinds ``write`` and ``debug``) the checker
+For every case of a kernel exercise (kinds ``write``, ``debug`` and ``tune``) the checker
 1. makes fresh random inputs (seeded; the seed is in the report so a failure can be replayed),
 2. puts outputs in a buffer *poisoned* with NaN (floats) or a sentinel (ints), with a guard
    band after the end that the kernel must not touch,
@@ -13,7 +13,8 @@ For every case of a kernel exercise (kinds ``write`` and ``debug``) the checker
 
 Steps 1, 2 and 4 are ``judge.py`` (trusted), step 3 is ``launch.py``.  A ``predict``
 exercise takes the student's answer instead of a kernel, and the spec computes the right one
-(``spec.judge_answer`` in ``course/exercises/predict.py``).
+(``spec.judge_answer`` in ``course/exercises/predict.py``); a ``tune`` exercise, once every
+case passes, measures one launch against its target (``course/exercises/tune.py``).
 
 It never raises because the kernel is wrong, crashes, hangs or writes out of bounds:
 everything becomes a failed case with a message.
@@ -53,6 +54,8 @@ def check(exercise: str, fn, *, hidden: bool = False, seed: int | None = None,
     else:
         error = not_a_kernel(fn, spec) or ""
         results = [] if error else run_cases(spec, fn, seed, hidden, time_limit)
+    if spec.kind == "tune" and results and all(r.passed for r in results):
+        results.append(measure(spec, fn))       # correct first; then the target
     result = CheckResult(exercise, bool(results) and not error and all(r.passed for r in results),
                          runtime.MODE, seed, spec=spec, cases=results, error=error,
                          elapsed_s=time.perf_counter() - started, hidden_run=hidden)
@@ -113,6 +116,17 @@ def run_case(spec, fn, case, rng, time_limit: float) -> CaseResult:
             res.fail(msg, timed_out=timed_out)
             return res
     return res
+
+
+def measure(spec, fn) -> CaseResult:
+    """A tune exercise's measured launch against its target (``course/exercises/tune.py``)."""
+    try:
+        figures = spec.measure_figures(fn)
+    except Exception as exc:  # noqa: BLE001 - the report, never a traceback
+        res = CaseResult("tune target", "")
+        res.fail(f"the measured launch failed: {type(exc).__name__}: {str(exc)[:300]}")
+        return res
+    return spec.judge_figures(figures)
 
 
 def spec_broken(exc) -> str:

@@ -28,9 +28,15 @@ ANNOUNCED = frozenset({
     "covariance_tiled",                                                # 07
     "online_softmax", "flash_attention_forward",                       # 08
     "histogram_shared",                                                # 09
+    "center_coalesced", "window_constant", "matmul_epilogue", "sum_of_squares",
     "debug_grid_stride", "debug_matrix_layout", "debug_reduce_sync",   # debug exercises
-    "debug_window_halo", "debug_histogram_sign",
+    "debug_window_halo", "debug_histogram_sign", "debug_center_guard", "debug_matmul_sync",
+    "debug_covariance_sync", "debug_softmax_rescale",
+    "tune_vector_add", "tune_reduction", "tune_covariance", "tune_matmul",  # tune exercises
+    "tune_centering", "tune_histogram",
 })
+# Predict exercises have none: their questions are fixed numbers the student answers (a
+# hidden case cannot ask a question the student never saw).
 
 
 def hidden_dir() -> Path | None:

@@ -76,11 +76,14 @@ def _launch_with_limit(spec, fn, case, views, limit: float, race_hunt: bool):
 
     old_interval = sys.getswitchinterval()
     watchdog = _SimWatchdog(limit)
+    traced = race_hunt and TRACE_REPEATS and getattr(spec, "trace", True)
     try:
-        if race_hunt:
-            sys.setswitchinterval(1e-5)  # switch simulated threads often: races show up
+        if race_hunt and not traced:
+            # untraced race hunt: switch simulated threads often so races change results
+            # (the tracer finds races from the recorded accesses, whatever the interleaving)
+            sys.setswitchinterval(1e-5)
         watchdog.start()
-        if race_hunt and TRACE_REPEATS and getattr(spec, "trace", True):
+        if traced:
             return _traced_launch(spec, fn, case, views), False
         spec.launch(fn, case, views)
         cuda.synchronize()

@@ -229,6 +229,22 @@ class Plan:
         return [c for kind, c in self.steps if kind == "setup"]
 
 
+def exercise_cells(cells: list[Cell]) -> dict:
+    """exercise -> (function, its exercise cell): for each ``check("ex", fn)`` call, the last
+    solution cell *before the check* that defines ``fn`` (several exercises of one lesson
+    may name their kernel alike, e.g. lesson 02's three ``reduce`` kernels)."""
+    out = {}
+    for check_cell in cells:
+        if check_cell.kind != "code":
+            continue
+        for ex, fn in check_calls(check_cell.source):
+            owners = [c for c in cells if c.kind == "code" and c.has_solution
+                      and c.index <= check_cell.index and fn in defined_functions(c.source)]
+            if owners and ex not in out:
+                out[ex] = (fn, owners[-1])
+    return out
+
+
 def plan(path) -> Plan:
     """The grading plan of the instructor notebook at ``path``.
 
@@ -240,17 +256,10 @@ def plan(path) -> Plan:
     path = Path(path)
     nb = load(path)
     all_cells = [c for c in cells(nb) if c.kind == "code" and not c.instructor_only]
-    checks = [(ex, fn) for c in all_cells for ex, fn in check_calls(c.source)]
     solution = [c for c in all_cells if c.has_solution]
     for c in solution:
         solution_regions(c)  # MarkerError early
-    exercises = {}
-    for ex, fn in checks:
-        if ex in exercises:
-            continue
-        owner = [c for c in solution if fn in defined_functions(c.source)]
-        if owner:
-            exercises[ex] = Exercise(ex, fn, owner[-1])
+    exercises = {ex: Exercise(ex, fn, cell) for ex, (fn, cell) in exercise_cells(all_cells).items()}
     tagged = any(SETUP_TAG in c.tags for c in all_cells)
     last = max((c.index for c in solution), default=-1)
     steps = []

@@ -62,7 +62,8 @@ def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
                 raise Tampered("the worker's first message was not its greeting")
             out.events.append({"event": "mode", "mode": mode})
             for n, step in enumerate(steps):
-                _run_step(worker, n, step, seed, case_time_limit or TIME_LIMIT_S[mode], out)
+                _run_step(worker, n, step, seed, case_time_limit or TIME_LIMIT_S[mode], out,
+                          mode)
             worker.chan.send({"op": "bye"})
             worker.finish()
             out.events.append({"event": "done"})
@@ -87,7 +88,8 @@ def _tampered(out: Outcome, message: str) -> None:
     out.events.append({"event": "tampered", "exercise": current, "message": message})
 
 
-def _run_step(worker, n: int, step: dict, seed: int, limit: float, out: Outcome) -> None:
+def _run_step(worker, n: int, step: dict, seed: int, limit: float, out: Outcome,
+              mode: str) -> None:
     ex = step.get("exercise")
     out.events.append({"event": "start", "label": step["label"], "exercise": ex})
     reply, _ = worker.ask({"op": "run", "step": n, "label": step["label"],
@@ -117,6 +119,8 @@ def _run_step(worker, n: int, step: dict, seed: int, limit: float, out: Outcome)
                           f"(expected {spec.signature})")
     else:
         cases, err = _judge_kernel(worker, n, spec, fn, seed, limit), ""
+        if spec.kind == "tune" and cases and all(c.passed for c in cases):
+            cases.append(_judge_measure(worker, n, spec, fn, mode))
     out.events.append({"event": "exercise", "name": ex, "error": err, "cases": [
         {"name": c.name, "launch": c.launch, "hidden": c.hidden, "passed": c.passed,
          "message": c.message} for c in cases]})
@@ -158,6 +162,22 @@ def _judge_kernel(worker, n: int, spec, fn: str, seed: int, limit: float) -> lis
                 res.fail(msg)
                 break
     return results
+
+
+def _judge_measure(worker, n: int, spec, fn: str, mode: str) -> CaseResult:
+    """A tune exercise's figure: measured in the worker (it must run the kernel), judged
+    here against the target.  The figure is the one number a student process reports
+    about itself; correctness, which it cannot fake, was judged above."""
+    reply, _ = worker.ask({"op": "measure", "step": n, "exercise": spec.name,
+                           "function": fn}, "measured", n)
+    if reply.get("error") is not None:
+        res = CaseResult("tune target", "")
+        res.fail(f"the measured launch failed: {str(reply['error'])[:300]}")
+        return res
+    figures = reply.get("figures")
+    if not isinstance(figures, dict):
+        raise Tampered("a measurement came back without figures")
+    return spec.judge_figures(figures, mode)
 
 
 def _judge_answer(worker, n: int, spec, name: str) -> list:

@@ -7,7 +7,8 @@ answers on WFD (``wire.py``), one at a time, until told ``bye``:
   say whether it failed and whether it defined the function the exercise needs;
 - ``launch``: launch the student's kernel on the guarded buffers that came with the request
   and send them back (``launch.py``);
-- ``value``: send back the value of a name (the answer of a *predict* exercise).
+- ``value``: send back the value of a name (the answer of a *predict* exercise);
+- ``measure``: time or trace one launch of a *tune* exercise and send back the raw figures.
 
 **Why forging does not work.**  This process runs untrusted code, and nothing it says is a
 verdict.  It never sees the seed, the expected outputs, the number of cases or the hidden
@@ -129,6 +130,15 @@ def main(argv=None) -> int:
             returned, error, timed_out = _launch(req, arrays, ns)
             chan.send({"op": "launched", "step": req["step"], "error": error,
                        "timed_out": timed_out}, returned)
+        elif op == "measure":
+            from course import exercises
+
+            try:
+                figures = exercises.get(req["exercise"]).measure_figures(ns.get(req["function"]))
+                chan.send({"op": "measured", "step": req["step"], "figures": figures})
+            except Exception as exc:  # noqa: BLE001 - reported as a failed target
+                chan.send({"op": "measured", "step": req["step"],
+                           "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
         elif op == "value":
             chan.send({"op": "value", "step": req["step"], **_value(req["name"], ns)})
         else:  # "bye"

@@ -1,0 +1,250 @@
+"""*Tune* exercises: make a correct but slow kernel reach a measured target.
+
+The student copy gives a kernel that already passes every correctness case; the check then
+measures one launch and compares the figure with a target stated in the spec:
+
+- in the simulator, a figure the tracer counts (``course.trace``): global bytes moved per
+  element, memory efficiency (bytes used / bytes moved), shared-memory replays (bank
+  conflicts), global atomics per element, global bytes read per FLOP;
+- on a GPU, the time of the launch (CUDA events, after warm-up) as a fraction of the
+  measured copy bandwidth (memory-bound kernels) or of the measured FP32 rate (matmul).
+
+Correctness comes first: a kernel that fails a case is not measured.  When a class is
+graded the measurement runs in the worker (it must run the kernel), which sends back the raw
+counts or times; the grader applies the target (``judge_figures``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import Case, Exercise
+from .. import runtime
+from ..grading.report import CaseResult
+
+SIM_METRICS = {   # name -> (what it is, "<=" or ">=")
+    "bytes_per_element": ("global bytes moved (32-byte sectors) per element", "<="),
+    "efficiency": ("global memory efficiency (bytes used / bytes moved)", ">="),
+    "replays": ("shared-memory replays (extra wavefronts from bank conflicts)", "<="),
+    "atomics_per_element": ("global atomic operations per input element", "<="),
+    "bytes_per_flop": ("global bytes read per FLOP", "<="),
+}
+GPU_METRICS = {
+    "copy_fraction": "fraction of the measured copy bandwidth",
+    "fp32_fraction": "fraction of the measured FP32 rate",
+}
+
+
+@dataclass
+class Tune(Exercise):
+    """A tune exercise: ``base``'s cases for correctness, then one measured launch."""
+
+    base: Exercise = None
+    sim_metric: str = "efficiency"
+    sim_target: float = 0.0
+    gpu_metric: str = "copy_fraction"
+    gpu_target: float = 0.0
+    sim_case: Case = None          # the measured launch in the simulator (small)
+    gpu_case: Case = None          # ... and on a GPU (lecture size)
+    work: object = None            # case -> (elements, bytes moved, FLOPs) of that launch
+
+    def __getattr__(self, name):   # cases, make_inputs, outputs, reference, launch, ...
+        if name.startswith("__") or name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    def cases(self):
+        return self.base.cases()
+
+    def make_inputs(self, case, rng):
+        return self.base.make_inputs(case, rng)
+
+    def outputs(self, case):
+        return self.base.outputs(case)
+
+    def reference(self, case, inputs):
+        return self.base.reference(case, inputs)
+
+    def launch(self, kernel, case, args):
+        return self.base.launch(kernel, case, args)
+
+    def tolerance(self, case, name):
+        return self.base.tolerance(case, name)
+
+    def prepare(self, case, args):
+        return self.base.prepare(case, args)
+
+    @property
+    def target_text(self) -> str:
+        what, op = SIM_METRICS[self.sim_metric]
+        return (f"simulator: {what} {op} {self.sim_target:g}; GPU: "
+                f"{GPU_METRICS[self.gpu_metric]} >= {self.gpu_target:.0%}")
+
+    # -- measuring (where the kernel runs) ----------------------------------------------
+    def measure_figures(self, fn) -> dict:
+        """Raw figures of one launch: traced counts (simulator) or a time (GPU)."""
+        from numba import cuda
+
+        case = self.sim_case if runtime.MODE == "sim" else self.gpu_case
+        host = self.make_inputs(case, np.random.default_rng(2024))   # no reference needed
+        dev = {k: cuda.to_device(v) for k, v in host.items() if isinstance(v, np.ndarray)}
+        for k, (shape, dtype) in self.outputs(case).items():
+            dev[k] = cuda.device_array(shape, dtype)
+        args = {**{k: v for k, v in host.items() if not isinstance(v, np.ndarray)}, **dev}
+        self.prepare(case, args)
+        if runtime.MODE == "sim":
+            return _traced_figures(self, fn, case, args)
+        from ..timing import benchmark
+
+        self.launch(fn, case, args)                    # compile and warm up
+        cuda.synchronize()
+        t = benchmark(lambda: self.launch(fn, case, args), repeat=20)
+        return {"ms": float(t.median_ms)}
+
+    # -- judging (the grader's side) ----------------------------------------------------
+    def judge_figures(self, figures: dict, mode: str | None = None) -> CaseResult:
+        """Apply the target to the figures; a CaseResult that states measured vs target."""
+        mode = mode or runtime.MODE
+        res = CaseResult(f"tune target ({'simulator' if mode == 'sim' else 'GPU'})", "")
+        try:
+            value, what, op, target = self._value(figures, mode)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            res.fail(f"the measurement came back incomplete ({exc}); run the check again")
+            return res
+        ok = value <= target if op == "<=" else value >= target
+        text = (f"{what}: measured {value:.4g}, target {op} {target:g}"
+                + ("" if ok else " - correct, but not there yet"))
+        if ok:
+            res.message = text
+        else:
+            res.fail(text)
+        return res
+
+    def _value(self, f: dict, mode: str):
+        if mode == "sim":
+            what, op = SIM_METRICS[self.sim_metric]
+            n, _b, flops = self.work(self.sim_case)
+            v = {"bytes_per_element": lambda: f["moved"] / n,
+                 "efficiency": lambda: f["used"] / f["moved"],
+                 "replays": lambda: f["replays"],
+                 "atomics_per_element": lambda: f["atomics"] / n,
+                 "bytes_per_flop": lambda: f["read_used"] / flops}[self.sim_metric]()
+            return _finite(v), what, op, self.sim_target
+        from ..perf import measured_ceilings
+
+        _n, nbytes, flops = self.work(self.gpu_case)
+        ms = _finite(f["ms"])
+        ceil = measured_ceilings()
+        if self.gpu_metric == "copy_fraction":
+            v = nbytes / (ms * 1e-3) / 1e9 / ceil["copy_gbps"]
+        else:
+            v = flops / (ms * 1e-3) / 1e12 / ceil["fp32_tflops"]
+        return v, f"{GPU_METRICS[self.gpu_metric]} ({ms:.4g} ms)", ">=", self.gpu_target
+
+
+def _finite(v) -> float:
+    v = float(v)
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"not a finite, non-negative figure: {v}")
+    return v
+
+
+def _traced_figures(spec, fn, case, args) -> dict:
+    from numba import cuda
+
+    from .. import trace
+    from ..trace_analysis import ATOMIC, SECTOR
+
+    with trace.recording() as traces:
+        spec.launch(fn, case, args)
+    cuda.synchronize()
+    used = moved = read_used = replays = atomics = 0
+    for t in traces:
+        for name, c in t.coalescing_counts().items():
+            used += c["bytes"]
+            moved += c["sectors"] * SECTOR
+            if name in getattr(spec.base, "read_arrays", ()):
+                read_used += c["bytes"]
+        replays += sum(c["replays"] for c in t.bank_counts().values())
+        atomics += sum(1 for r in t.records
+                       if r[4] == ATOMIC and t.arrays[r[2]].space == "global")
+    return {"used": used, "moved": moved, "read_used": read_used, "replays": replays,
+            "atomics": atomics}
+
+
+# ---------------------------------------------------------------------------------------
+# the tune exercises: a write spec for correctness + a measured launch and its targets
+
+def _tunes():
+    from . import faces, histogram, matmul, reduction, vector_add
+
+    def spec(mod, name):
+        return next(e for e in mod.EXERCISES if e.name == name)
+
+    def tune(name, lesson, signature, goal, base, **kw):
+        return Tune(name, lesson, signature, goal, inout=base.inout, hints=base.hints,
+                    kind="tune", base=base, **kw)
+
+    big = 1 << 26
+    return [
+        tune("tune_vector_add", "01_vector_add", "@cuda.jit def add_fast(n, x, y)",
+             "make the given (correct) add reach the target: y[i] = x[i] + y[i], any grid",
+             spec(vector_add, "vector_add"), sim_metric="efficiency", sim_target=0.95,
+             gpu_target=0.75,
+             sim_case=Case("n = 4096, 2 blocks of 64", {"n": 4096}, (2,), (64,)),
+             gpu_case=Case("n = 2^26, 1056 blocks of 256", {"n": big}, (1056,), (256,)),
+             work=lambda c: (c.params["n"], 12 * c.params["n"], 0)),
+        tune("tune_reduction", "02_reduction", "@cuda.jit def reduce_fast(g_idata, g_odata)",
+             "make the given (correct) block sums free of shared-memory bank conflicts",
+             spec(reduction, "reduce_sequential"), sim_metric="replays", sim_target=0,
+             gpu_target=0.2,
+             sim_case=Case("n = 1024 float32, 16 blocks of 64", {"n": 1024, "dtype": "float32",
+                           "tpb": 64}, (16,), (64,), shared_bytes=256),
+             gpu_case=Case("n = 2^26 float32, blocks of 256", {"n": big, "dtype": "float32",
+                           "tpb": 256}, (big // 256,), (256,), shared_bytes=1024),
+             work=lambda c: (c.params["n"], 4 * c.params["n"] * (1 + 1 / c.block[0]), 0)),
+        tune("tune_matmul", "04_matmul", "@cuda.jit def matmul_fast(A, B, C)",
+             "make the given (correct) matmul read A and B from global memory TILE times "
+             "less often", spec(matmul, "matmul_tiled"), sim_metric="bytes_per_flop",
+             sim_target=0.3, gpu_metric="fp32_fraction", gpu_target=0.08,
+             sim_case=Case("M = K = N = 32", {"M": 32, "K": 32, "N": 32}, (2, 2), (16, 16)),
+             gpu_case=Case("M = K = N = 2048", {"M": 2048, "K": 2048, "N": 2048},
+                           (128, 128), (16, 16)),
+             work=lambda c: (c.params["M"] * c.params["N"], 0,
+                             2 * c.params["M"] * c.params["K"] * c.params["N"])),
+        tune("tune_centering", "06_centering_coalescing", "@cuda.jit def center_fast(D, mean)",
+             "make the given (correct) centering kernel coalesced",
+             spec(faces, "center_coalesced"), sim_metric="efficiency", sim_target=0.9,
+             gpu_target=0.4,
+             sim_case=Case("m x n = 32 x 64, 16 blocks of 128", {"m": 32, "n": 64}, (16,),
+                           (128,)),
+             gpu_case=Case("m x n = 20,011 x 2,475", {"m": 20_011, "n": 2_475},
+                           (-(-20_011 * 2_475 // 256),), (256,)),
+             work=lambda c: (c.params["m"] * c.params["n"],
+                             8 * c.params["m"] * c.params["n"] + 4 * c.params["n"], 0)),
+        tune("tune_covariance", "07_covariance_pca",
+             "@cuda.jit def covariance_fast(data, cov, num_entries, num_features)",
+             "make the given (correct) covariance read data from global memory chunk_size "
+             "times less often", spec(faces, "covariance_tiled"), sim_metric="bytes_per_flop",
+             sim_target=0.3, gpu_metric="fp32_fraction", gpu_target=0.028,
+             sim_case=Case("m = 16, n = 32, chunk_size = 16", {"m": 16, "n": 32}, (2, 2),
+                           (16, 16), shared_bytes=2 * 16 * 16 * 4),
+             gpu_case=Case("m = 20,000, n = 2,048, chunk_size = 16", {"m": 20_000, "n": 2048},
+                           (128, 128), (16, 16), shared_bytes=2 * 16 * 16 * 4),
+             work=lambda c: (c.params["n"] ** 2, 0, 2 * c.params["m"] * c.params["n"] ** 2)),
+        tune("tune_histogram", "09_histogram", "@cuda.jit def histogram_fast(data, hist)",
+             "make the given (correct) histogram use few global atomics on skewed data",
+             histogram.HistogramTiles("histogram_tiles", "09_histogram", "", ""),
+             sim_metric="atomics_per_element", sim_target=0.25, gpu_target=0.05,
+             sim_case=Case("length x channels = 256 x 8, skewed", {"length": 256,
+                           "channels": 8, "dist": "skewed"}, ("-", "-"), (64,)),
+             gpu_case=Case("length x channels = 2^18 x 512, skewed", {"length": 1 << 18,
+                           "channels": 512, "dist": "skewed"}, ("-", "-"), (256,)),
+             work=lambda c: (c.params["length"] * c.params["channels"],
+                             c.params["length"] * c.params["channels"], 0)),
+    ]
+
+
+EXERCISES = _tunes()

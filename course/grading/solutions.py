@@ -1,0 +1,86 @@
+"""Exercises as the instructor notebooks define them, and ``python -m course checktimes``.
+
+:func:`defined` runs a lesson's set-up cells (the grader's plan) and then one exercise cell,
+either as the instructor wrote it or as the student copy has it (``### GIVEN:`` lines and
+stubs, made by the release), and returns the kernel or answer it defines.  The tests use it
+to prove that every solution passes and every student copy fails; ``checktimes`` uses it to
+time ``course.check`` on each solution, the wait a student has each time they run a check.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import time
+from pathlib import Path
+
+from . import notebook as nbk
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@functools.lru_cache(maxsize=None)
+def _setup(lesson: str, notebooks: str):
+    plan = nbk.plan(Path(notebooks) / f"{lesson}.ipynb")
+    ns = {"__name__": "__main__", "display": lambda *a, **k: None}
+    for c in plan.setup:
+        exec(compile(c.source, f"<{lesson} setup cell {c.index + 1}>", "exec"), ns)  # noqa: S102
+    return plan, ns
+
+
+def defined(name: str, student: bool = False, notebooks: Path | None = None):
+    """(the function or answer exercise ``name``'s cell defines, the cell's namespace)."""
+    from ..exercises import get
+    from .release import strip_solutions
+
+    spec = get(name)
+    plan, ns = _setup(spec.lesson, str(notebooks or REPO / "notebooks"))
+    ex = plan.exercises[name]
+    src = strip_solutions(ex.cell) if student else ex.cell.source
+    local = dict(ns)
+    exec(compile(src, f"<{name}>", "exec"), local)  # noqa: S102 - the course's own cells
+    return local[ex.function], local
+
+
+def main(argv=None) -> int:
+    """``python -m course checktimes [--out FILE.md]``: seconds per check of every solution."""
+    ap = argparse.ArgumentParser(prog="python -m course checktimes",
+                                 description="Time course.check on every exercise's solution "
+                                             "(public cases, as a student runs it).")
+    ap.add_argument("--out", type=Path, help="also write the table (markdown) here")
+    ap.add_argument("--only", nargs="*", help="exercise names (default: all)")
+    opts = ap.parse_args(argv)
+    import warnings
+
+    import course
+    from numba.core.errors import NumbaPerformanceWarning
+
+    from ..exercises import all_exercises
+
+    warnings.simplefilter("ignore", NumbaPerformanceWarning)   # small launches are the point
+    from ..runtime import device_info
+
+    rows, times = [], []
+    for name, spec in all_exercises().items():
+        if opts.only and name not in opts.only:
+            continue
+        fn, _ = defined(name)
+        t0 = time.perf_counter()
+        r = course.check(name, fn, record=False, seed=1)
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        rows.append(f"| `{name}` | {spec.kind} | {spec.lesson} | {len(r.cases)} | "
+                    f"{'pass' if r.passed else 'FAIL'} | {dt:.1f} |")
+        print(rows[-1], flush=True)
+    dev = device_info().get("name", course.MODE) if course.MODE == "gpu" else "simulator"
+    head = [f"# Check times ({dev}, {time.strftime('%Y-%m-%d')})", "",
+            f"`course.check` on each exercise's solution, public cases (seed 1); "
+            f"{len(times)} exercises, median {statistics.median(times):.1f} s, "
+            f"max {max(times):.1f} s.", "",
+            "| exercise | kind | lesson | cases | result | seconds |", "|---|---|---|---|---|---|"]
+    text = "\n".join(head + rows) + "\n"
+    if opts.out:
+        opts.out.parent.mkdir(parents=True, exist_ok=True)
+        opts.out.write_text(text)
+    print(f"median {statistics.median(times):.1f} s, max {max(times):.1f} s")
+    return 0 if all("| pass |" in r for r in rows) else 1
