@@ -284,4 +284,18 @@ def _traced_rows(fn, args, kwargs) -> list[dict]:
     return rows
 
 
+def compare(rows: dict, keys=("duration_us", "dram_pct_peak", "ld_sectors_per_request",
+                             "shared_ld_conflicts", "shared_st_conflicts",
+                             "achieved_occupancy_pct", "theoretical_occupancy_pct",
+                             "occupancy_limiter", "sol_memory_pct", "sol_compute_pct",
+                             "top_stalls"), title: str = "", note: str = ""):
+    """A Table with one column per profiled kernel: ``rows`` maps a label to a Profile row."""
+    from .tables import Table
+
+    t = Table(["", *rows], title=title, note=note)
+    for key in keys:
+        t.add(FIELDS[key][0], *(_fmt(r.get(key)) for r in rows.values()))
+    return t
+
+
 profile.load = Profile.load

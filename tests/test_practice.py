@@ -101,6 +101,11 @@ def test_predict_answers_match_the_tracer():
 # --- debug: wrong fixes a student might try -------------------------------------------
 
 MUTANTS = {   # exercise -> three (text in the solution, replacement): each must fail
+    "tune_transpose": [
+        ("B[r, c] = tile[tx, ty + k]", "B[r, c] = tile[ty + k, tx]"),
+        ("    cuda.syncthreads()\n    for k", "    for k"),
+        ("(32, 33)", "(32, 64)"),                    # still a 32-way conflict
+    ],
     "debug_grid_stride": [
         ("step = cuda.gridsize(1)", "step = cuda.blockDim.x * 2"),
         ("step = cuda.gridsize(1)", "step = cuda.gridDim.x"),

@@ -33,3 +33,17 @@ def draw_validation(data: dict, path) -> None:
     ax.legend(fontsize=8)
     fig.savefig(path, dpi=110)
     plots.close(fig)
+
+
+def breakdown_bars(calls: dict, *, axes) -> None:
+    """Stacked horizontal bars: where each host call's time goes (ms)."""
+    parts = [("h2d_ms", "host-to-device copy"), ("kernels_ms", "kernels"),
+             ("d2h_ms", "device-to-host copy"), ("rest_ms", "the rest (launch, allocation, Python)")]
+    names = list(calls)
+    left = [0.0] * len(names)
+    for key, label in parts:
+        widths = [calls[n][key] for n in names]
+        axes.barh(names, widths, left=left, label=label)
+        left = [a + b for a, b in zip(left, widths)]
+    axes.set_xlabel("ms per call")
+    axes.legend(fontsize=8, loc="lower right")

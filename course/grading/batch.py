@@ -21,7 +21,6 @@ import csv
 import os
 import re
 import secrets
-import signal
 import sys
 import tempfile
 import time
@@ -141,46 +140,6 @@ def make_steps(plan: nbk.Plan, nb: dict, g: Graded) -> list[dict]:
         steps.append({"kind": "solution", "label": f"your {ex.name} cell (cell {mine.index + 1})",
                       "source": mine.source, "exercise": ex.name, "function": ex.function})
     return steps
-
-
-# ---------------------------------------------------------------------------------------
-# running one submission in a subprocess
-
-def _limits(timeout: float, memory_mb: int):
-    """preexec_fn: resource limits for the worker (POSIX only; best effort)."""
-    def apply():
-        try:
-            import resource
-        except ImportError:
-            return
-        wanted = [(resource.RLIMIT_CORE, 0),
-                  (resource.RLIMIT_CPU, int(2 * timeout) + 30),
-                  (resource.RLIMIT_FSIZE, 512 << 20)]
-        if memory_mb:
-            wanted.append((resource.RLIMIT_AS, memory_mb << 20))
-        for which, value in wanted:
-            try:
-                resource.setrlimit(which, (value, value))
-            except (ValueError, OSError):
-                pass
-    return apply
-
-
-def _kill(proc) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)   # the worker and anything it started
-    except (ProcessLookupError, PermissionError, AttributeError):
-        proc.kill()
-    proc.wait()
-
-
-def _signal_name(rc) -> str:
-    if rc is not None and rc < 0:
-        try:
-            return f"killed by signal {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"killed by signal {-rc}"
-    return f"exit code {rc}" if rc else ""
 
 
 # ---------------------------------------------------------------------------------------

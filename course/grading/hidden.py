@@ -33,7 +33,7 @@ ANNOUNCED = frozenset({
     "debug_window_halo", "debug_histogram_sign", "debug_center_guard", "debug_matmul_sync",
     "debug_covariance_sync", "debug_softmax_rescale",
     "tune_vector_add", "tune_reduction", "tune_covariance", "tune_matmul",  # tune exercises
-    "tune_centering", "tune_histogram",
+    "tune_centering", "tune_histogram", "tune_transpose",
 })
 # Predict exercises have none: their questions are fixed numbers the student answers (a
 # hidden case cannot ask a question the student never saw).

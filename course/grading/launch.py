@@ -52,6 +52,16 @@ def run_launch(spec, fn, case, buffers: dict, scalars: dict, shapes: dict,
 
 def _launch_with_limit(spec, fn, case, views, limit: float, race_hunt: bool):
     """Launch and synchronize; return (error message or None, timed_out)."""
+    import warnings
+
+    from numba.core.errors import NumbaPerformanceWarning
+
+    with warnings.catch_warnings():    # a check's small grids are the point, not a mistake
+        warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        return _launch_limited(spec, fn, case, views, limit, race_hunt)
+
+
+def _launch_limited(spec, fn, case, views, limit: float, race_hunt: bool):
     from numba import cuda
 
     if runtime.MODE == "gpu":

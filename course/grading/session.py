@@ -19,6 +19,7 @@ repeat a case.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -195,8 +196,6 @@ class _Worker:
     """The worker process and our ends of its two pipes."""
 
     def __init__(self, tmp: Path, deadline: float, memory_mb: int, timeout: float, isolation):
-        from .batch import _limits
-
         req_r, req_w = os.pipe()       # we write requests, it reads
         rep_r, rep_w = os.pipe()       # it writes replies, we read
         env = dict(os.environ, COURSE_PROGRESS_FILE=str(tmp / "progress.json"),
@@ -234,8 +233,6 @@ class _Worker:
             pass
 
     def stop(self) -> None:
-        from .batch import _kill
-
         _kill(self.proc)      # the worker's whole process group, children it started too
         for fd in (self.chan.rfd, self.chan.wfd):
             try:
@@ -245,8 +242,6 @@ class _Worker:
         self.chan.rfd = self.chan.wfd = -1
 
     def last_words(self) -> str:
-        from .batch import _signal_name
-
         rc = self.proc.returncode
         crash = _signal_name(rc) if rc else ""
         try:
@@ -259,3 +254,43 @@ class _Worker:
         if rc == 0:
             return "the worker exited before grading was over (os._exit or sys.exit?)"
         return tail[-1][:200] if tail else ""
+
+
+# ---------------------------------------------------------------------------------------
+# the worker process: limits, killing, exit codes
+
+def _limits(timeout: float, memory_mb: int):
+    """preexec_fn: resource limits for the worker (POSIX only; best effort)."""
+    def apply():
+        try:
+            import resource
+        except ImportError:
+            return
+        wanted = [(resource.RLIMIT_CORE, 0),
+                  (resource.RLIMIT_CPU, int(2 * timeout) + 30),
+                  (resource.RLIMIT_FSIZE, 512 << 20)]
+        if memory_mb:
+            wanted.append((resource.RLIMIT_AS, memory_mb << 20))
+        for which, value in wanted:
+            try:
+                resource.setrlimit(which, (value, value))
+            except (ValueError, OSError):
+                pass
+    return apply
+
+
+def _kill(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)   # the worker and anything it started
+    except (ProcessLookupError, PermissionError, AttributeError):
+        proc.kill()
+    proc.wait()
+
+
+def _signal_name(rc) -> str:
+    if rc is not None and rc < 0:
+        try:
+            return f"killed by signal {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit code {rc}" if rc else ""
