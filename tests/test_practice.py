@@ -16,7 +16,8 @@ from course.grading.solutions import defined
 
 EXERCISES = all_exercises()
 # exercises added with the kinds (the first 12 write exercises have their own test files)
-NEW_WRITE = ("center_coalesced", "window_constant", "matmul_epilogue", "sum_of_squares")
+NEW_WRITE = ("center_coalesced", "window_constant", "matmul_epilogue", "sum_of_squares",
+             "matmul_split_k")
 NEW = sorted(n for n, e in EXERCISES.items() if e.kind != "write" or n in NEW_WRITE)
 
 
@@ -27,7 +28,7 @@ def test_every_exercise_has_a_kind():
     lessons = {}
     for e in EXERCISES.values():
         lessons[e.lesson] = lessons.get(e.lesson, 0) + 1
-    assert len(lessons) == 9 and min(lessons.values()) >= 3, lessons
+    assert len(lessons) == 10 and min(lessons.values()) >= 3, lessons
 
 
 def _defined(name, student: bool):
@@ -101,6 +102,11 @@ def test_predict_answers_match_the_tracer():
 # --- debug: wrong fixes a student might try -------------------------------------------
 
 MUTANTS = {   # exercise -> three (text in the solution, replacement): each must fail
+    "matmul_split_k": [
+        ("cuda.atomic.add(C, (row, col), acc)", "C[row, col] += acc"),       # blocks race
+        ("chunk = (K + cuda.gridDim.z - 1) // cuda.gridDim.z", "chunk = K // cuda.gridDim.z"),
+        ("range(k0, min(K, k0 + chunk))", "range(k0, k0 + chunk)"),
+    ],
     "tune_transpose": [
         ("B[r, c] = tile[tx, ty + k]", "B[r, c] = tile[ty + k, tx]"),
         ("    cuda.syncthreads()\n    for k", "    for k"),

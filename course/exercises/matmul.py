@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import cuda
 
 from . import Case, Exercise, Tolerance, random_floats, sim
 
@@ -74,6 +75,35 @@ class MatmulEpilogue(MatmulTiled):
         kernel[case.grid, case.block](args["A"], args["B"], args["bias"], args["C"])
 
 
+
+SPLITS = 4     # split-K: blocks along z, each summing one K-chunk into C with atomics
+
+
+@cuda.jit
+def zero_2d(C):
+    # The spec's helper (not the student's): C = 0 before a split-K launch adds into it.
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = 0.0
+
+
+class MatmulSplitK(MatmulTiled):
+    """C = A @ B with the K dimension split over gridDim.z = SPLITS blocks of atomics."""
+
+    def cases(self):
+        return [Case(c.name + f", {SPLITS} K-splits", c.params, (*c.grid, SPLITS), c.block,
+                     repeats=c.repeats) for c in super().cases()]
+
+    def tolerance(self, case, name):
+        k = case.params["K"]
+        return Tolerance(rtol=1e-5, atol=1e-6 * math.sqrt(k) * 4 + 1e-6 * SPLITS,
+                         why=f"float32 dot products of K = {k} terms, {SPLITS} partial sums "
+                             "added in any order")
+
+    def launch(self, kernel, case, args):
+        zero_2d[case.grid[:2], case.block](args["C"])
+        kernel[case.grid, case.block](args["A"], args["B"], args["C"])
+
 EXERCISES = [
     MatmulTiled(
         "matmul_tiled", "04_matmul", "@cuda.jit def matmul(A, B, C)",
@@ -91,4 +121,10 @@ EXERCISES = [
         "debug_matmul_sync", "04_matmul", "@cuda.jit def matmul_fixed(A, B, C)",
         "fix the given tiled matmul so that it gives the right C on every run",
         kind="debug"),
+    MatmulSplitK(
+        "matmul_split_k", "04_matmul", "@cuda.jit def matmul_split_k(A, B, C)",
+        f"add A @ B into C (zeroed before the launch) with blocks of (TILE, TILE) threads on a "
+        f"grid of (ceil(N / TILE), ceil(M / TILE), {SPLITS}): block z sums its share "
+        f"ceil(K / gridDim.z) of the K terms of each C element and adds it with "
+        "cuda.atomic.add"),
 ]

@@ -28,7 +28,7 @@ ANNOUNCED = frozenset({
     "covariance_tiled",                                                # 07
     "online_softmax", "flash_attention_forward",                       # 08
     "histogram_shared",                                                # 09
-    "center_coalesced", "window_constant", "matmul_epilogue", "sum_of_squares",
+    "center_coalesced", "window_constant", "matmul_epilogue", "sum_of_squares", "matmul_split_k",
     "debug_grid_stride", "debug_matrix_layout", "debug_reduce_sync",   # debug exercises
     "debug_window_halo", "debug_histogram_sign", "debug_center_guard", "debug_matmul_sync",
     "debug_covariance_sync", "debug_softmax_rescale",
