@@ -80,7 +80,7 @@ class Tune(Exercise):
     def target_text(self) -> str:
         what, op = SIM_METRICS[self.sim_metric]
         return (f"simulator: {what} {op} {self.sim_target:g}; GPU: "
-                f"{GPU_METRICS[self.gpu_metric]} >= {self.gpu_target:.0%}")
+                f"{GPU_METRICS[self.gpu_metric]} >= {self.gpu_target:.1%}")
 
     # -- measuring (where the kernel runs) ----------------------------------------------
     def measure_figures(self, fn) -> dict:
