@@ -169,7 +169,9 @@ def test_traffic_counting_matches_the_formula():
     t = A.traffic_bytes(4, 12, 64, 64)          # the GPT-2 report's attention shape
     assert t["score_matrix"] == 4 * 12 * 64 * 64 * 4
     assert t["three_kernels"] > t["flash"] > 0
-    assert A.flops(4, 64, 8192, 128, causal=True) == A.flops(4, 64, 8192, 128) / 2
+    assert A.flops(4, 64, 8192, 128, causal=True) == 4 * 4 * 64 * (8192 * 8193 // 2) * 128
+    assert A.flops(1, 1, 8192, 128, window=1024) == 4 * 128 * (1024 * 1025 // 2 + 7168 * 1025)
+    assert A.pairs(5, window=1) == 9 and A.pairs(5, causal=True) == 15 and A.pairs(3, window=9) == 6
 
 
 @pytest.mark.gpu

@@ -89,3 +89,24 @@ def test_plots_draw_and_stamp_simulator():
 def test_benchmark_rejects_bad_batch():
     with pytest.raises(ValueError):
         benchmark(lambda: None, batch=0)
+
+
+def test_bench_rows_name_their_low_occupancy_instead_of_printing_it(capsys):
+    import warnings
+
+    from numba.core.errors import NumbaPerformanceWarning
+
+    from course.bench import Report
+    from course.timing import benchmark
+
+    rep = Report("x", quiet=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NumbaPerformanceWarning)
+        rep.caught = caught
+        warnings.warn(NumbaPerformanceWarning("Grid size 3 will likely result in GPU "
+                                              "under-utilization due to low occupancy."))
+        row = rep.add("one block", benchmark(lambda: None, repeat=1, warmup=0), note="lecture")
+        plain = rep.add("big grid", benchmark(lambda: None, repeat=1, warmup=0))
+    assert "grid 3 on purpose" in row["note"] and row["note"].startswith("lecture")
+    assert plain["note"] == ""
+    assert "Grid size" not in capsys.readouterr().err

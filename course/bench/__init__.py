@@ -37,6 +37,26 @@ class Report:
         self.notes: list[str] = []
         self.date = time.strftime("%Y-%m-%d")
 
+    caught: list = []          # warnings recorded while this report's rows were timed
+
+    def _low_occupancy(self) -> list[str]:
+        """Grid sizes numba warned about since the last row (other warnings are printed)."""
+        import re
+        import sys
+        import warnings
+
+        grids = []
+        while self.caught:
+            w = self.caught.pop(0)
+            m = re.search(r"Grid size (\d+)", str(w.message))
+            if w.category.__name__ == "NumbaPerformanceWarning" and m:
+                if m.group(1) not in grids:
+                    grids.append(m.group(1))
+            else:
+                print(warnings.formatwarning(w.message, w.category, w.filename, w.lineno),
+                      file=sys.stderr, end="")
+        return grids
+
     @classmethod
     def load(cls, path) -> "Report":
         """A report from its saved JSON (to redraw its markdown and chart)."""
@@ -60,6 +80,10 @@ class Report:
             "floor_ms": perf.floor_ms(nbytes, flops, c) if (nbytes or flops) else None,
             "note": note,
         }
+        grids = self._low_occupancy()
+        if grids:
+            row["note"] = "; ".join(x for x in (note, f"grid {', '.join(grids)} on purpose "
+                                                "(numba's low-occupancy warning silenced)") if x)
         row["pct_copy"] = perf.percent(row["gbps"], c["copy_gbps"]) if row["gbps"] else None
         row["pct_fp32"] = perf.percent(row["tflops"], c["fp32_tflops"]) if row["tflops"] else None
         self.rows.append(row)
@@ -152,7 +176,15 @@ def _fmt(x, digits: int) -> str:
 
 
 def run(names: list[str] | None = None, outdir: Path | None = None) -> list[Path]:
-    """Run the named lessons' benchmarks (all when empty) and save their reports."""
+    """Run the named lessons' benchmarks (all when empty) and save their reports.
+
+    numba's NumbaPerformanceWarning ("Grid size N will likely result in GPU
+    under-utilization") is not printed: rows that launch small grids do so on purpose (the
+    lecture's one-block kernels, peers' helpers), and each such row's note says so."""
+    import warnings
+
+    from numba.core.errors import NumbaPerformanceWarning
+
     names = names or lessons()
     unknown = sorted(set(names) - set(lessons()))
     if unknown:
@@ -165,7 +197,11 @@ def run(names: list[str] | None = None, outdir: Path | None = None) -> list[Path
         mod = importlib.import_module(f"{__name__}.{name}")
         print(f"== {name}: {mod.TITLE}", flush=True)
         report = Report(name, mod.TITLE)
-        mod.run(report)
+        with warnings.catch_warnings(record=True) as caught:   # attached to the rows' notes
+            warnings.simplefilter("always", NumbaPerformanceWarning)
+            report.caught = caught
+            mod.run(report)
+            report._low_occupancy()
         written += report.save(outdir)
         print(f"   wrote {written[-3].name}", flush=True)
     return written

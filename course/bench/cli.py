@@ -11,7 +11,21 @@ def main(argv=None) -> int:
                                  description="time every lesson's variants in one run")
     ap.add_argument("lessons", nargs="*", help=f"lessons to run (default all: {', '.join(lessons())})")
     ap.add_argument("--out", default=None, help="folder for the reports (default assets/benchmarks)")
+    ap.add_argument("--recount", nargs="+", metavar="JSON",
+                    help="redo the FLOP counts of saved attention reports (no GPU needed)")
     args = ap.parse_args(argv)
+    if args.recount:
+        from pathlib import Path
+
+        from . import Report
+        from .attention import recount
+
+        for path in map(Path, args.recount):
+            rep = Report.load(path)
+            print(f"{path.name}: {recount(rep)} rows recounted")
+            for p in rep.save(path.parent):
+                print(p)
+        return 0
     for p in run(args.lessons, args.out):
         print(p)
     return 0

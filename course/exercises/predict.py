@@ -263,8 +263,9 @@ class PredictAttention(Predict):
         return [
             Question("flops", f"FLOPs of attention, (B, H, N, d) = ({b}, {h}, {n}, {d})",
                      flops(b, h, n, d), "two products of 2 N^2 d FLOPs per head: 4 B H N^2 d"),
-            Question("causal_flops", "... with a causal mask, counting only computed pairs",
-                     flops(b, h, n, d, causal=True), "half of the (query, key) pairs"),
+            Question("causal_flops", "... with a causal mask, counting only the (query, key) "
+                     "pairs inside the mask", flops(b, h, n, d, causal=True),
+                     "query i sees keys 0..i: N (N + 1) / 2 pairs, 4 d FLOPs each"),
             Question("score_bytes", "bytes of the float32 score matrices S of all heads",
                      tb["score_matrix"], "B H N^2 x 4 bytes"),
             Question("flash_bytes", "bytes flash attention must move (float16 Q, K, V, O "

@@ -674,10 +674,19 @@ def rel_error(got, expected) -> float:
     return float(np.linalg.norm(got - expected) / max(np.linalg.norm(expected), 1e-300))
 
 
-def flops(b: int, h: int, n: int, d: int, causal: bool = False) -> float:
-    """4 B H N^2 d (two matrix products of 2 N^2 d each); half of it when causal."""
-    f = 4.0 * b * h * n * n * d
-    return f / 2 if causal else f
+def pairs(n: int, causal: bool = False, window=None) -> int:
+    """(query, key) pairs inside the mask: N^2; N (N + 1) / 2 causal; with a window W
+    (key i - W .. i), sum over queries of min(i, W) + 1."""
+    if window is not None:
+        w = min(int(window), n - 1)
+        return w * (w + 1) // 2 + (n - w) * (w + 1)
+    return n * (n + 1) // 2 if causal else n * n
+
+
+def flops(b: int, h: int, n: int, d: int, causal: bool = False, window=None) -> float:
+    """4 d FLOPs (a multiply and an add in Q K^T and in P V) per (query, key) pair inside
+    the mask, for B H heads: only the work that counts, never the masked-out pairs."""
+    return 4.0 * b * h * pairs(n, causal, window) * d
 
 
 def traffic_bytes(b: int, h: int, n: int, d: int, itemsize: int = 4) -> dict:
