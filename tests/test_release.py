@@ -115,3 +115,37 @@ def test_release_check_on_real_notebooks(tmp_path):
     r = _run("release", "--out", str(tmp_path), "--check", "--notebooks", *present)
     print(f"release --check {' '.join(present)}: {time.perf_counter() - t0:.0f} s")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _valid_nbgrader(meta: dict) -> list[str]:
+    """nbgrader's documented cell-metadata schema (version 3), checked key by key."""
+    problems = []
+    for key, kind in (("schema_version", int), ("grade", bool), ("solution", bool),
+                      ("locked", bool), ("task", bool)):
+        if not isinstance(meta.get(key), kind):
+            problems.append(f"{key} must be {kind.__name__}")
+    if meta.get("schema_version") != 3:
+        problems.append("schema_version must be 3")
+    if (meta.get("grade") or meta.get("solution") or meta.get("locked")) and \
+            not (isinstance(meta.get("grade_id"), str) and meta["grade_id"]):
+        problems.append("grade_id required")
+    if meta.get("grade") and not isinstance(meta.get("points"), (int, float)):
+        problems.append("points required on a graded cell")
+    if meta.get("solution") and meta.get("locked"):
+        problems.append("an answer cell cannot be locked")
+    return problems
+
+
+def test_release_carries_nbgrader_metadata(tmp_path):
+    src = REPO / "notebooks" / "01_vector_add.ipynb"
+    nb = student_notebook(json.loads(src.read_text()), src.stem)
+    metas = [c["metadata"]["nbgrader"] for c in nb["cells"] if "nbgrader" in c["metadata"]]
+    answers = [m for m in metas if m["solution"]]
+    tests = [m for m in metas if m["grade"]]
+    assert len(answers) == len(tests) == 6
+    ids = [m["grade_id"] for m in metas]
+    assert len(ids) == len(set(ids)), "grade ids are unique"
+    for m in metas:
+        assert not _valid_nbgrader(m), (m, _valid_nbgrader(m))
+    assert _valid_nbgrader({"schema_version": 3, "grade": True, "solution": False,
+                            "locked": True, "task": False, "grade_id": "x"})  # no points

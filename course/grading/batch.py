@@ -340,6 +340,11 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
     ap.add_argument("--seed", type=int, default=None, help="input seed (default: random, "
                                                            "the same for every student)")
+    ap.add_argument("--format", choices=("csv", "canvas"), default="csv",
+                    help="csv: one column per exercise; canvas: Canvas's gradebook import "
+                         "(one column per lesson; the per-exercise CSV is written beside it)")
+    ap.add_argument("--roster", type=Path, help="CSV with submission,id[,name,sis_id,login,"
+                                                "section]: maps submissions to LMS ids")
     ap.add_argument("--isolation", dest="isolation_choice", choices=("auto", "none"),
                     default="auto",
                     help="auto: run each worker in a private mount namespace where the system "
@@ -390,7 +395,18 @@ def main(argv=None) -> int:
     rows = merge(rows)
     exercises = list(dict.fromkeys(e for p in plans.values() for e in p.exercises
                                    if any(e in g.max_points for g in rows)))
-    write_csv(rows, opts.out, exercises)
+    if opts.format == "canvas":
+        from .lms import RosterError, read_roster, write_canvas
+
+        try:
+            roster = read_roster(opts.roster) if opts.roster else None
+        except RosterError as exc:
+            print(f"grade: {exc}", file=sys.stderr)
+            return 2
+        write_canvas(rows, opts.out, roster)
+        write_csv(rows, opts.out.with_name(opts.out.stem + ".exercises.csv"), exercises)
+    else:
+        write_csv(rows, opts.out, exercises)
     if opts.feedback:
         from .feedback import write_all
 

@@ -59,6 +59,19 @@ def strip_solutions(cell: nbk.Cell) -> str:
     return "\n".join(out)
 
 
+def nbgrader_meta(exercise: str, answer: bool) -> dict:
+    """nbgrader's cell metadata (schema 3): the exercise cell is an autograded answer, its
+    check cell a locked, graded test worth the exercise's points - so a course that already
+    uses nbgrader can import the released notebooks."""
+    from .hidden import points_for
+
+    meta = {"schema_version": 3, "solution": answer, "grade": not answer, "locked": not answer,
+            "task": False, "grade_id": f"{exercise}" if answer else f"{exercise}-check"}
+    if not answer:
+        meta["points"] = points_for(exercise)
+    return meta
+
+
 def _given(line: str) -> str:
     """``    ### GIVEN:     step = 1`` -> ``    step = 1``: the text after the marker (less one
     space) is the student's line, indentation included."""
@@ -91,8 +104,11 @@ def student_notebook(nb: dict, stem: str) -> dict:
         if cell.index in exercise_of:
             meta["course"] = {"exercise": exercise_of[cell.index]}
             meta["deletable"] = False
-        if nbk.check_calls(cell.source):
+            meta["nbgrader"] = nbgrader_meta(exercise_of[cell.index], answer=True)
+        checks = nbk.check_calls(cell.source) if cell.kind == "code" else []
+        if checks:
             meta["deletable"] = False
+            meta["nbgrader"] = nbgrader_meta(checks[0][0], answer=False)
         kept.append(raw)
     nb["cells"] = kept
     nb["nbformat"], nb["nbformat_minor"] = 4, max(5, int(nb.get("nbformat_minor", 5)))
