@@ -91,20 +91,16 @@ def test_no_kernel_is_a_profile_with_an_error_not_an_exception():
 
 # --- the simulator path: the tracer's counts, marked simulated ---------------------------
 
-@cuda.jit
-def copy_strided(x, y, stride):
-    i = cuda.grid(1)
-    if i * stride < x.size:
-        y[i] = x[i * stride]
+def _fixture_kernels():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ncu_fixture", FIXTURE.with_suffix(".py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.copy_strided, mod.shared_conflict
 
 
-@cuda.jit
-def shared_conflict(x, y, stride):
-    s = cuda.shared.array(1024, dtype=np.float32)
-    t = cuda.threadIdx.x
-    s[t] = x[cuda.grid(1)]
-    cuda.syncthreads()
-    y[cuda.grid(1)] = s[(t * stride) % 1024]
+copy_strided, shared_conflict = _fixture_kernels()
 
 
 @pytest.mark.skipif(course.MODE != "sim", reason="the tracer path")
