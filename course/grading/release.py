@@ -138,14 +138,22 @@ def release(sources: list[Path], out: Path) -> list[Path]:
 
 def leaks(sources: list[Path], places: list[Path], markers: bool = True) -> list[str]:
     """Where solution text shows up in the files under ``places``: markers, or the body of
-    an instructor solution region (compared line by line, ignoring spaces and comments)."""
+    an instructor solution region (compared line by line, ignoring spaces and comments).
+    Bodies the instructor notebook shows outside any solution region (a lecture kernel that
+    an exercise asks to rewrite or apply) and one- to three-line debug fixes are not
+    secrets and are not reported."""
     bodies = []
     for src in sources:
-        for cell in nbk.cells(nbk.load(src)):
+        cells = nbk.cells(nbk.load(src))
+        shown = [[_no_comment(l) for l in nbk.substantive(c.source.splitlines())]
+                 for c in cells if not c.has_solution]
+        for cell in cells:
             body = [_no_comment(l) for l in nbk.substantive(nbk.solution_lines(cell))] \
                 if cell.has_solution else []
             if nbk.GIVEN in cell.source and len(body) <= 3:
                 continue    # a debug fix of a line or two: its text is common elsewhere
+            if any(_contains(lines, body) for lines in shown):
+                continue    # the lesson itself shows this text (lecture material): no secret
             if body:
                 bodies.append((f"{src.stem} {cell.label}", body))
     found = []
