@@ -259,25 +259,25 @@ def _traced_rows(fn, args, kwargs) -> list[dict]:
     for t in traces:
         c = request_counts(t)
         g, s = c["global"], c["shared"]
-        per = lambda d, k, n: d[k] / d["requests"] if d and d["requests"] else None  # noqa: E731
+        per = lambda d, k: d[k] / d["requests"] if d and d["requests"] else None  # noqa: E731
         nthreads = max(1, t.nthreads)
         glob = {a.id for a in t.arrays if a.space == "global"}
         reads = sum(1 for r in t.records if r[2] in glob and r[4] == 0)
         writes = sum(1 for r in t.records if r[2] in glob and r[4] != 0)
         rows.append({
             "kernel": t.kernel_name, "grid": str(tuple(t.grid)), "block": str(tuple(t.block)),
-            "ld_sectors_per_request": per(g.get("ld"), "sectors", 0),
-            "st_sectors_per_request": per(g.get("st"), "sectors", 0),
+            "ld_sectors_per_request": per(g.get("ld"), "sectors"),
+            "st_sectors_per_request": per(g.get("st"), "sectors"),
             "global_lines_per_request": (sum(d["lines"] for d in g.values()) /
                                          max(1, sum(d["requests"] for d in g.values()))),
             "shared_ld_conflicts": float(s["ld"]["wavefronts"] - s["ld"]["ideal"])
             if "ld" in s else 0.0,
             "shared_st_conflicts": float(s["st"]["wavefronts"] - s["st"]["ideal"])
             if "st" in s else 0.0,
-            "shared_ld_wavefronts_per_request": per(s.get("ld"), "wavefronts", 0),
+            "shared_ld_wavefronts_per_request": per(s.get("ld"), "wavefronts"),
             "shared_ld_requests": float(s["ld"]["requests"]) if "ld" in s else 0.0,
             "shared_st_requests": float(s["st"]["requests"]) if "st" in s else 0.0,
-            "shared_st_wavefronts_per_request": per(s.get("st"), "wavefronts", 0),
+            "shared_st_wavefronts_per_request": per(s.get("st"), "wavefronts"),
             "block_size": float(np.prod(t.block)), "grid_size": float(np.prod(t.grid)),
             "reads_per_thread": reads / nthreads, "writes_per_thread": writes / nthreads,
         })

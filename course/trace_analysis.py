@@ -64,13 +64,15 @@ def site_line(sites, sid) -> str:
 # ---------------------------------------------------------------------------------------
 # warp requests: coalescing and bank conflicts
 
-def _requests(tr, space) -> dict:
-    """{(array, block, warp, site, k): [offset, ...]} for one memory space (no atomics)."""
+def _requests(tr, space, by_kind: bool = False) -> dict:
+    """{(array, block, warp, site, k[, kind]): [offset, ...]} for one memory space (no
+    atomics); ``by_kind`` keeps loads and stores apart, as a profiler counts them."""
     ids = {a.id for a in tr.arrays if a.space == space}
     out = {}
     for blk, tid, aid, off, kind, _e, _w, sid, k, _s in tr.records:
         if aid in ids and kind != ATOMIC:
-            out.setdefault((aid, blk, tid // 32, sid, k), []).append(off)
+            key = (aid, blk, tid // 32, sid, k) + ((kind,) if by_kind else ())
+            out.setdefault(key, []).append(off)
     return out
 
 
@@ -79,42 +81,42 @@ def sectors(byte_offsets) -> int:
     return len({o // SECTOR for o in set(byte_offsets)})
 
 
+def _words(byte_offsets, itemsize: int) -> set:
+    """The 4-byte shared-memory words one warp request touches."""
+    return {w for o in set(byte_offsets) for w in range(o // WORD, (o + itemsize - 1) // WORD + 1)}
+
+
 def wavefronts(byte_offsets, itemsize: int) -> int:
     """Shared-memory wavefronts of one warp request: the most distinct 4-byte words that
     fall in one bank (1 = no conflict; n = an n-way conflict)."""
-    words = set()
-    for o in set(byte_offsets):
-        words.update(range(o // WORD, (o + itemsize - 1) // WORD + 1))
     per_bank = {}
-    for w in words:
+    for w in _words(byte_offsets, itemsize):
         per_bank[w % BANKS] = per_bank.get(w % BANKS, 0) + 1
     return max(per_bank.values())
+
+
+def _ideal(byte_offsets, itemsize: int) -> int:
+    """Wavefronts the request needs without any conflict: ceil(words / 32)."""
+    return -(-len(_words(byte_offsets, itemsize)) // BANKS)
 
 
 def request_counts(tr) -> dict:
     """Loads and stores apart, all arrays of a space together (what a profiler reports):
     {"global": {"ld"|"st": dict(requests, sectors, lines)},
      "shared": {"ld"|"st": dict(requests, wavefronts, ideal)}}."""
-    space_of = {a.id: a for a in tr.arrays}
-    groups = {}
-    for blk, tid, aid, off, kind, _e, _w, sid, k, _s in tr.records:
-        if kind == ATOMIC:
-            continue
-        groups.setdefault((aid, blk, tid // 32, sid, k, kind), []).append(off)
     out = {"global": {}, "shared": {}}
-    for (aid, *_rest, kind), offs in groups.items():
-        a = space_of[aid]
-        c = out[a.space].setdefault("ld" if kind == READ else "st", dict(
-            requests=0, sectors=0, lines=0, wavefronts=0, ideal=0))
-        c["requests"] += 1
-        if a.space == "global":
-            c["sectors"] += sectors(offs)
-            c["lines"] += len({o // LINE for o in set(offs)})
-        else:
-            words = {w for o in set(offs)
-                     for w in range(o // WORD, (o + a.itemsize - 1) // WORD + 1)}
-            c["wavefronts"] += wavefronts(offs, a.itemsize)
-            c["ideal"] += -(-len(words) // BANKS)
+    for space, counts in out.items():
+        for (aid, *_rest, kind), offs in _requests(tr, space, by_kind=True).items():
+            a = tr.arrays[aid]
+            c = counts.setdefault("ld" if kind == READ else "st", dict(
+                requests=0, sectors=0, lines=0, wavefronts=0, ideal=0))
+            c["requests"] += 1
+            if space == "global":
+                c["sectors"] += sectors(offs)
+                c["lines"] += len({o // LINE for o in set(offs)})
+            else:
+                c["wavefronts"] += wavefronts(offs, a.itemsize)
+                c["ideal"] += _ideal(offs, a.itemsize)
     return out
 
 
@@ -155,10 +157,8 @@ def bank_counts(tr) -> dict:
     out = {}
     for (aid, *_), offs in _requests(tr, "shared").items():
         a = tr.arrays[aid]
-        words = {w for o in set(offs)
-                 for w in range(o // WORD, (o + a.itemsize - 1) // WORD + 1)}
         ways = wavefronts(offs, a.itemsize)
-        ideal = -(-len(words) // BANKS)
+        ideal = _ideal(offs, a.itemsize)
         c = out.setdefault(a.name, dict(requests=0, wavefronts=0, ideal=0, replays=0,
                                          max_ways=1))
         c["requests"] += 1

@@ -66,8 +66,11 @@ def check(exercise: str, fn, *, hidden: bool = False, seed: int | None = None,
     return result
 
 
-def run_cases(spec, fn, seed: int, hidden: bool, time_limit: float | None) -> list:
-    """Every case of a kernel exercise, in this process; a list of CaseResult."""
+def run_cases(spec, fn, seed: int, hidden: bool, time_limit: float | None,
+              launch=run_launch) -> list:
+    """Every case of a kernel exercise; a list of CaseResult.  ``launch`` runs the kernel
+    on the judge's buffers: in this process by default, in the grading worker when a class
+    is graded (``session.py`` passes one that asks the worker)."""
     limit = time_limit or TIME_LIMIT_S[runtime.MODE]
     results = []
     for i, case in enumerate(spec.all_cases(include_hidden=hidden)):
@@ -75,7 +78,7 @@ def run_cases(spec, fn, seed: int, hidden: bool, time_limit: float | None) -> li
             # A kernel that hung once hangs again; on a GPU the context is still busy.
             results.append(skipped(case))
             continue
-        results.append(run_case(spec, fn, case, case_rng(seed, i), limit))
+        results.append(run_case(spec, fn, case, case_rng(seed, i), limit, launch))
     return results
 
 
@@ -100,8 +103,8 @@ def not_a_kernel(fn, spec) -> str | None:
     return None
 
 
-def run_case(spec, fn, case, rng, time_limit: float) -> CaseResult:
-    """Run one case (with its repeats) in this process and return its result; never raises."""
+def run_case(spec, fn, case, rng, time_limit: float, launch=run_launch) -> CaseResult:
+    """Run one case (with its repeats) and return its result; never raises for the kernel."""
     res = CaseResult(case.name, case.launch, hidden=case.hidden)
     try:
         prep = judge.prepare(spec, case, rng)
@@ -109,8 +112,8 @@ def run_case(spec, fn, case, rng, time_limit: float) -> CaseResult:
         res.fail(spec_broken(exc))
         return res
     for rep in range(max(1, case.repeats)):
-        returned, error, timed_out = run_launch(spec, fn, case, prep.buffers(), prep.scalars(),
-                                                prep.shapes, time_limit, race_hunt=rep > 0)
+        returned, error, timed_out = launch(spec, fn, case, prep.buffers(), prep.scalars(),
+                                            prep.shapes, time_limit, race_hunt=rep > 0)
         msg = error or judge.judge(spec, case, prep, returned, rep)
         if msg:
             res.fail(msg, timed_out=timed_out)
@@ -123,10 +126,14 @@ def measure(spec, fn) -> CaseResult:
     try:
         figures = spec.measure_figures(fn)
     except Exception as exc:  # noqa: BLE001 - the report, never a traceback
-        res = CaseResult("tune target", "")
-        res.fail(f"the measured launch failed: {type(exc).__name__}: {str(exc)[:300]}")
-        return res
+        return measure_failed(f"{type(exc).__name__}: {exc}")
     return spec.judge_figures(figures)
+
+
+def measure_failed(why: str) -> CaseResult:
+    res = CaseResult("tune target", "")
+    res.fail(f"the measured launch failed: {why[:300]}")
+    return res
 
 
 def spec_broken(exc) -> str:

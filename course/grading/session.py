@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import exercises as _ex
-from . import judge
-from .check import case_rng, skipped, spec_broken
+from .check import measure_failed, run_cases
 from .launch import TIME_LIMIT_S
 from .report import CaseResult
 from .wire import Channel, WireError
@@ -77,7 +76,6 @@ def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
             out.last = worker.last_words()
         except Tampered as exc:
             _tampered(out, str(exc))
-            worker.stop()
         finally:
             worker.stop()
     return out
@@ -119,7 +117,8 @@ def _run_step(worker, n: int, step: dict, seed: int, limit: float, out: Outcome,
         cases, err = [], (f"`{fn}` is not a CUDA kernel: decorate it with @cuda.jit "
                           f"(expected {spec.signature})")
     else:
-        cases, err = _judge_kernel(worker, n, spec, fn, seed, limit), ""
+        cases = run_cases(spec, fn, seed, True, limit, launch=_remote_launch(worker, n))
+        err = ""
         if spec.kind == "tune" and cases and all(c.passed for c in cases):
             cases.append(_judge_measure(worker, n, spec, fn, mode))
     out.events.append({"event": "exercise", "name": ex, "error": err, "cases": [
@@ -127,42 +126,27 @@ def _run_step(worker, n: int, step: dict, seed: int, limit: float, out: Outcome,
          "message": c.message} for c in cases]})
 
 
-def _judge_kernel(worker, n: int, spec, fn: str, seed: int, limit: float) -> list:
-    results = []
-    for i, case in enumerate(spec.all_cases(include_hidden=True)):
-        if any(r.timed_out for r in results):
-            results.append(skipped(case))
-            continue
-        res = CaseResult(case.name, case.launch, hidden=case.hidden)
-        results.append(res)
-        try:
-            prep = judge.prepare(spec, case, case_rng(seed, i))
-        except Exception as exc:  # noqa: BLE001 - a broken spec must still report
-            res.fail(spec_broken(exc))
-            continue
-        for rep in range(max(1, case.repeats)):
-            sent = prep.buffers()
-            header = {"op": "launch", "step": n, "exercise": spec.name, "function": fn,
-                      "case": {"name": case.name, "params": case.params, "grid": case.grid,
-                               "block": case.block, "shared_bytes": case.shared_bytes},
-                      "shapes": prep.shapes, "scalars": prep.scalars(), "time_limit": limit,
-                      "race_hunt": rep > 0}
-            reply, arrays = worker.ask(header, "launched", n, sent)
-            error = reply.get("error")
-            if error:
-                if not isinstance(error, str):
-                    raise Tampered("a launch error was not text")
-                res.fail(error[:1000], timed_out=reply.get("timed_out") is True)
-                break
-            if set(arrays) != set(sent) or any(
-                    arrays[k].shape != v.shape or arrays[k].dtype != v.dtype
-                    for k, v in sent.items()):
-                raise Tampered("a launch sent back other arrays than it was given")
-            msg = judge.judge(spec, case, prep, arrays, rep)
-            if msg:
-                res.fail(msg)
-                break
-    return results
+def _remote_launch(worker, n: int):
+    """A ``launch`` for ``check.run_cases`` that has the worker run the kernel on the
+    judge's buffers; whatever comes back that was not sent is tampering."""
+    def launch(spec, fn, case, buffers, scalars, shapes, limit, race_hunt):
+        header = {"op": "launch", "step": n, "exercise": spec.name, "function": fn,
+                  "case": {"name": case.name, "params": case.params, "grid": case.grid,
+                           "block": case.block, "shared_bytes": case.shared_bytes},
+                  "shapes": shapes, "scalars": scalars, "time_limit": limit,
+                  "race_hunt": race_hunt}
+        reply, arrays = worker.ask(header, "launched", n, buffers)
+        error = reply.get("error")
+        if error:
+            if not isinstance(error, str):
+                raise Tampered("a launch error was not text")
+            return {}, error[:1000], reply.get("timed_out") is True
+        if set(arrays) != set(buffers) or any(
+                arrays[k].shape != v.shape or arrays[k].dtype != v.dtype
+                for k, v in buffers.items()):
+            raise Tampered("a launch sent back other arrays than it was given")
+        return arrays, None, False
+    return launch
 
 
 def _judge_measure(worker, n: int, spec, fn: str, mode: str) -> CaseResult:
@@ -172,9 +156,7 @@ def _judge_measure(worker, n: int, spec, fn: str, mode: str) -> CaseResult:
     reply, _ = worker.ask({"op": "measure", "step": n, "exercise": spec.name,
                            "function": fn}, "measured", n)
     if reply.get("error") is not None:
-        res = CaseResult("tune target", "")
-        res.fail(f"the measured launch failed: {str(reply['error'])[:300]}")
-        return res
+        return measure_failed(str(reply["error"]))
     figures = reply.get("figures")
     if not isinstance(figures, dict):
         raise Tampered("a measurement came back without figures")
