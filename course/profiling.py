@@ -205,9 +205,12 @@ def from_ncu(r: dict) -> dict:
     p = "l1tex__t_%s_pipe_lsu_mem_global_op_%s.sum"
     w = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_%s.sum"
     limits = {LIMITS[k]: r[k] for k in LIMITS if isinstance(r.get(k), float)}
-    stalls = sorted(((k[len("smsp__average_warps_issue_stalled_"):-len("_per_issue_active.ratio")],
-                      v) for k, v in r.items() if k.startswith("smsp__average_warps_issue_stalled_")
-                     and isinstance(v, float) and "_selected_" not in k + "_"), key=lambda t: -t[1])
+    from .ncu import STALL_PREFIX as prefix, STALL_SUFFIX as suffix
+
+    stalls = sorted(((k[len(prefix):-len(suffix)], v) for k, v in r.items()
+                     if k.startswith(prefix) and k.endswith(suffix) and isinstance(v, float)
+                     and k[len(prefix):-len(suffix)] != "selected"),   # issuing, not a stall
+                    key=lambda t: -t[1])
     mb = lambda k: r[k] / 1e6 if isinstance(r.get(k), float) else None  # noqa: E731
     return {
         "kernel": r["kernel"], "grid": r.get("grid"), "block": r.get("block"),

@@ -31,6 +31,9 @@ def test_parser_reads_real_ncu_csv():
     assert rows[2]["shared_ld_wavefronts_per_request"] == pytest.approx(32.0, abs=0.05)
     assert rows[0]["shared_ld_wavefronts_per_request"] is None        # no shared loads
     assert rows[2]["top_stalls"][0][0] == "short_scoreboard" and len(rows[2]["top_stalls"]) == 3
+    # "selected" means issuing and is left out; "not_selected" is a stall and counts
+    assert [n for n, _v in rows[1]["top_stalls"]] == ["long_scoreboard", "not_selected",
+                                                       "mio_throttle"]
     assert rows[0]["duration_us"] == pytest.approx(5.472)
     assert rows[0]["occupancy_limiter"] == "none (100 % theoretical)"
 
