@@ -59,13 +59,13 @@ def main(argv=None) -> int:
     opts = ap.parse_args(argv)
     import course
     from .kernels import attention, faces, histogram
-    from .runtime import device_info
+    from .runtime import device_info, device_slug
 
     if course.MODE != "gpu":
         print("profiles: needs a GPU (the committed JSON files are what the simulator shows)")
         return 2
     dev = device_info().get("name", "GPU")
-    slug = "".join(c if c.isalnum() else "-" for c in dev.lower()).strip("-")
+    slug = device_slug(dev)
     opts.out.mkdir(parents=True, exist_ok=True)
     hist, qkv, D = inputs()
     calls = {"histogram-two_phase": (histogram.VARIANTS["two_phase"], (hist,)),

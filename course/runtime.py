@@ -173,6 +173,11 @@ def _attr(dev, *names):
     return None
 
 
+def device_slug(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3': the device part of report names."""
+    return "".join(ch if ch.isalnum() else "-" for ch in str(name)).strip("-").lower()
+
+
 def device_name() -> str:
     """The GPU's name, or 'simulator'."""
     return device_info()["name"] if MODE == "gpu" else "simulator"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
@@ -135,7 +134,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     opts = ap.parse_args(argv)
     import course
-    from .runtime import device_info
+    from .runtime import device_info, device_slug
 
     if opts.report is None:
         if course.MODE != "gpu":
@@ -150,7 +149,7 @@ def main(argv=None) -> int:
             print(f"{case:26s} {time.perf_counter() - t0:5.1f} s  {rows[-1]['measured']}",
                   flush=True)
         opts.out.mkdir(parents=True, exist_ok=True)
-        path = opts.out / f"validation-{_slug(dev)}-{time.strftime('%Y-%m-%d')}.json"
+        path = opts.out / f"validation-{device_slug(dev)}-{time.strftime('%Y-%m-%d')}.json"
         path.write_text(json.dumps({"device": dev, "date": time.strftime("%Y-%m-%d"),
                                     "rows": rows}, indent=1))
         print(f"wrote {path}")
@@ -169,10 +168,6 @@ def main(argv=None) -> int:
     draw_validation(data, opts.report.with_suffix(".png"))
     print(f"wrote {md} and {opts.report.with_suffix('.png')}")
     return 0
-
-
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-").replace("--", "-")
 
 
 def _cell(m, t) -> str:

@@ -10,7 +10,6 @@ from numba import cuda
 import course
 from conftest import REPO
 from course.exercises import KINDS, all_exercises
-from course.grading import notebook as nbk
 from course.grading import solutions
 from course.grading.solutions import defined
 

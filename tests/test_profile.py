@@ -2,7 +2,6 @@
 and the tracer's counts against the hardware's for the same kernels."""
 import os
 import stat
-import sys
 
 import numpy as np
 import pytest

@@ -139,8 +139,7 @@ class Report:
         """Write <lesson>-<device>-<date>.md/.json/.png; returns the paths."""
         outdir = Path(outdir or ASSETS)
         outdir.mkdir(parents=True, exist_ok=True)
-        dev = "".join(ch if ch.isalnum() else "-" for ch in str(self.info.get("name"))).strip("-")
-        stem = outdir / f"{self.lesson}-{dev.lower()}-{self.date}"
+        stem = outdir / f"{self.lesson}-{runtime.device_slug(self.info.get('name'))}-{self.date}"
         md, js, png = stem.with_suffix(".md"), stem.with_suffix(".json"), stem.with_suffix(".png")
         md.write_text(self.markdown())
         js.write_text(json.dumps({"lesson": self.lesson, "title": self.title, "date": self.date,

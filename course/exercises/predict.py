@@ -222,7 +222,7 @@ class PredictIntensity(Predict):
             Question("naive_intensity", "its arithmetic intensity in FLOP per global byte",
                      fl / naive, f"{fl:,} / {naive:,}", rtol=0.01),
             Question("tiled_intensity", f"FLOP per global byte of v3 with L = {L} tiles",
-                     fl / tiled, f"v3 reads 2 N^3 / L floats: 2 N^3 / (2 N^3 / L x 4 B) = L / 4",
+                     fl / tiled, "v3 reads 2 N^3 / L floats: 2 N^3 / (2 N^3 / L x 4 B) = L / 4",
                      rtol=0.01),
         ]
 

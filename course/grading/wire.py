@@ -122,9 +122,11 @@ class Channel:
 
 
 def _plain(x):
-    """JSON for numpy scalars and tuples in headers."""
+    """JSON for numpy scalars, numpy arrays and sets in headers and answers."""
     if isinstance(x, np.generic):
         return x.item()
     if isinstance(x, np.ndarray):
         return x.tolist()
+    if isinstance(x, (set, frozenset)):
+        return list(x)
     raise TypeError(f"cannot send {type(x).__name__} in a header")
