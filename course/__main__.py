@@ -1,4 +1,4 @@
-"""``python -m course <command>``: doctor, bench, figures, release, grade, progress, checktimes."""
+"""``python -m course <command>``: doctor, notebooks, bench, figures, release, grade, progress, ..."""
 from __future__ import annotations
 
 import argparse
@@ -16,6 +16,8 @@ COMMANDS = {
     "checktimes": ("course.grading.solutions", "main", "time course.check on every solution"),
     "validate": ("course.validation", "main", "the tracer against Nsight Compute (report)"),
     "profiles": ("course.profile_capture", "main", "capture the profiles lesson 10 shows (GPU)"),
+    "notebooks": ("course.resources", "main", "copy the notebooks into a folder (wheel installs)"),
+    "colab": ("course.hosting", "main", "the README's Open-in-Colab links; a fork's Colab cells"),
 }
 
 

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-FACES_FILE = Path(__file__).resolve().parents[1] / "data" / "faces" / "lfw_faces_25x25.npy"
+from . import resources
+
+FACES_FILE = resources.path("data", "faces", "lfw_faces_25x25.npy")
 FACES_SHA256 = "b92d0ed3bfa64306652418ed1eaed9698d011131ae737e824eaa66c30607d53b"
 NUM_REAL = 100
 LECTURE_M = 202_599          # CelebA images in the lecture

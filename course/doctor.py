@@ -87,8 +87,9 @@ def main(argv=None) -> int:
                             description=__doc__.splitlines()[0]).parse_args(argv)
     info, problems = diagnose()
     print(runtime.banner() if info else f"Mode: {runtime.MODE} ({runtime.MODE_REASON})")
-    keys = ["mode", "mode_reason", "name", "compute_capability", "sm_count", "memory_gib",
-            "driver_cuda", "size_profile", "python", "numba", "numba_cuda", "numpy"]
+    keys = ["mode", "mode_reason", "host", "name", "mig_slice", "compute_capability",
+            "sm_count", "memory_gib", "driver_cuda", "size_profile", "python", "numba",
+            "numba_cuda", "numpy"]
     for k in keys:
         if k in info:
             print(f"  {k:<20} {info[k]}")

@@ -19,6 +19,8 @@ import warnings
 
 MODE: str = "sim"          # "gpu" or "sim"; set by select_mode()
 MODE_REASON: str = ""      # one line: why this mode was chosen
+GPU_NAME: str = ""         # device 0 as the driver names it (a MIG slice names itself)
+GPU_MEMORY_GIB: float = 0.0  # its memory (a MIG slice's own); 0 when unknown
 
 
 def _probe_gpu() -> tuple[bool, str]:
@@ -41,7 +43,29 @@ def _probe_gpu() -> tuple[bool, str]:
             return False, "NVIDIA driver found, but it reports no GPU"
     except AttributeError:
         return False, "libcuda found but it lacks cuInit/cuDeviceGetCount"
+    _probe_first_device(lib)
     return True, f"{count.value} NVIDIA GPU(s) found by the driver"
+
+
+def _probe_first_device(lib) -> None:
+    """Name and memory of device 0, still without numba: what the size profile needs.
+
+    Under MIG the CUDA device *is* the slice, so these are the slice's name
+    ('... MIG 1g.10gb') and memory, not the whole GPU's.
+    """
+    global GPU_NAME, GPU_MEMORY_GIB
+    try:
+        dev = ctypes.c_int(0)
+        if lib.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+            return
+        name = ctypes.create_string_buffer(256)
+        if lib.cuDeviceGetName(name, 256, dev) == 0:
+            GPU_NAME = name.value.decode(errors="replace")
+        total = ctypes.c_size_t(0)
+        if lib.cuDeviceTotalMem_v2(ctypes.byref(total), dev) == 0:
+            GPU_MEMORY_GIB = total.value / 2**30
+    except (AttributeError, OSError):  # an old or odd driver: sizes fall back to lecture
+        pass
 
 
 def select_mode() -> str:
@@ -105,7 +129,11 @@ def profile() -> str:
         return forced
     if forced:
         raise ValueError(f"COURSE_SIZE must be 'sim' or 'lecture', not {forced!r}")
-    return "lecture" if MODE == "gpu" else "sim"
+    if MODE != "gpu":
+        return "sim"
+    from .hosting import lecture_fits
+
+    return "lecture" if lecture_fits(GPU_MEMORY_GIB) else "sim"
 
 
 def size(*, lecture, sim):
@@ -127,10 +155,13 @@ def device_info() -> dict:
     import numba
     import numpy
 
+    from .hosting import place
+
     info = {
         "mode": MODE,
         "mode_reason": MODE_REASON,
         "size_profile": profile(),
+        "host": place() or "local",
         "python": platform.python_version(),
         "numba": numba.__version__,
         "numba_cuda": _numba_cuda_version(),
@@ -160,6 +191,9 @@ def device_info() -> dict:
         l2_mib=round((_attr(dev, "L2_CACHE_SIZE") or 0) / 2**20, 1),
         driver_cuda=_driver_version(),
     )
+    from .hosting import mig_profile
+
+    info["mig_slice"] = mig_profile(info["name"]) or "no (whole GPU)"
     return info
 
 
@@ -203,11 +237,19 @@ def _driver_version() -> str:
 
 
 def banner() -> str:
-    """One line for the top of a notebook: mode, device, sizes."""
+    """One line for the top of a notebook: mode, device, sizes (and Colab / a MIG slice)."""
+    from .hosting import place, sizes_note
+
+    where = place()
+    where = f" on {where}" if where else ""
     if MODE == "gpu":
         info = device_info()
-        return (f"Mode: GPU - {info['name']} (cc {info['compute_capability'][0]}."
+        from .hosting import mig_profile
+
+        mig = mig_profile(info["name"])
+        slice_ = f"a MIG slice {mig}: " if mig else ""
+        return (f"Mode: GPU{where} - {info['name']} ({slice_}cc {info['compute_capability'][0]}."
                 f"{info['compute_capability'][1]}, {info['sm_count']} SMs, "
-                f"{info['memory_gib']} GiB); sizes: {profile()}")
-    return ("Mode: simulator - no usable NVIDIA GPU, so numba runs kernels on the CPU "
+                f"{info['memory_gib']} GiB); sizes: {profile()}{sizes_note()}")
+    return (f"Mode: simulator{where} - no usable NVIDIA GPU, so numba runs kernels on the CPU "
             f"({MODE_REASON}); sizes: {profile()}. Timings are CPU wall time, not GPU speed.")

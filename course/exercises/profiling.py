@@ -8,15 +8,15 @@ and the check together.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 
+from .. import resources
 from . import Case, Exercise, blocks_for, random_floats, sim
 from .predict import Predict, Question
 from .tune import Tune
 
-PROFILES = Path(__file__).resolve().parents[2] / "assets" / "profiles"
+PROFILES = resources.path("assets", "profiles")
 DEVICE = "nvidia-h100-80gb-hbm3"
 PARTS = {"h2d_ms": "host-to-device copy", "kernels_ms": "kernels",
          "d2h_ms": "device-to-host copy", "rest_ms": "the rest (launch, allocation, Python)"}

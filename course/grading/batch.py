@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import notebook as nbk
 
-REPO = Path(__file__).resolve().parents[2]
+from ..resources import PACKAGE, ROOT as REPO
 
 
 @dataclass
@@ -385,7 +385,7 @@ def main(argv=None) -> int:
         opts.out.resolve().parent.mkdir(parents=True, exist_ok=True)
         opts.isolation, said = make(
             hide=[hidden.hidden_dir()],
-            readonly=[REPO, opts.notebooks, opts.out.resolve().parent, opts.feedback,
+            readonly=[REPO, PACKAGE, opts.notebooks, opts.out.resolve().parent, opts.feedback,
                       *[p if p.is_dir() else p.parent for p in opts.submissions]],
             keep_writable=Path(tempfile.gettempdir()))
         print(said)

@@ -245,17 +245,23 @@ def exercise_cells(cells: list[Cell]) -> dict:
     return out
 
 
+def is_colab_cell(source: str) -> bool:
+    """The Colab install cell (``course.hosting.colab_cell``): not part of any grading."""
+    return source.lstrip().startswith("# On Google Colab only") and "google.colab" in source
+
+
 def plan(path) -> Plan:
     """The grading plan of the instructor notebook at ``path``.
 
     Exercise cells: solution cells that define a function some check cell passes.
     Setup cells: code cells tagged ``setup``; when none is tagged, the first code cell (the
-    ``import course`` cell) and every code cell before the last solution cell that only
+    ``import course`` cell; the Colab install cell before it is never run) and every code cell before the last solution cell that only
     imports, assigns and defines (so demos, plots and benchmarks are skipped).  Check cells are never run: the grader calls the checks.
     """
     path = Path(path)
     nb = load(path)
-    all_cells = [c for c in cells(nb) if c.kind == "code" and not c.instructor_only]
+    all_cells = [c for c in cells(nb) if c.kind == "code" and not c.instructor_only
+                 and not is_colab_cell(c.source)]
     solution = [c for c in all_cells if c.has_solution]
     for c in solution:
         solution_regions(c)  # MarkerError early

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import notebook as nbk
 
-REPO = Path(__file__).resolve().parents[2]
+from ..resources import INSTALLED, PACKAGE, ROOT as REPO
 RESULT_MARK = "@@COURSE-RELEASE-CHECK@@"
 
 
@@ -254,7 +254,7 @@ def validate(sources: list[Path], copies: list[Path], timeout: int = 600,
     from . import hidden
 
     problems = leaks(sources, sorted({c.parent for c in copies}))
-    for note in leaks(sources, [REPO / "course"], markers=False):
+    for note in leaks(sources, [PACKAGE], markers=False):
         log(f"  note: {note} (the installed `course` package, not the release)")
     known = exercises.all_exercises()
     for src in sources:
@@ -322,7 +322,8 @@ def main(argv=None) -> int:
                                  description="Write student copies of the instructor notebooks.")
     ap.add_argument("--src", type=Path, default=REPO / "notebooks",
                     help="instructor notebooks (default: notebooks/)")
-    ap.add_argument("--out", type=Path, default=REPO / "release",
+    ap.add_argument("--out", type=Path,
+                    default=Path("release") if INSTALLED else REPO / "release",
                     help="where the student copies go (default: release/)")
     ap.add_argument("--notebooks", nargs="+", metavar="NAME",
                     help="only these notebooks, e.g. 01_vector_add (default: all)")

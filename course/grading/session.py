@@ -33,7 +33,7 @@ from .launch import TIME_LIMIT_S
 from .report import CaseResult
 from .wire import Channel, WireError
 
-REPO = Path(__file__).resolve().parents[2]
+from ..resources import IMPORT_ROOT as REPO
 
 
 class Tampered(Exception):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import notebook as nbk
 
-REPO = Path(__file__).resolve().parents[2]
+from ..resources import ROOT as REPO
 
 
 @functools.lru_cache(maxsize=None)

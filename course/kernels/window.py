@@ -348,13 +348,14 @@ def in_simulator(module: str, func: str, **kwargs):
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     from .. import runtime
 
     if runtime.MODE == "sim":
         return getattr(importlib.import_module(module), func)(**kwargs)
-    root = str(Path(__file__).resolve().parents[2])
+    from ..resources import IMPORT_ROOT
+
+    root = str(IMPORT_ROOT)
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
                PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     script = (f"import course, importlib, json\n"

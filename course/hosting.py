@@ -1,0 +1,149 @@
+"""Where the course runs: a laptop, a class's JupyterHub (perhaps on a MIG slice), Colab.
+
+- :func:`place` names the host for the banner: Google Colab, JupyterHub, or nothing.
+- A MIG slice of an H100 is a smaller GPU (1g.10gb: 16 SMs, ~10 GiB).  The driver hands the
+  course the slice itself, so the SM count and memory that :mod:`runtime` reads are the
+  slice's; :func:`mig_profile` names it and :func:`lecture_fits` picks the sizes: the
+  lecture sizes where :data:`LECTURE_NEEDS_GIB` fits, the small sizes otherwise
+  (``COURSE_SIZE=lecture`` forces them).
+- Google Colab: every notebook opens with :data:`COLAB_CELL`, which installs the course from
+  its repository there (and nowhere else) and turns on ipywidgets 8; the course then reads
+  its data from the installed package (:mod:`course.resources`), not from the repository's
+  folders.  ``python -m course colab`` prints the README's "Open in Colab" table, and with
+  ``--repo OWNER/NAME --write`` points a fork's notebooks at the fork.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+# The repository the Colab cell installs from and the README's Colab links open.
+REPOSITORY = "numba-course/numba-cuda-course"
+BRANCH = "main"
+
+# GPU memory the lecture sizes need, measured: the largest peak of any notebook at lecture
+# sizes (lesson 07's faces, centred copy and peers; see assets/benchmarks/notebook-memory-*),
+# plus CUDA context and headroom.
+LECTURE_NEEDS_GIB = 8.0
+
+
+def on_colab() -> bool:
+    """True inside Google Colab (its module is loaded, or its runtime's variable is set)."""
+    return "google.colab" in sys.modules or bool(os.environ.get("COLAB_RELEASE_TAG"))
+
+
+def on_jupyterhub() -> bool:
+    """True in a single-user server started by JupyterHub."""
+    return bool(os.environ.get("JUPYTERHUB_USER") or os.environ.get("JUPYTERHUB_API_URL"))
+
+
+def place() -> str:
+    """'Google Colab', 'JupyterHub' or '' (a laptop, a workstation, CI)."""
+    return "Google Colab" if on_colab() else "JupyterHub" if on_jupyterhub() else ""
+
+
+def mig_profile(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3 MIG 1g.10gb' -> '1g.10gb'; '' for a whole GPU."""
+    m = re.search(r"\bMIG\s+(\d+g\.\d+gb(?:\+\w+)?)", str(name or ""), re.I)
+    return m.group(1) if m else ""
+
+
+def lecture_fits(memory_gib: float) -> bool:
+    """Do the lecture sizes fit a GPU with ``memory_gib``? (0 = unknown: assume they do)."""
+    return not memory_gib or memory_gib >= LECTURE_NEEDS_GIB
+
+
+def sizes_note() -> str:
+    """Why the sizes are small on this GPU ('' when they are the lecture's)."""
+    from . import runtime
+
+    forced = os.environ.get("COURSE_SIZE", "").strip()
+    if runtime.MODE != "gpu" or forced or lecture_fits(runtime.GPU_MEMORY_GIB):
+        return ""
+    return (f" (this GPU has {runtime.GPU_MEMORY_GIB:.1f} GiB, the lecture sizes need "
+            f"{LECTURE_NEEDS_GIB:g} GiB: small sizes; COURSE_SIZE=lecture forces them)")
+
+
+# ---------------------------------------------------------------------------------------
+# Google Colab
+
+def requirement(repo: str = REPOSITORY, branch: str = BRANCH) -> str:
+    """What pip installs on Colab: the course at ``repo``'s ``branch``, with its pins
+    (numba-cuda[cu12] brings NVVM/NVRTC for Colab's CUDA 12 driver; numpy < 2.5)."""
+    return f"course @ git+https://github.com/{repo}@{branch}"
+
+
+def colab_cell(repo: str = REPOSITORY, branch: str = BRANCH) -> str:
+    """The first code cell of every notebook (it does nothing outside Colab)."""
+    return (
+        "# On Google Colab only (elsewhere this cell does nothing): install the course, about\n"
+        "# a minute, and turn on ipywidgets 8. Then run the notebook from the next cell on.\n"
+        "import sys\n"
+        "if \"google.colab\" in sys.modules:\n"
+        "    import subprocess\n"
+        "    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\",\n"
+        f"                    \"{requirement(repo, branch)}\"], check=True)\n"
+        "    from google.colab import output\n"
+        "    output.enable_custom_widget_manager()")
+
+
+COLAB_CELL = colab_cell()
+
+
+def colab_url(notebook: str, repo: str = REPOSITORY, branch: str = BRANCH,
+              folder: str = "notebooks") -> str:
+    return f"https://colab.research.google.com/github/{repo}/blob/{branch}/{folder}/{notebook}"
+
+
+def colab_table(notebooks, repo: str = REPOSITORY, branch: str = BRANCH) -> str:
+    """The README's table: one 'Open in Colab' link per notebook."""
+    rows = ["| notebook | on Colab |", "|---|---|"]
+    for nb in notebooks:
+        rows.append(f"| `{Path(nb).stem}` | [Open in Colab]({colab_url(Path(nb).name, repo, branch)}) |")
+    return "\n".join(rows)
+
+
+def set_colab_cell(path: Path, cell: str) -> bool:
+    """Make ``cell`` the first code cell of the notebook at ``path``; True if it changed."""
+    nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    lines = cell.splitlines(keepends=True)
+    if code and "google.colab" in "".join(code[0]["source"]):
+        if "".join(code[0]["source"]) == cell:
+            return False
+        code[0]["source"] = lines
+    else:
+        first = nb["cells"].index(code[0]) if code else len(nb["cells"])
+        nb["cells"].insert(first, {"cell_type": "code", "execution_count": None,
+                                   "id": "colab-install", "metadata": {}, "outputs": [],
+                                   "source": lines})
+    Path(path).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return True
+
+
+def main(argv=None) -> int:
+    """``python -m course colab [--repo OWNER/NAME] [--branch B] [--write]``"""
+    from .resources import path
+
+    ap = argparse.ArgumentParser(prog="python -m course colab",
+                                 description="Print the README's 'Open in Colab' table; with "
+                                             "--write, set every notebook's Colab cell.")
+    ap.add_argument("--repo", default=REPOSITORY, help=f"OWNER/NAME (default {REPOSITORY})")
+    ap.add_argument("--branch", default=BRANCH)
+    ap.add_argument("--write", action="store_true",
+                    help="rewrite the first code cell of notebooks/*.ipynb for this repo")
+    opts = ap.parse_args(argv)
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", opts.repo):
+        print(f"colab: --repo must be OWNER/NAME, not {opts.repo!r}", file=sys.stderr)
+        return 2
+    notebooks = sorted(path("notebooks").glob("*.ipynb"))
+    if opts.write:
+        cell = colab_cell(opts.repo, opts.branch)
+        changed = [p.name for p in notebooks if set_colab_cell(p, cell)]
+        print(f"Colab cell set in {len(changed)} notebook(s)", file=sys.stderr)
+    print(colab_table(notebooks, opts.repo, opts.branch))
+    return 0

@@ -1,0 +1,158 @@
+"""The JupyterHub image recipe and z2jh values, rendered and validated without Docker.
+
+No Docker daemon or Kubernetes cluster runs in CI, so the image is not built here (the
+README says how); instead the Dockerfile is parsed and held to hadolint-style rules, every
+file it copies must exist and not be excluded from the build context, every ``python -m
+course`` command it or the JupyterHub config runs must be a real command with valid
+arguments (the notebook copy runs for real), and the z2jh values are checked as YAML against
+the shape KubeSpawner expects.  The wheel install the image does is test_wheel.py's.
+"""
+import fnmatch
+import re
+import shlex
+
+import pytest
+import yaml
+
+from conftest import REPO
+from course import hosting
+from course.__main__ import COMMANDS
+
+HUB = REPO / "instructor" / "jupyterhub"
+
+
+def instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    out, buf = [], ""
+    for line in text.splitlines():
+        if not buf and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.lstrip().startswith("#"):
+            continue
+        buf += line.rstrip("\\").strip() + " " if line.rstrip().endswith("\\") else line.strip()
+        if not line.rstrip().endswith("\\"):
+            word, _, rest = buf.partition(" ")
+            out.append((word.upper(), rest.strip()))
+            buf = ""
+    return out
+
+
+@pytest.fixture(scope="module")
+def dockerfile():
+    return instructions((HUB / "Dockerfile").read_text())
+
+
+def dockerignore() -> list[str]:
+    return [l.strip() for l in (REPO / ".dockerignore").read_text().splitlines()
+            if l.strip() and not l.startswith("#")]
+
+
+def ignored(rel: str) -> bool:
+    return any(fnmatch.fnmatch(rel, pat) or rel.split("/")[0] == pat for pat in dockerignore())
+
+
+def test_base_image_is_a_pinned_jupyter_stack(dockerfile):
+    args = dict(a.split("=", 1) for i, a in dockerfile if i == "ARG" and "=" in a)
+    base = [a for i, a in dockerfile if i == "FROM"]
+    assert len(base) == 1
+    image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], base[0])
+    name, _, tag = image.partition(":")
+    assert name.startswith("quay.io/jupyter/") and tag and tag != "latest", image
+
+
+def test_runs_as_the_notebook_user_and_adds_nothing_from_urls(dockerfile):
+    users = [a for i, a in dockerfile if i == "USER"]
+    assert users and users[-1] in ("${NB_UID}", "$NB_UID", "1000"), users
+    assert not [a for i, a in dockerfile if i == "ADD"], "use COPY (hadolint DL3020)"
+    runs = " ".join(a for i, a in dockerfile if i == "RUN")
+    assert not re.search(r"\b(curl|wget)\b", runs), "nothing is downloaded but packages"
+
+
+def test_pip_installs_skip_the_cache_and_apt_is_not_needed(dockerfile):
+    for i, a in dockerfile:
+        if i == "RUN" and "pip install" in a:
+            assert "--no-cache-dir" in a, a                         # hadolint DL3042
+        if i == "RUN" and "apt-get install" in a:
+            assert "--no-install-recommends" in a and "rm -rf /var/lib/apt/lists" in a
+
+
+def test_every_copied_path_exists_and_is_in_the_build_context(dockerfile):
+    copies = [a for i, a in dockerfile if i == "COPY"]
+    assert copies
+    for a in copies:
+        parts = [p for p in shlex.split(a) if not p.startswith("--")]
+        for src in parts[:-1]:
+            assert (REPO / src).exists(), f"COPY {src}: not in the repository"
+            assert not ignored(src), f"COPY {src}: excluded by .dockerignore"
+    for heavy in (".venv", ".git", ".whl"):
+        assert ignored(heavy), f".dockerignore must keep {heavy} out of the build context"
+
+
+def course_commands(text: str):
+    for m in re.finditer(r"python -m course (\w+)([^&;\n]*)", text):
+        yield m.group(1), shlex.split(m.group(2).replace('"${COURSE_NOTEBOOKS}"', "X"))
+
+
+def test_course_commands_in_the_image_exist(dockerfile):
+    runs = " && ".join(a for i, a in dockerfile if i == "RUN")
+    found = list(course_commands(runs))
+    assert {c for c, _ in found} == {"doctor", "notebooks"}
+    for command, _args in found:
+        assert command in COMMANDS
+
+
+@pytest.fixture(scope="module")
+def hub():
+    return yaml.safe_load((HUB / "config.yaml").read_text())
+
+
+def test_z2jh_values_have_the_shape_kubespawner_reads(hub):
+    su = hub["singleuser"]
+    assert set(hub) == {"singleuser"}
+    assert su["image"]["name"] and str(su["image"]["tag"]) not in ("", "latest")
+    assert su["cmd"] == "jupyterhub-singleuser"
+    assert su["defaultUrl"].endswith("/notebooks/00_start_here.ipynb")
+    profiles = su["profileList"]
+    assert sum(bool(p.get("default")) for p in profiles) == 1
+    for p in profiles:
+        assert set(p) <= {"display_name", "description", "default", "kubespawner_override"}
+        assert set(p["kubespawner_override"]) <= {
+            "environment", "extra_resource_limits", "node_selector", "tolerations",
+            "image", "cpu_limit", "mem_limit"}
+
+
+def test_gpu_mig_and_cpu_profiles(hub):
+    over = [p["kubespawner_override"] for p in hub["singleuser"]["profileList"]]
+    limits = [o.get("extra_resource_limits", {}) for o in over]
+    assert {"nvidia.com/gpu": "1"} in limits
+    mig = [k for lim in limits for k in lim if k.startswith("nvidia.com/mig-")]
+    assert mig == ["nvidia.com/mig-1g.10gb"]
+    cpu = [o for o, lim in zip(over, limits) if not lim]
+    assert cpu and cpu[0]["environment"]["NUMBA_ENABLE_CUDASIM"] == "1"
+    # what the comment promises: an H100 1g.10gb slice (9.6 GiB usable) keeps lecture sizes
+    assert hosting.mig_profile("NVIDIA H100 80GB HBM3 MIG 1g.10gb") == "1g.10gb"
+    assert hosting.lecture_fits(9.6)
+    assert f"({hosting.LECTURE_NEEDS_GIB:g} GB needed)" in (HUB / "config.yaml").read_text()
+
+
+def test_post_start_hook_copies_student_notebooks_and_keeps_work(hub, tmp_path):
+    from course.resources import main
+
+    cmd = hub["singleuser"]["lifecycleHooks"]["postStart"]["exec"]["command"]
+    assert cmd[:4] == ["python", "-m", "course", "notebooks"] and "--student" in cmd
+    home = hub["singleuser"]["defaultUrl"].split("/lab/tree/")[1].split("/")[0]
+    assert cmd[cmd.index("--to") + 1] == f"/home/jovyan/{home}"
+    args = cmd[4:]
+    args[args.index("--to") + 1] = str(tmp_path / home)
+    assert main(args) == 0
+    nb = tmp_path / home / "notebooks" / "01_vector_add.ipynb"
+    text = nb.read_text()
+    assert "# YOUR CODE HERE" in text and "### BEGIN SOLUTION" not in text
+    nb.write_text(text.replace("# YOUR CODE HERE", "# my work"))
+    assert main(args) == 0 and "# my work" in nb.read_text()      # a restart keeps it
+
+
+def test_readme_says_how_to_build_and_deploy():
+    text = (REPO / "README.md").read_text() + (REPO / "instructor" / "README.md").read_text()
+    assert "docker build -f instructor/jupyterhub/Dockerfile" in text
+    assert "instructor/jupyterhub/config.yaml" in text
