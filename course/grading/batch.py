@@ -24,7 +24,6 @@ import secrets
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,78 +184,10 @@ def grade_one(path: Path, plans: dict, opts) -> Graded:
         g.reasons.append(f"the grader failed on this submission: {type(exc).__name__}: {exc}")
         return g
     g.status = out.status
+    from .scoring import score
+
     score(g, plan, out.events, out.status, out.last, opts)
     return g
-
-
-def score(g: Graded, plan: nbk.Plan, events: list[dict], status: str, last: str,
-          opts) -> None:
-    """Points and reasons from the worker's events."""
-    started = [e for e in events if e["event"] == "start"]
-    tampered = next((e for e in events if e["event"] == "tampered"), None)
-    for e in events:
-        if e["event"] == "mode":
-            g.mode = e["mode"]
-        elif e["event"] == "cell_error" and not (e["kind"] == "solution" and e["exercise"]):
-            g.notes.append(f"{e['message']} (grading went on)")
-        elif e["event"] == "cell_error":
-            g.notes.append(e["message"])
-        elif e["event"] == "exercise":
-            g.results[e["name"]] = e
-        elif e["event"] == "tampered":
-            g.notes.append(f"for the instructor: the student's process wrote to the grader's "
-                           f"pipe out of turn or broke the protocol ({e['message']}); no "
-                           "points were given for what was not checked")
-    for name in plan.exercises:
-        if name not in g.max_points or name in g.not_found:
-            continue
-        e = g.results.get(name)
-        if e is None:
-            if tampered is not None:
-                g.reasons.append(f"{name}: 0 points: tampered" + (
-                    f" - the grading conversation was broken while this exercise was being "
-                    f"checked ({tampered['message']})" if tampered["exercise"] == name else
-                    " - grading stopped when the conversation with the student's process "
-                    "was broken" + (f" during {tampered['exercise']}" if tampered["exercise"]
-                                    else "")))
-            elif status == "timeout":
-                g.reasons.append(f"{name}: not graded: the notebook did not finish within "
-                                 f"{opts.timeout:g} s (an endless loop outside a kernel?)"
-                                 + (f"; it was running {started[-1]['label']}" if started
-                                    else ""))
-            elif status == "crashed":
-                g.reasons.append(f"{name}: not graded: the grader process died ({last})"
-                                 + (f" while running {started[-1]['label']}" if started
-                                    else ""))
-            else:
-                g.reasons.append(f"{name}: not graded")
-            continue
-        cases = e.get("cases", [])
-        if e.get("error") or not cases:
-            g.reasons.append(f"{name}: 0 points: {e.get('error') or 'no cases ran'}")
-            continue
-        ok = sum(c["passed"] for c in cases)
-        full = g.max_points[name]
-        if ok == len(cases):
-            g.points[name] = full
-            continue
-        # a debug or tune exercise's given kernel passes cases by design: no credit for those
-        whole = opts.all_or_nothing or _kind(name) in ("debug", "tune")
-        earned = 0.0 if whole else round(full * ok / len(cases), 2)
-        g.points[name] = earned
-        first = next(c for c in cases if not c["passed"])
-        g.reasons.append(f"{name} (-{round(full - earned, 2):g}): {len(cases) - ok} of "
-                         f"{len(cases)} cases failed; first: {first['name']}"
-                         f"{' (hidden)' if first['hidden'] else ''}: {first['message']}")
-
-
-def _kind(name: str) -> str:
-    from ..exercises import get
-
-    try:
-        return get(name).kind
-    except KeyError:
-        return "write"
 
 
 # ---------------------------------------------------------------------------------------
@@ -286,16 +217,15 @@ def merge(rows: list[Graded]) -> list[Graded]:
 
 def write_csv(rows: list[Graded], path: Path, exercises: list[str]) -> None:
     """student, submission, lesson, mode, status, <exercise points>..., total, max, reasons."""
+    from .executors import header, line
+
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["student", "submission", "lesson", "mode", "status", *exercises,
-                    "total", "max", "reasons"])
+        w.writerow(header(exercises))
         for g in rows:
-            w.writerow([g.student, g.submission, g.lesson, g.mode, g.status,
-                        *[f"{g.points[e]:g}" if e in g.points else "" for e in exercises],
-                        f"{g.total:g}", f"{g.possible:g}", " | ".join(g.reasons)])
+            w.writerow(line(g, exercises))
     tmp.replace(path)   # written whole, after every worker has ended
 
 
@@ -337,7 +267,13 @@ def main(argv=None) -> int:
     ap.add_argument("--memory-mb", type=int, default=None,
                     help="address-space limit per submission in MiB, 0 = none (default: "
                          "16384 in the simulator, none on a GPU, whose driver maps a lot)")
-    ap.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
+    ap.add_argument("--jobs", type=int, default=1, help="submissions graded at once (with "
+                    "--executor dask and no --scheduler: the LocalCluster's worker count)")
+    ap.add_argument("--executor", choices=("local", "dask"), default="local",
+                    help="local: --jobs subprocesses on this machine (default); dask: one "
+                         "task per submission on a Dask distributed cluster")
+    ap.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 "
+                                        "(default: a LocalCluster on this machine)")
     ap.add_argument("--seed", type=int, default=None, help="input seed (default: random, "
                                                            "the same for every student)")
     ap.add_argument("--format", choices=("csv", "canvas"), default="csv",
@@ -390,8 +326,7 @@ def main(argv=None) -> int:
             keep_writable=Path(tempfile.gettempdir()))
         print(said)
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max(1, opts.jobs)) as pool:
-        rows = list(pool.map(lambda p: _one(p, plans, opts), files))
+    rows = _grade_all(files, plans, opts)
     rows = merge(rows)
     exercises = list(dict.fromkeys(e for p in plans.values() for e in p.exercises
                                    if any(e in g.max_points for g in rows)))
@@ -417,7 +352,37 @@ def main(argv=None) -> int:
     return 0
 
 
-def _one(path: Path, plans: dict, opts) -> Graded:
-    g = grade_one(path, plans, opts)
-    print(f"  {g.student:<20} {g.total:g}/{g.possible:g}  {g.status}", flush=True)
-    return g
+def _grade_all(files: list[Path], plans: dict, opts) -> list[Graded]:
+    """Every submission through the chosen executor; each row goes into the CSV (and a
+    progress line) the moment it is done, so a long run shows and keeps its progress."""
+    from . import executors
+
+    lessons = set()
+    for f in files:          # the CSV's columns, known before the first row arrives
+        try:
+            lessons.add(find_lesson(nbk.load(f), f, plans, opts.lesson))
+        except nbk.NotebookError:
+            pass
+    stream = executors.CsvStream(opts.out, [e for name, p in plans.items() if name in lessons
+                                            for e in p.exercises])
+    done = []
+
+    def on_row(g: Graded) -> None:
+        stream.add(g)
+        done.append(g)
+        print(f"  [{len(done)}/{len(files)}] {g.student:<20} {g.total:g}/{g.possible:g}  "
+              f"{g.status}", flush=True)
+
+    if opts.executor == "dask":
+        def failed(path: Path, reason: str) -> Graded:
+            g = Graded(student_name(path, plans), path.name, status="error", seed=opts.seed)
+            g.reasons.append(reason)
+            return g
+
+        local_iso, opts.isolation = opts.isolation, None    # made again on each worker
+        try:
+            return executors.run_dask(files, executors.grade_payload, (grade_one, plans, opts), on_row,
+                                      failed, scheduler=opts.scheduler, workers=opts.jobs)
+        finally:
+            opts.isolation = local_iso
+    return executors.run_local(files, lambda p: grade_one(p, plans, opts), opts.jobs, on_row)

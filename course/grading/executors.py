@@ -1,0 +1,162 @@
+"""Where ``python -m course grade`` runs its submissions: here, or on a Dask cluster.
+
+Every submission is graded by ``batch.grade_one`` - the grader's half in one process,
+the student's cells in an isolated worker subprocess it starts (``session.py``).  This
+module only decides *which machine* runs that for each submission:
+
+- ``--executor local`` (default): ``--jobs N`` threads here, each waiting on its own
+  subprocess, as before.
+- ``--executor dask``: each submission is one task on a Dask distributed cluster
+  (``--scheduler tcp://HOST:PORT``; without an address, a ``LocalCluster`` of ``--jobs``
+  worker processes on this machine).  The task carries the notebook's bytes and the grading
+  plans, so workers need the course installed (the same version) but no shared disk; they
+  grade with their own hidden cases (the installed package's, or ``COURSE_HIDDEN_DIR``).
+  A task lost with its worker (or failing for any reason outside the grading, which never
+  raises) is submitted once more; a second loss gives the submission an ``error`` row with
+  the reason.  No submission is ever dropped.
+
+Either way each row is handed to ``on_row`` as soon as it is done; ``batch.main`` appends it
+to the CSV at once (:class:`CsvStream`) and rewrites the file whole at the end.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+
+# ---------------------------------------------------------------------------------------
+# the task: one submission, shipped as bytes
+
+def payload(path: Path, root: Path | None = None) -> dict:
+    """What a remote task needs of a submission: its name as graded, and its bytes."""
+    try:
+        rel = path.relative_to(root) if root else Path(path.parent.name) / path.name
+    except ValueError:
+        rel = Path(path.parent.name) / path.name
+    return {"rel": rel.as_posix(), "data": path.read_bytes() if path.exists() else None}
+
+
+def grade_payload(item: dict, grade, plans: dict, opts):
+    """Run on a Dask worker: write the notebook to a scratch folder and ``grade`` it there
+    (``grade`` is ``batch.grade_one``, passed in: this module does not import batch)."""
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as t:
+        path = Path(t) / "submissions" / item["rel"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if item["data"] is not None:
+            path.write_bytes(item["data"])
+        opts.isolation = _worker_isolation(opts, Path(t) / "submissions")
+        return grade(path, plans, opts)
+
+
+def _worker_isolation(opts, submissions: Path):
+    """This machine's mount namespace (made here: the grader's paths are not ours)."""
+    if getattr(opts, "isolation_choice", "none") == "none":
+        return None
+    from ..resources import PACKAGE, ROOT
+    from . import hidden
+    from .isolate import make
+
+    iso, _said = make(hide=[hidden.hidden_dir()], readonly=[ROOT, PACKAGE, submissions],
+                      keep_writable=Path(tempfile.gettempdir()))
+    return iso
+
+
+# ---------------------------------------------------------------------------------------
+# executors
+
+def run_local(files: list[Path], grade, jobs: int, on_row) -> list:
+    """``grade(path)`` for every file on ``jobs`` threads; rows in the order they finish."""
+    rows = []
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        for fut in as_completed([pool.submit(grade, f) for f in files]):
+            rows.append(fut.result())
+            on_row(rows[-1])
+    return rows
+
+
+def run_dask(files: list[Path], task, args: tuple, on_row, failed_row, scheduler=None,
+             workers: int = 2, retries: int = 1, log=print, root: Path | None = None) -> list:
+    """``task(payload(f), *args)`` on a Dask cluster for every file; see the module doc.
+
+    ``failed_row(path, reason)`` makes the row of a submission lost ``retries + 1`` times.
+    """
+    try:
+        import dask
+        from distributed import Client, LocalCluster, as_completed as dask_completed
+    except ImportError:
+        raise SystemExit("grade: --executor dask needs Dask distributed: "
+                         "pip install 'distributed>=2024.8' (or the course's [class] extra)")
+    cluster = None
+    # A worker that dies takes its task with it: let the scheduler give up at once
+    # (allowed-failures 0) and retry here, where the count is ours and every row is kept.
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        if scheduler is None:
+            cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1,
+                                   processes=True, dashboard_address=None)
+            log(f"dask: a LocalCluster of {max(1, workers)} worker processes")
+        client = Client(scheduler or cluster)
+    rows = []
+    try:
+        log(f"dask: scheduler {client.scheduler.address}, "
+            f"{len(client.scheduler_info()['workers'])} worker(s)")
+        pending = {}
+        for f in files:
+            fut = client.submit(task, payload(f, root), *args, pure=False)
+            pending[fut] = (f, 0)
+        seq = dask_completed(list(pending))
+        for fut in seq:
+            f, tries = pending.pop(fut)
+            try:
+                row = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a lost worker, or a task that broke
+                reason = f"{type(exc).__name__}: {exc}"
+                if tries < retries:
+                    log(f"  {f.parent.name}/{f.name}: its worker was lost or the task failed ({reason}); "
+                        "trying once more")
+                    again = client.submit(task, payload(f, root), *args, pure=False)
+                    pending[again] = (f, tries + 1)
+                    seq.add(again)
+                    continue
+                row = failed_row(f, f"grading failed {tries + 1} times on the cluster "
+                                    f"({reason}); grade this submission again")
+            rows.append(row)
+            on_row(row)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    return rows
+
+
+# ---------------------------------------------------------------------------------------
+# rows into the CSV as they come
+
+class CsvStream:
+    """Appends each graded submission to the CSV as it finishes (one row per notebook);
+    ``batch.main`` then rewrites the file whole, one row per student (``write_csv``)."""
+
+    def __init__(self, path: Path, exercises: list[str]):
+        self.path, self.exercises = Path(path), list(exercises)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerow(header(self.exercises))
+
+    def add(self, g) -> None:
+        with open(self.path, "a", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerow(line(g, self.exercises))
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def header(exercises: list[str]) -> list[str]:
+    return ["student", "submission", "lesson", "mode", "status", *exercises, "total", "max",
+            "reasons"]
+
+
+def line(g, exercises: list[str]) -> list[str]:
+    return [g.student, g.submission, g.lesson, g.mode, g.status,
+            *[f"{g.points[e]:g}" if e in g.points else "" for e in exercises],
+            f"{g.total:g}", f"{g.possible:g}", " | ".join(g.reasons)]

@@ -1,0 +1,80 @@
+"""Points and reasons for one graded submission, from the events the grader recorded.
+
+``batch.grade_one`` calls :func:`score` once the session ended: each exercise's check
+result (or its absence: a missing cell, a crash before the check, a timeout, tampering)
+becomes points - in proportion to the cases passed, or all-or-nothing for debug and tune
+exercises and with ``--all-or-nothing`` - and one readable reason per lost point.
+"""
+from __future__ import annotations
+
+from . import notebook as nbk
+
+
+def score(g, plan: nbk.Plan, events: list[dict], status: str, last: str,
+          opts) -> None:
+    """Points and reasons from the worker's events."""
+    started = [e for e in events if e["event"] == "start"]
+    tampered = next((e for e in events if e["event"] == "tampered"), None)
+    for e in events:
+        if e["event"] == "mode":
+            g.mode = e["mode"]
+        elif e["event"] == "cell_error" and not (e["kind"] == "solution" and e["exercise"]):
+            g.notes.append(f"{e['message']} (grading went on)")
+        elif e["event"] == "cell_error":
+            g.notes.append(e["message"])
+        elif e["event"] == "exercise":
+            g.results[e["name"]] = e
+        elif e["event"] == "tampered":
+            g.notes.append(f"for the instructor: the student's process wrote to the grader's "
+                           f"pipe out of turn or broke the protocol ({e['message']}); no "
+                           "points were given for what was not checked")
+    for name in plan.exercises:
+        if name not in g.max_points or name in g.not_found:
+            continue
+        e = g.results.get(name)
+        if e is None:
+            if tampered is not None:
+                g.reasons.append(f"{name}: 0 points: tampered" + (
+                    f" - the grading conversation was broken while this exercise was being "
+                    f"checked ({tampered['message']})" if tampered["exercise"] == name else
+                    " - grading stopped when the conversation with the student's process "
+                    "was broken" + (f" during {tampered['exercise']}" if tampered["exercise"]
+                                    else "")))
+            elif status == "timeout":
+                g.reasons.append(f"{name}: not graded: the notebook did not finish within "
+                                 f"{opts.timeout:g} s (an endless loop outside a kernel?)"
+                                 + (f"; it was running {started[-1]['label']}" if started
+                                    else ""))
+            elif status == "crashed":
+                g.reasons.append(f"{name}: not graded: the grader process died ({last})"
+                                 + (f" while running {started[-1]['label']}" if started
+                                    else ""))
+            else:
+                g.reasons.append(f"{name}: not graded")
+            continue
+        cases = e.get("cases", [])
+        if e.get("error") or not cases:
+            g.reasons.append(f"{name}: 0 points: {e.get('error') or 'no cases ran'}")
+            continue
+        ok = sum(c["passed"] for c in cases)
+        full = g.max_points[name]
+        if ok == len(cases):
+            g.points[name] = full
+            continue
+        # a debug or tune exercise's given kernel passes cases by design: no credit for those
+        whole = opts.all_or_nothing or _kind(name) in ("debug", "tune")
+        earned = 0.0 if whole else round(full * ok / len(cases), 2)
+        g.points[name] = earned
+        first = next(c for c in cases if not c["passed"])
+        g.reasons.append(f"{name} (-{round(full - earned, 2):g}): {len(cases) - ok} of "
+                         f"{len(cases)} cases failed; first: {first['name']}"
+                         f"{' (hidden)' if first['hidden'] else ''}: {first['message']}")
+
+
+def _kind(name: str) -> str:
+    from ..exercises import get
+
+    try:
+        return get(name).kind
+    except KeyError:
+        return "write"
