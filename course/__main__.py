@@ -18,6 +18,7 @@ COMMANDS = {
     "profiles": ("course.profile_capture", "main", "capture the profiles lesson 10 shows (GPU)"),
     "notebooks": ("course.resources", "main", "copy the notebooks into a folder (wheel installs)"),
     "colab": ("course.hosting", "main", "the README's Open-in-Colab links; a fork's Colab cells"),
+    "gradescope": ("course.grading.gradescope", "main", "write a Gradescope autograder zip"),
 }
 
 

@@ -276,9 +276,10 @@ def main(argv=None) -> int:
                                         "(default: a LocalCluster on this machine)")
     ap.add_argument("--seed", type=int, default=None, help="input seed (default: random, "
                                                            "the same for every student)")
-    ap.add_argument("--format", choices=("csv", "canvas"), default="csv",
+    ap.add_argument("--format", choices=("csv", "canvas", "gradescope"), default="csv",
                     help="csv: one column per exercise; canvas: Canvas's gradebook import "
-                         "(one column per lesson; the per-exercise CSV is written beside it)")
+                         "(one column per lesson; the per-exercise CSV is written beside it); "
+                         "gradescope: Gradescope's results.json for one student's notebooks")
     ap.add_argument("--roster", type=Path, help="CSV with submission,id[,name,sis_id,login,"
                                                 "section]: maps submissions to LMS ids")
     ap.add_argument("--isolation", dest="isolation_choice", choices=("auto", "none"),
@@ -307,6 +308,11 @@ def main(argv=None) -> int:
         return 2
     files = expand(opts.submissions)
     missing = [str(p) for p in files if not p.exists()]
+    if opts.format == "gradescope" and (missing or not files):
+        from .gradescope import write_results
+
+        return write_results(opts.out, None, 0.0, "No notebook (.ipynb) was found in your "
+                                 "submission: upload the lesson's notebook file itself.")
     if missing or not files:
         print(f"grade: no such submission(s): {', '.join(missing) or 'none given'}",
               file=sys.stderr)
@@ -327,6 +333,9 @@ def main(argv=None) -> int:
         print(said)
     t0 = time.perf_counter()
     rows = _grade_all(files, plans, opts)
+    if opts.format == "gradescope":       # one container, one student: all files are theirs
+        for g in rows:
+            g.student = "submission"
     rows = merge(rows)
     exercises = list(dict.fromkeys(e for p in plans.values() for e in p.exercises
                                    if any(e in g.max_points for g in rows)))
@@ -340,6 +349,10 @@ def main(argv=None) -> int:
             return 2
         write_canvas(rows, opts.out, roster)
         write_csv(rows, opts.out.with_name(opts.out.stem + ".exercises.csv"), exercises)
+    elif opts.format == "gradescope":
+        from .gradescope import write_results
+
+        write_results(opts.out, rows[0], time.perf_counter() - t0)
     else:
         write_csv(rows, opts.out, exercises)
     if opts.feedback:
