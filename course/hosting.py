@@ -1,7 +1,7 @@
 """Where the course runs: a laptop, a class's JupyterHub (perhaps on a MIG slice), Colab.
 
 - :func:`place` names the host for the banner: Google Colab, JupyterHub, or nothing.
-- A MIG slice of an H100 is a smaller GPU (1g.10gb: 16 SMs, ~10 GiB).  The driver hands the
+- A MIG slice of an H100 is a smaller GPU (2g.20gb: 32 SMs, ~20 GiB).  The driver hands the
   course the slice itself, so the SM count and memory that :mod:`runtime` reads are the
   slice's; :func:`mig_profile` names it and :func:`lecture_fits` picks the sizes: the
   lecture sizes where :data:`LECTURE_NEEDS_GIB` fits, the small sizes otherwise
@@ -25,10 +25,11 @@ from pathlib import Path
 REPOSITORY = "numba-course/numba-cuda-course"
 BRANCH = "main"
 
-# GPU memory the lecture sizes need, measured: the largest peak of any notebook at lecture
-# sizes (lesson 07's faces, centred copy and peers; see assets/benchmarks/notebook-memory-*),
-# plus CUDA context and headroom.
-LECTURE_NEEDS_GIB = 8.0
+# GPU memory the lecture sizes need: the largest peak of any notebook at lecture sizes on
+# an H100 (lesson 06, 12.9 GiB: the faces, their copies and the peers' pools; see
+# assets/benchmarks/notebook-memory-*.md), plus 1 GiB of headroom.  An H100 MIG 2g.20gb
+# slice holds it; a 1g.10gb slice runs every lesson at the small sizes.
+LECTURE_NEEDS_GIB = 14.0
 
 
 def on_colab() -> bool:

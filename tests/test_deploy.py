@@ -126,12 +126,13 @@ def test_gpu_mig_and_cpu_profiles(hub):
     limits = [o.get("extra_resource_limits", {}) for o in over]
     assert {"nvidia.com/gpu": "1"} in limits
     mig = [k for lim in limits for k in lim if k.startswith("nvidia.com/mig-")]
-    assert mig == ["nvidia.com/mig-1g.10gb"]
+    assert mig == ["nvidia.com/mig-2g.20gb"]
     cpu = [o for o, lim in zip(over, limits) if not lim]
     assert cpu and cpu[0]["environment"]["NUMBA_ENABLE_CUDASIM"] == "1"
-    # what the comment promises: an H100 1g.10gb slice (9.6 GiB usable) keeps lecture sizes
-    assert hosting.mig_profile("NVIDIA H100 80GB HBM3 MIG 1g.10gb") == "1g.10gb"
-    assert hosting.lecture_fits(9.6)
+    # what the comments promise: a 2g.20gb slice (19.6 GiB) keeps the lecture sizes, a
+    # 1g.10gb slice (9.6 GiB) gets the small ones
+    assert hosting.mig_profile("NVIDIA H100 80GB HBM3 MIG 2g.20gb") == "2g.20gb"
+    assert hosting.lecture_fits(19.6) and not hosting.lecture_fits(9.6)
     assert f"({hosting.LECTURE_NEEDS_GIB:g} GB needed)" in (HUB / "config.yaml").read_text()
 
 
@@ -156,3 +157,16 @@ def test_readme_says_how_to_build_and_deploy():
     text = (REPO / "README.md").read_text() + (REPO / "instructor" / "README.md").read_text()
     assert "docker build -f instructor/jupyterhub/Dockerfile" in text
     assert "instructor/jupyterhub/config.yaml" in text
+
+
+def test_lecture_memory_need_covers_every_measured_notebook():
+    import json
+
+    reports = sorted((REPO / "assets" / "benchmarks").glob("notebook-memory-*.json"))
+    assert reports, "run python -m course.bench.notebook_memory on a GPU"
+    for r in reports:
+        data = json.loads(r.read_text())
+        assert len(data["rows"]) == len(list((REPO / "notebooks").glob("*.ipynb")))
+        assert not [row for row in data["rows"] if row["error"]]
+        worst = max(row["added_gib"] for row in data["rows"])
+        assert worst < hosting.LECTURE_NEEDS_GIB <= worst + 2, (r.name, worst)
