@@ -19,11 +19,19 @@ SHAPES = [(1, 1), (37, 29), (5, 70), (33, 3)]
 
 
 @pytest.mark.parametrize("m,n", SHAPES)
-@pytest.mark.parametrize("name", ["mean", "mean_split"])
+@pytest.mark.parametrize("name", ["mean", "mean_split", "mean_split_x4"])
 def test_mean_variants(name, m, n):
     D = _D(m, n)
     got = K.VARIANTS[name](D)
     assert got.shape == (n,) and got.dtype == np.float32
+    np.testing.assert_allclose(got, K.reference(D), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("m,n,split", [(37, 29, 3), (38, 5, 2), (13, 7, 4)])
+def test_mean_split_x4_unrolled_loop_and_its_tail(m, n, split):
+    """Few slices, so each thread runs the 4-wide loop and then the leftover images."""
+    D = _D(m, n, seed=m)
+    got = K.VARIANTS["mean_split_x4"](D, split=split, threads_per_block=32)
     np.testing.assert_allclose(got, K.reference(D), rtol=1e-5, atol=1e-6)
 
 

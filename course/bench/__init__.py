@@ -23,7 +23,7 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets" / "benchmarks"
 def lessons() -> list[str]:
     """Names of the lessons that have a benchmark module."""
     return sorted(m.name for m in pkgutil.iter_modules(__path__)
-                  if not m.name.startswith("_") and m.name != "cli")
+                  if not m.name.startswith("_") and m.name not in ("cli", "notebook_memory"))
 
 
 class Report:

@@ -100,6 +100,14 @@ def run(report) -> None:
          for tpb in ((64, 128, 256) if gpu else (64,)) for mult in ((1, 2, 4) if gpu else (1,))])
     report.add("mean_split_kernel (images split over blocks)", t, nbytes=nb, size=size,
                note=f"best of a sweep: tpb={tpb}, {split} image slices, atomics combine")
+    t, (tpb, split) = fastest(
+        lambda c: benchmark(lambda: K.launch_mean(d_data, d_mean, m, n, split=c[1], tpb=c[0],
+                                                  unroll=True)),
+        [(tpb, min(m, split)) for tpb in ((128, 256) if gpu else (64,))
+         for split in ((256, 512, 1024, 2048) if gpu else (4,))])
+    report.add("mean_split_x4_kernel (4 loads in flight)", t, nbytes=nb, size=size,
+               note=f"best of a sweep: tpb={tpb}, {split} image slices; includes zeroing "
+                    "the mean on the device")
     report.add("mean D2H copy", benchmark(lambda: d_mean.copy_to_host()), nbytes=n * 4,
                size=f"n={n:,}")
     lec("mean D2H")
