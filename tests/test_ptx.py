@@ -23,7 +23,7 @@ kernels = {n for n, o in vars(mod).items()
            and not getattr(o, "targetoptions", {}).get("device", False)}
 sigs = getattr(mod, "PTX_SIGNATURES", {})
 out = {"missing": sorted(kernels - set(sigs) - set(getattr(mod, "GPU_ONLY_LINKED", ()))),
-       "compiled": [], "errors": []}
+       "compiled": [], "errors": [], "kernels": sorted(kernels)}
 for name, sig in sigs.items():
     for cc in [(9, 0), (7, 5)]:
         try:
@@ -46,7 +46,8 @@ def test_kernels_compile_to_ptx_for_real_gpus(modname):
     out = json.loads(line[-1][4:])
     assert not out["missing"], f"kernels without PTX_SIGNATURES entry: {out['missing']}"
     assert not out["errors"], "\n".join(out["errors"])
-    assert out["compiled"], "nothing compiled"
+    # a module of device functions and constants only (attention_common) has nothing to compile
+    assert out["compiled"] or not out["kernels"], "nothing compiled"
 
 
 def test_ptx_compile_rejects_what_the_simulator_accepts():

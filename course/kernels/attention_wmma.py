@@ -23,7 +23,7 @@ from numba import cuda, float32, float64, types, uint64
 
 from .. import runtime
 from ..pairs import unpack2
-from .attention import LOG2E, NEG_INF, validate, visible
+from .attention_common import LOG2E, NEG_INF, validate, visible
 
 NOTEBOOKS = ["08_flash_attention"]
 NOT_SHOWN = {"flash_wmma_fwd"}          # the notebook prints its source instead
