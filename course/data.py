@@ -161,3 +161,14 @@ def as_images(D: np.ndarray, shape=LECTURE_SHAPE) -> np.ndarray:
     if D.shape[-1] != rows * cols:
         raise ValueError(f"rows of D have {D.shape[-1]} pixels, shape {shape} needs {rows * cols}")
     return D.reshape(D.shape[0], rows, cols)
+
+
+def face_matrix(D) -> np.ndarray:
+    """``D`` as a C-contiguous float32 (m images, n pixels) array, or a clear ValueError."""
+    D = np.asarray(D)
+    if D.ndim != 2 or D.shape[0] < 1 or D.shape[1] < 1:
+        raise ValueError(f"D must be a 2-D array (m images, n pixels) with m, n >= 1; "
+                         f"got shape {D.shape}")
+    if D.dtype != np.float32:
+        raise ValueError(f"D must be float32 (the lecture's value_t), got {D.dtype}")
+    return np.ascontiguousarray(D)

@@ -24,7 +24,7 @@ from .attention_common import (  # noqa: F401 - re-exported: attention.Br, .vali
     ROW_LANES, ROW_THREADS, RPT, SKV_AT, SOFTMAX_TPB, SP_AT, SPT, SQ_AT, TILE, Bc, Br,
     flops, mask, pairs, reference, rel_error, traffic_bytes, validate, visible)
 from .attention_tuned import (  # noqa: F401 - re-exported
-    TUNED_DIMS, as_pairs, flash_fwd_tuned, reused_buffer, tuned_kernel)
+    TUNED_DIMS, as_pairs, flash_fwd_tuned, make_flash_tuned, reused_buffer, tuned_kernel)
 
 NOTEBOOKS = ["08_flash_attention"]
 

@@ -1,0 +1,205 @@
+"""Lesson 07 - covariance C = Dc^T Dc / m of the centred faces, and the eigenfaces.
+
+Follows CSE P 524 (UW, Andrew Lumsdaine), Lecture 9: m = 202,599 images of n = 2,475
+pixels in one flat float32 array (pixel j of image i at ``data[i * num_features + j]``).
+Kernels keep the lecture's names (covariance_kernel, symmetric_covariance_kernel,
+shared_covariance_kernel with chunk_size tiles); the register-tiled ones go beyond it.
+The mean and the centring (lessons 05-06) are in ``faces.py``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, float32
+
+from ..data import face_matrix as _validate
+
+NOTEBOOKS = ["07_covariance_pca"]
+# Beyond the lecture, in the benchmark; notebook 07 points to them.
+NOT_SHOWN = {"register_tiled_covariance_kernel", "register_tiled_covariance_kernel_8"}
+
+
+@cuda.jit
+def covariance_kernel(data, cov, num_entries, num_features):
+    # Thread (J, j) owns cov[j, J]: a dot product of pixel columns j and J over all images.
+    J = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    j = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    if j < num_features and J < num_features:
+        accum = float32(0)
+        for entry in range(num_entries):
+            accum += data[entry * num_features + j] * data[entry * num_features + J]
+        cov[j * num_features + J] = accum / num_entries
+
+
+@cuda.jit
+def symmetric_covariance_kernel(data, cov, num_entries, num_features):
+    # As covariance_kernel, but only threads on or below the diagonal (J <= j) work;
+    # each writes its value twice, to cov[j, J] and cov[J, j].
+    J = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    j = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    if j < num_features and J <= j:
+        accum = float32(0)
+        for entry in range(num_entries):
+            accum += data[entry * num_features + j] * data[entry * num_features + J]
+        cov[j * num_features + J] = cov[J * num_features + j] = accum / num_entries
+
+
+@cuda.jit
+def shared_covariance_kernel(data, cov, num_entries, num_features):
+    # Block (bx, by) of chunk_size x chunk_size threads owns the tile of cov with rows
+    # by * chunk_size + ty and columns bx * chunk_size + tx (tiles above the diagonal exit).
+    # Launch with 2 * chunk_size**2 * 4 bytes of dynamic shared memory: cache_x, cache_y.
+    chunk_size = cuda.blockDim.x
+    base_x = cuda.blockIdx.x * chunk_size
+    base_y = cuda.blockIdx.y * chunk_size
+    thid_x = cuda.threadIdx.x
+    thid_y = cuda.threadIdx.y
+    x = base_x + thid_x
+    y = base_y + thid_y
+    if base_x > base_y:
+        return
+    shared = cuda.shared.array(0, dtype=float32)
+    cache_x = shared[:chunk_size * chunk_size]   # cache_x[r * chunk_size + c]: image r, pixel base_x + c
+    cache_y = shared[chunk_size * chunk_size:]   # cache_y[r * chunk_size + c]: image r, pixel base_y + c
+    accum = float32(0)
+    for chunk in range((num_entries + chunk_size - 1) // chunk_size):
+        row = chunk * chunk_size + thid_y        # this thread loads image row, pixels col_x, col_y
+        col_x = base_x + thid_x
+        col_y = base_y + thid_x
+        value_x = float32(0)
+        value_y = float32(0)
+        if row < num_entries and col_x < num_features:
+            value_x = data[row * num_features + col_x]
+        if row < num_entries and col_y < num_features:
+            value_y = data[row * num_features + col_y]
+        cache_x[thid_y * chunk_size + thid_x] = value_x
+        cache_y[thid_y * chunk_size + thid_x] = value_y
+        cuda.syncthreads()                       # the tiles are complete
+        if x <= y:
+            for k in range(chunk_size):
+                accum += cache_y[k * chunk_size + thid_y] * cache_x[k * chunk_size + thid_x]
+        cuda.syncthreads()                       # everyone is done before the next load
+    if y < num_features and x <= y:
+        cov[y * num_features + x] = cov[x * num_features + y] = accum / num_entries
+
+
+def _register_tiled(BLK, RT):
+    """A register-tiled covariance kernel for BLK x BLK tiles, RT x RT values per thread."""
+    KC = 16                                     # images per shared-memory stage
+    TPB = BLK // RT                             # threads per block along x and y
+
+    @cuda.jit
+    def register_tiled_covariance_kernel(data, cov, num_entries, num_features):
+        # Beyond the lecture: TPB x TPB threads per block, each accumulating RT x RT values
+        # of cov (rows ty + TPB a, cols tx + TPB b) in registers from shared tiles sx, sy
+        # (KC images x BLK pixels): RT*RT FMAs per 2*RT shared loads. Upper tiles exit.
+        bx = cuda.blockIdx.x
+        by = cuda.blockIdx.y
+        if bx > by:
+            return
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        tid = ty * TPB + tx
+        sx = cuda.shared.array((KC, BLK), dtype=float32)
+        sy = cuda.shared.array((KC, BLK), dtype=float32)
+        acc = cuda.local.array((RT, RT), dtype=float32)
+        ya = cuda.local.array(RT, dtype=float32)
+        xb = cuda.local.array(RT, dtype=float32)
+        for a in range(RT):
+            for b in range(RT):
+                acc[a, b] = float32(0)
+        for e0 in range(0, num_entries, KC):
+            for r in range(KC * BLK // (TPB * TPB)):   # the block loads KC x BLK per tile
+                idx = tid + r * TPB * TPB
+                k = idx // BLK
+                c = idx % BLK
+                row = e0 + k
+                value_x = float32(0)
+                value_y = float32(0)
+                if row < num_entries:
+                    if bx * BLK + c < num_features:
+                        value_x = data[row * num_features + bx * BLK + c]
+                    if by * BLK + c < num_features:
+                        value_y = data[row * num_features + by * BLK + c]
+                sx[k, c] = value_x
+                sy[k, c] = value_y
+            cuda.syncthreads()
+            for k in range(KC):
+                for a in range(RT):
+                    ya[a] = sy[k, ty + TPB * a]
+                for b in range(RT):
+                    xb[b] = sx[k, tx + TPB * b]
+                for a in range(RT):
+                    for b in range(RT):
+                        acc[a, b] += ya[a] * xb[b]
+            cuda.syncthreads()
+        for a in range(RT):
+            y = by * BLK + ty + TPB * a
+            for b in range(RT):
+                x = bx * BLK + tx + TPB * b
+                if y < num_features and x <= y:
+                    cov[y * num_features + x] = cov[x * num_features + y] = acc[a, b] / num_entries
+
+    return register_tiled_covariance_kernel
+
+
+REGISTER_TILES = {4: (64, 4), 8: (128, 8)}       # name suffix -> (BLK, RT); 16 x 16 threads
+register_tiled_covariance_kernel = _register_tiled(64, 4)
+register_tiled_covariance_kernel_8 = _register_tiled(128, 8)
+
+
+
+_SIG = "void(float32[::1], float32[::1], int64, int64)"
+PTX_SIGNATURES = {name: _SIG for name in (
+    "covariance_kernel", "symmetric_covariance_kernel", "shared_covariance_kernel",
+    "register_tiled_covariance_kernel", "register_tiled_covariance_kernel_8")}
+
+
+# ---------------------------------------------------------------------------------------
+# launches (device arrays in, results in place) and the VARIANTS contract (numpy in and out)
+
+def launch_cov(kind, d_data, d_cov, m, n, chunk_size: int = 8):
+    """cov = data^T data / m into d_cov (n * n) with the chosen kernel."""
+    if kind in ("naive", "symmetric"):
+        kernel = covariance_kernel if kind == "naive" else symmetric_covariance_kernel
+        kernel[(math.ceil(n / 8), math.ceil(n / 8)), (8, 8)](d_data, d_cov, m, n)
+    elif kind == "tiled":
+        if chunk_size < 1 or chunk_size * chunk_size > 1024:
+            raise ValueError(f"chunk_size must be 1..32 (chunk_size**2 threads), got {chunk_size}")
+        g = math.ceil(n / chunk_size)
+        shared_covariance_kernel[(g, g), (chunk_size, chunk_size), 0, 8 * chunk_size ** 2](
+            d_data, d_cov, m, n)
+    elif kind in ("register", "register8"):
+        blk, rt = REGISTER_TILES[8 if kind == "register8" else 4]
+        kernel = register_tiled_covariance_kernel_8 if kind == "register8" else \
+            register_tiled_covariance_kernel
+        g = math.ceil(n / blk)
+        kernel[(g, g), (blk // rt, blk // rt)](d_data, d_cov, m, n)
+    else:
+        raise ValueError(f"unknown covariance kernel {kind!r}: naive, symmetric, tiled, "
+                         "register, register8")
+
+
+def cgma(chunk_size: int) -> float:
+    """The lecture's compute-to-global-memory-access ratio of a chunk_size tile (= chunk_size)."""
+    loads = 2 * chunk_size ** 2                 # floats one block loads per chunk
+    flops = chunk_size ** 2 * 2 * chunk_size    # each thread: chunk_size multiply-adds
+    return flops / loads
+
+
+def _cov_host(kind):
+    def run(Dc, **kw):
+        Dc = _validate(Dc)
+        m, n = Dc.shape
+        d_data = cuda.to_device(Dc.ravel())
+        d_cov = cuda.device_array(n * n, dtype=np.float32)
+        launch_cov(kind, d_data, d_cov, m, n, **kw)
+        return d_cov.copy_to_host().reshape(n, n)
+    run.__name__ = f"cov_{kind}"
+    run.__doc__ = f"Dc^T Dc / m (n, n) float32 by the {kind!r} covariance kernel."
+    return run
+
+
+VARIANTS = {f"cov_{kind}": _cov_host(kind)
+            for kind in ("naive", "symmetric", "tiled", "register", "register8")}
