@@ -6,7 +6,7 @@ browser here) serve every notebook in NOTEBOOKS, then a student release of
 STUDENT_NOTEBOOKS.  For each: Run > Run All Cells, then assert on the page:
 
 - no cell shows an error (traceback), and every code cell ran;
-- the first cell's banner says the mode ("simulator" without a GPU);
+- the `import course` cell's banner says the mode ("simulator" without a GPU);
 - a SliderPanel renders (sliders + plot image, via JupyterLab's own ipywidgets 8 manager
   from jupyterlab_widgets: no labextension step), and pressing an arrow key on a slider
   handle re-runs the kernel and replaces the plot image;
@@ -282,7 +282,8 @@ def _run_notebook(lab, rel: str, tag: str, *, student: bool) -> None:
         ps = prompts(page)
         assert all(re.fullmatch(r"\[\d+\]:", p) for p in ps), f"{rel}: cells not run: {ps}"
 
-        first_out = page.locator(CODE_CELL).first.locator(".jp-OutputArea").inner_text()
+        # code cell 1 is the Colab install cell (silent here); cell 2 imports course
+        first_out = page.locator(CODE_CELL).nth(1).locator(".jp-OutputArea").inner_text()
         assert MODE_WORD in first_out, f"{rel}: banner does not say {MODE_WORD!r}: {first_out!r}"
 
         if has_panel:

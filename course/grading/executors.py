@@ -92,7 +92,10 @@ def run_dask(files: list[Path], task, args: tuple, on_row, failed_row, scheduler
     cluster = None
     # A worker that dies takes its task with it: let the scheduler give up at once
     # (allowed-failures 0) and retry here, where the count is ours and every row is kept.
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+    # worker-saturation 1.0: a worker holds only the task it runs, so a death never takes
+    # an innocent queued submission along (an external scheduler's own settings apply).
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                          "distributed.scheduler.worker-saturation": 1.0}):
         if scheduler is None:
             cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1,
                                    processes=True, dashboard_address=None)
