@@ -28,3 +28,40 @@ def test_no_row_beats_the_measured_ceiling(path):
 
 def test_the_reports_are_there():
     assert len(REPORTS) >= 14
+
+
+def test_covariance_rows_count_only_the_work_their_kernel_performs():
+    """A lower-triangle kernel is credited with the entries it computes, not the full product."""
+    from course.bench.faces import _KINDS
+    from course.kernels.covariance import flops_performed
+
+    reports = [p for p in REPORTS if p.name.startswith("faces-")]
+    assert reports
+    for path in reports:
+        for r in json.loads(path.read_text())["rows"]:
+            kind = next((k for prefix, k in _KINDS if r["name"].startswith(prefix)), None)
+            if kind is None or r["kind"] != "numba" or not r.get("tflops"):
+                continue
+            m, n = (int(v.split("=")[1].replace(",", "")) for v in r["size"].split()[:2])
+            want = flops_performed(kind, m, n) / (r["median_ms"] * 1e-3) / 1e12
+            assert abs(r["tflops"] - want) <= 1e-6 * want, (path.name, r["name"])
+
+
+def test_flops_performed_by_brute_force():
+    """Count the entries each covariance kernel computes by walking its threads (small n)."""
+    import math
+
+    from course.kernels.covariance import REGISTER_TILES, flops_performed
+
+    m = 3
+    for n in (1, 5, 64, 70, 129):
+        assert flops_performed("naive", m, n) == 2 * m * n * n
+        tri = sum(1 for y in range(n) for x in range(n) if x <= y)
+        assert flops_performed("symmetric", m, n) == flops_performed("tiled", m, n) == 2 * m * tri
+        for kind, key in (("register", 4), ("register8", 8)):
+            blk = REGISTER_TILES[key][0]
+            t = math.ceil(n / blk)
+            entries = sum(1 for by in range(t) for bx in range(by + 1)
+                          for y in range(by * blk, min(n, by * blk + blk))
+                          for x in range(bx * blk, min(n, bx * blk + blk)))
+            assert flops_performed(kind, m, n) == 2 * m * entries

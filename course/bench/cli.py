@@ -12,16 +12,17 @@ def main(argv=None) -> int:
     ap.add_argument("lessons", nargs="*", help=f"lessons to run (default all: {', '.join(lessons())})")
     ap.add_argument("--out", default=None, help="folder for the reports (default assets/benchmarks)")
     ap.add_argument("--recount", nargs="+", metavar="JSON",
-                    help="redo the FLOP counts of saved attention reports (no GPU needed)")
+                    help="redo the FLOP counts of saved attention or faces reports (no "
+                         "GPU needed)")
     args = ap.parse_args(argv)
     if args.recount:
         from pathlib import Path
 
-        from . import Report
-        from .attention import recount
+        from . import Report, attention, faces
 
         for path in map(Path, args.recount):
             rep = Report.load(path)
+            recount = faces.recount if path.name.startswith("faces-") else attention.recount
             print(f"{path.name}: {recount(rep)} rows recounted")
             for p in rep.save(path.parent):
                 print(p)

@@ -156,6 +156,28 @@ PTX_SIGNATURES = {name: _SIG for name in (
     "register_tiled_covariance_kernel", "register_tiled_covariance_kernel_8")}
 
 
+def flops_performed(kind: str, m: int, n: int, chunk_size: int = 8) -> float:
+    """FLOPs (a multiply and an add per image) of the cov entries ``kind`` really computes.
+
+    naive: all n^2 entries.  symmetric and tiled: the n (n + 1) / 2 entries on or below the
+    diagonal (the other threads skip the sum).  register / register8: every entry inside the
+    matrix of the tiles on or below the diagonal, whole tiles (a diagonal tile computes its
+    upper half too).  Mirrored entries are copies, not work.
+    """
+    if kind == "naive":
+        entries = n * n
+    elif kind in ("symmetric", "tiled"):
+        entries = n * (n + 1) // 2
+    elif kind in ("register", "register8"):
+        blk = REGISTER_TILES[8 if kind == "register8" else 4][0]
+        tiles = math.ceil(n / blk)
+        side = [min(blk, n - t * blk) for t in range(tiles)]        # rows inside the matrix
+        entries = sum(side[bx] * side[by] for by in range(tiles) for bx in range(by + 1))
+    else:
+        raise ValueError(f"unknown covariance kernel {kind!r}")
+    return 2.0 * m * entries
+
+
 # ---------------------------------------------------------------------------------------
 # launches (device arrays in, results in place) and the VARIANTS contract (numpy in and out)
 

@@ -19,7 +19,8 @@ from ..data import face_matrix as _validate
 from ..pairs import pack2, unpack2
 from . import covariance as _cov
 from .covariance import (  # noqa: F401 - lesson 07's names, re-exported for notebook 07
-    REGISTER_TILES, cgma, covariance_kernel, launch_cov, register_tiled_covariance_kernel,
+    REGISTER_TILES, cgma, covariance_kernel, flops_performed, launch_cov,
+    register_tiled_covariance_kernel,
     register_tiled_covariance_kernel_8, shared_covariance_kernel,
     symmetric_covariance_kernel)
 
