@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -58,14 +57,11 @@ def lecture_fits(memory_gib: float) -> bool:
     return not memory_gib or memory_gib >= LECTURE_NEEDS_GIB
 
 
-def sizes_note() -> str:
-    """Why the sizes are small on this GPU ('' when they are the lecture's)."""
-    from . import runtime
-
-    forced = os.environ.get("COURSE_SIZE", "").strip()
-    if runtime.MODE != "gpu" or forced or lecture_fits(runtime.GPU_MEMORY_GIB):
+def sizes_note(memory_gib: float) -> str:
+    """Why the sizes are small on a GPU of ``memory_gib`` ('' when they are the lecture's)."""
+    if os.environ.get("COURSE_SIZE", "").strip() or lecture_fits(memory_gib):
         return ""
-    return (f" (this GPU has {runtime.GPU_MEMORY_GIB:.1f} GiB, the lecture sizes need "
+    return (f" (this GPU has {memory_gib:.1f} GiB, the lecture sizes need "
             f"{LECTURE_NEEDS_GIB:g} GiB: small sizes; COURSE_SIZE=lecture forces them)")
 
 
@@ -110,10 +106,12 @@ def colab_table(notebooks, repo: str = REPOSITORY, branch: str = BRANCH) -> str:
 
 def set_colab_cell(path: Path, cell: str) -> bool:
     """Make ``cell`` the first code cell of the notebook at ``path``; True if it changed."""
-    nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    from .grading import notebook as nbk
+
+    nb = nbk.load(path)
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     lines = cell.splitlines(keepends=True)
-    if code and "google.colab" in "".join(code[0]["source"]):
+    if code and nbk.is_colab_cell("".join(code[0]["source"])):
         if "".join(code[0]["source"]) == cell:
             return False
         code[0]["source"] = lines
@@ -122,7 +120,7 @@ def set_colab_cell(path: Path, cell: str) -> bool:
         nb["cells"].insert(first, {"cell_type": "code", "execution_count": None,
                                    "id": "colab-install", "metadata": {}, "outputs": [],
                                    "source": lines})
-    Path(path).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    nbk.save(nb, path)
     return True
 
 

@@ -71,8 +71,6 @@ def copy_notebooks(dest: Path, force: bool = False, student: bool = False) -> li
     if not sources:
         raise FileNotFoundError(f"no notebooks found in {path('notebooks')}")
     if student:
-        import json
-
         from .grading import notebook as nbk
         from .grading.release import student_notebook
 
@@ -81,9 +79,7 @@ def copy_notebooks(dest: Path, force: bool = False, student: bool = False) -> li
         if target.exists() and not force:
             continue
         if student:
-            nb = student_notebook(nbk.load(src), src.stem)
-            target.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n",
-                              encoding="utf-8")
+            nbk.save(student_notebook(nbk.load(src), src.stem), target)
         else:
             shutil.copyfile(src, target)
         written.append(target)

@@ -19,8 +19,7 @@ import warnings
 
 MODE: str = "sim"          # "gpu" or "sim"; set by select_mode()
 MODE_REASON: str = ""      # one line: why this mode was chosen
-GPU_NAME: str = ""         # device 0 as the driver names it (a MIG slice names itself)
-GPU_MEMORY_GIB: float = 0.0  # its memory (a MIG slice's own); 0 when unknown
+GPU_MEMORY_GIB: float = 0.0  # device 0's memory (a MIG slice's own); 0 when unknown
 
 
 def _probe_gpu() -> tuple[bool, str]:
@@ -48,19 +47,16 @@ def _probe_gpu() -> tuple[bool, str]:
 
 
 def _probe_first_device(lib) -> None:
-    """Name and memory of device 0, still without numba: what the size profile needs.
+    """Memory of device 0, still without numba: what the size profile needs.
 
-    Under MIG the CUDA device *is* the slice, so these are the slice's name
-    ('... MIG 1g.10gb') and memory, not the whole GPU's.
+    Under MIG the CUDA device *is* the slice, so this is the slice's memory, not the whole
+    GPU's.
     """
-    global GPU_NAME, GPU_MEMORY_GIB
+    global GPU_MEMORY_GIB
     try:
         dev = ctypes.c_int(0)
         if lib.cuDeviceGet(ctypes.byref(dev), 0) != 0:
             return
-        name = ctypes.create_string_buffer(256)
-        if lib.cuDeviceGetName(name, 256, dev) == 0:
-            GPU_NAME = name.value.decode(errors="replace")
         total = ctypes.c_size_t(0)
         if lib.cuDeviceTotalMem_v2(ctypes.byref(total), dev) == 0:
             GPU_MEMORY_GIB = total.value / 2**30
@@ -238,18 +234,16 @@ def _driver_version() -> str:
 
 def banner() -> str:
     """One line for the top of a notebook: mode, device, sizes (and Colab / a MIG slice)."""
-    from .hosting import place, sizes_note
+    from .hosting import mig_profile, place, sizes_note
 
     where = place()
     where = f" on {where}" if where else ""
     if MODE == "gpu":
         info = device_info()
-        from .hosting import mig_profile
-
         mig = mig_profile(info["name"])
         slice_ = f"a MIG slice {mig}: " if mig else ""
         return (f"Mode: GPU{where} - {info['name']} ({slice_}cc {info['compute_capability'][0]}."
                 f"{info['compute_capability'][1]}, {info['sm_count']} SMs, "
-                f"{info['memory_gib']} GiB); sizes: {profile()}{sizes_note()}")
+                f"{info['memory_gib']} GiB); sizes: {profile()}{sizes_note(GPU_MEMORY_GIB)}")
     return (f"Mode: simulator{where} - no usable NVIDIA GPU, so numba runs kernels on the CPU "
             f"({MODE_REASON}); sizes: {profile()}. Timings are CPU wall time, not GPU speed.")

@@ -31,7 +31,6 @@ def a_gpu(monkeypatch):
     """Pretend the probe found a GPU of some size (nothing here touches numba)."""
     def set_gpu(name, gib, sms=132):
         monkeypatch.setattr(runtime, "MODE", "gpu")
-        monkeypatch.setattr(runtime, "GPU_NAME", name)
         monkeypatch.setattr(runtime, "GPU_MEMORY_GIB", gib)
         monkeypatch.setattr(runtime, "device_info", lambda: {
             "name": name, "compute_capability": (9, 0), "sm_count": sms,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..resources import path as course_path
 from ..runtime import device_slug
+from . import ASSETS
 
 
 class Sampler:
@@ -101,7 +102,7 @@ def write(rows: list[dict], device: str, out: Path) -> Path:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m course.bench.notebook_memory")
     ap.add_argument("names", nargs="*", help="notebooks, e.g. 07_covariance_pca (default all)")
-    ap.add_argument("--out", type=Path, default=course_path("assets", "benchmarks"))
+    ap.add_argument("--out", type=Path, default=ASSETS)
     opts = ap.parse_args(argv)
     rows, device = run(opts.names)
     print(f"wrote {write(rows, device, opts.out)}.md")

@@ -22,14 +22,13 @@ import os
 import re
 import secrets
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import notebook as nbk
 
-from ..resources import PACKAGE, ROOT as REPO
+from ..resources import ROOT as REPO
 
 
 @dataclass
@@ -319,17 +318,14 @@ def main(argv=None) -> int:
         return 2
     opts.isolation = None
     if opts.isolation_choice != "none":
-        from . import hidden
-        from .isolate import make
+        from .isolate import for_grading
 
         if opts.feedback:
             opts.feedback.mkdir(parents=True, exist_ok=True)
         opts.out.resolve().parent.mkdir(parents=True, exist_ok=True)
-        opts.isolation, said = make(
-            hide=[hidden.hidden_dir()],
-            readonly=[REPO, PACKAGE, opts.notebooks, opts.out.resolve().parent, opts.feedback,
-                      *[p if p.is_dir() else p.parent for p in opts.submissions]],
-            keep_writable=Path(tempfile.gettempdir()))
+        opts.isolation, said = for_grading(
+            [opts.notebooks, opts.out.resolve().parent, opts.feedback,
+             *[p if p.is_dir() else p.parent for p in opts.submissions]])
         print(said)
     t0 = time.perf_counter()
     rows = _grade_all(files, plans, opts)
@@ -394,8 +390,9 @@ def _grade_all(files: list[Path], plans: dict, opts) -> list[Graded]:
 
         local_iso, opts.isolation = opts.isolation, None    # made again on each worker
         try:
-            return executors.run_dask(files, executors.grade_payload, (grade_one, plans, opts), on_row,
-                                      failed, scheduler=opts.scheduler, workers=opts.jobs)
+            return executors.run_dask(files, executors.grade_payload, (grade_one, plans, opts),
+                                      on_row, failed, scheduler=opts.scheduler,
+                                      workers=opts.jobs)
         finally:
             opts.isolation = local_iso
     return executors.run_local(files, lambda p: grade_one(p, plans, opts), opts.jobs, on_row)

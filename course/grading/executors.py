@@ -30,12 +30,10 @@ from pathlib import Path
 # ---------------------------------------------------------------------------------------
 # the task: one submission, shipped as bytes
 
-def payload(path: Path, root: Path | None = None) -> dict:
-    """What a remote task needs of a submission: its name as graded, and its bytes."""
-    try:
-        rel = path.relative_to(root) if root else Path(path.parent.name) / path.name
-    except ValueError:
-        rel = Path(path.parent.name) / path.name
+def payload(path: Path) -> dict:
+    """What a remote task needs of a submission: its name as graded (student folder and
+    file), and its bytes."""
+    rel = Path(path.parent.name) / path.name
     return {"rel": rel.as_posix(), "data": path.read_bytes() if path.exists() else None}
 
 
@@ -55,13 +53,9 @@ def _worker_isolation(opts, submissions: Path):
     """This machine's mount namespace (made here: the grader's paths are not ours)."""
     if getattr(opts, "isolation_choice", "none") == "none":
         return None
-    from ..resources import PACKAGE, ROOT
-    from . import hidden
-    from .isolate import make
+    from .isolate import for_grading
 
-    iso, _said = make(hide=[hidden.hidden_dir()], readonly=[ROOT, PACKAGE, submissions],
-                      keep_writable=Path(tempfile.gettempdir()))
-    return iso
+    return for_grading([submissions])[0]
 
 
 # ---------------------------------------------------------------------------------------
@@ -78,7 +72,7 @@ def run_local(files: list[Path], grade, jobs: int, on_row) -> list:
 
 
 def run_dask(files: list[Path], task, args: tuple, on_row, failed_row, scheduler=None,
-             workers: int = 2, retries: int = 1, log=print, root: Path | None = None) -> list:
+             workers: int = 2, retries: int = 1, log=print) -> list:
     """``task(payload(f), *args)`` on a Dask cluster for every file; see the module doc.
 
     ``failed_row(path, reason)`` makes the row of a submission lost ``retries + 1`` times.
@@ -105,22 +99,22 @@ def run_dask(files: list[Path], task, args: tuple, on_row, failed_row, scheduler
     try:
         log(f"dask: scheduler {client.scheduler.address}, "
             f"{len(client.scheduler_info()['workers'])} worker(s)")
-        pending = {}
+        pending = {}                     # future -> (file, its payload, tries so far)
         for f in files:
-            fut = client.submit(task, payload(f, root), *args, pure=False)
-            pending[fut] = (f, 0)
+            item = payload(f)
+            pending[client.submit(task, item, *args, pure=False)] = (f, item, 0)
         seq = dask_completed(list(pending))
         for fut in seq:
-            f, tries = pending.pop(fut)
+            f, item, tries = pending.pop(fut)
             try:
                 row = fut.result()
             except Exception as exc:  # noqa: BLE001 - a lost worker, or a task that broke
                 reason = f"{type(exc).__name__}: {exc}"
                 if tries < retries:
-                    log(f"  {f.parent.name}/{f.name}: its worker was lost or the task failed ({reason}); "
-                        "trying once more")
-                    again = client.submit(task, payload(f, root), *args, pure=False)
-                    pending[again] = (f, tries + 1)
+                    log(f"  {f.parent.name}/{f.name}: its worker was lost or the task failed "
+                        f"({reason}); trying once more")
+                    again = client.submit(task, item, *args, pure=False)
+                    pending[again] = (f, item, tries + 1)
                     seq.add(again)
                     continue
                 row = failed_row(f, f"grading failed {tries + 1} times on the cluster "

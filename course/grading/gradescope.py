@@ -55,7 +55,7 @@ SCHEMA = {
 
 def results(g, execution_time: float) -> dict:
     """Gradescope's results.json for one student's :class:`batch.Graded`."""
-    from .scoring import _kind
+    from .scoring import kind_of
 
     tests = []
     for k, name in enumerate(g.max_points, 1):
@@ -69,12 +69,13 @@ def results(g, execution_time: float) -> dict:
             lines = ["not graded"]
         hidden = sum(c["hidden"] for c in cases)
         score = float(g.points.get(name, 0))
+        kind = kind_of(name)
         tests.append({
-            "name": f"{name} ({_kind(name)})", "number": str(k), "score": score,
+            "name": f"{name} ({kind})", "number": str(k), "score": score,
             "max_score": float(g.max_points[name]),
             "status": "passed" if score >= g.max_points[name] else "failed",
             "output": "\n".join(lines),
-            "tags": [_kind(name)] + (["hidden-cases"] if hidden else []),
+            "tags": [kind] + (["hidden-cases"] if hidden else []),
             "visibility": "visible"})
     head = [f"{g.lesson or 'unknown lesson'}: {g.total:g} / {g.possible:g}"
             f" (graded in the CUDA simulator, input seed {g.seed})"

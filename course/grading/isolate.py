@@ -82,6 +82,16 @@ def make(hide: list[Path], readonly: list[Path], keep_writable: Path) -> tuple[I
                   "hidden-case files")
 
 
+def for_grading(readonly: list) -> tuple[Isolation | None, str]:
+    """The grading worker's namespace: hidden cases covered; the course (checkout or
+    installed package) and the ``readonly`` folders read-only; the temp folder writable."""
+    from ..resources import PACKAGE, ROOT
+    from . import hidden
+
+    return make(hide=[hidden.hidden_dir()], readonly=[ROOT, PACKAGE, *readonly],
+                keep_writable=Path(tempfile.gettempdir()))
+
+
 def _existing(paths) -> list[Path]:
     out = []
     for p in paths:

@@ -97,6 +97,11 @@ def load(path) -> dict:
     return nb
 
 
+def save(nb: dict, path) -> None:
+    """Write ``nb`` as Jupyter does (one-space indent, UTF-8, a final newline)."""
+    Path(path).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def cells(nb: dict) -> list[Cell]:
     """Every cell of ``nb`` as :class:`Cell` (broken entries become empty raw cells)."""
     out = []
@@ -255,8 +260,10 @@ def plan(path) -> Plan:
 
     Exercise cells: solution cells that define a function some check cell passes.
     Setup cells: code cells tagged ``setup``; when none is tagged, the first code cell (the
-    ``import course`` cell; the Colab install cell before it is never run) and every code cell before the last solution cell that only
-    imports, assigns and defines (so demos, plots and benchmarks are skipped).  Check cells are never run: the grader calls the checks.
+    ``import course`` cell; the Colab install cell before it is never run) and every code
+    cell before the last solution cell that only imports, assigns and defines (so demos,
+    plots and benchmarks are skipped).  Check cells are never run: the grader calls the
+    checks.
     """
     path = Path(path)
     nb = load(path)

@@ -128,7 +128,7 @@ def release(sources: list[Path], out: Path) -> list[Path]:
     written = []
     for src, nb in copies:
         dest = out / src.name
-        dest.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        nbk.save(nb, dest)
         written.append(dest)
     return written
 

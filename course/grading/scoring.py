@@ -62,7 +62,7 @@ def score(g, plan: nbk.Plan, events: list[dict], status: str, last: str,
             g.points[name] = full
             continue
         # a debug or tune exercise's given kernel passes cases by design: no credit for those
-        whole = opts.all_or_nothing or _kind(name) in ("debug", "tune")
+        whole = opts.all_or_nothing or kind_of(name) in ("debug", "tune")
         earned = 0.0 if whole else round(full * ok / len(cases), 2)
         g.points[name] = earned
         first = next(c for c in cases if not c["passed"])
@@ -71,7 +71,8 @@ def score(g, plan: nbk.Plan, events: list[dict], status: str, last: str,
                          f"{' (hidden)' if first['hidden'] else ''}: {first['message']}")
 
 
-def _kind(name: str) -> str:
+def kind_of(name: str) -> str:
+    """The exercise's kind (write, predict, debug, tune); write for an unknown name."""
     from ..exercises import get
 
     try:
