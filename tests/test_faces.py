@@ -55,13 +55,35 @@ def test_center_2d_with_few_blocks_strides_over_images():
 
 @pytest.mark.parametrize("m,n", [(1, 1), (23, 19), (7, 70)])
 @pytest.mark.parametrize("name", ["cov_naive", "cov_symmetric", "cov_tiled", "cov_register",
-                                  "cov_register8"])
+                                  "cov_register8", "cov_syrk"])
 def test_covariance_variants(name, m, n):
     D = _D(m, n, 3)
     Dc = (D - D.mean(axis=0)).astype(np.float32)
     got = K.VARIANTS[name](Dc)
     assert got.shape == (n, n)
     np.testing.assert_allclose(got, K.reference(Dc, "cov"), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("m,n,tile,splits", [(37, 41, (16, 4, 4), 3), (29, 33, (32, 4, 4), 2),
+                                           (70, 7, (16, 8, 4), 4), (5, 16, (16, 4, 4), 1)])
+def test_syrk_covariance_tiles_and_image_slices(m, n, tile, splits):
+    """Lower tiles on and off the diagonal, edge tiles, whole tiles, uneven image slices
+    (atomics into one cov): every entry, upper triangle included, matches float64."""
+    D = _D(m, n, 6)
+    Dc = (D - D.mean(axis=0)).astype(np.float32)
+    got = K.VARIANTS["cov_syrk"](Dc, tile=tile, splits=splits)
+    np.testing.assert_allclose(got, K.reference(Dc, "cov"), rtol=1e-4, atol=1e-6)
+
+
+def test_syrk_splits_fill_the_gpu_and_bad_tiles_are_rejected():
+    from course.kernels.covariance import syrk_splits
+
+    # the lecture's covariance on an H100: 210 lower tiles, 2 x 132 block slots -> 5 slices
+    assert syrk_splits(210, 202_599, 264) == 5
+    assert syrk_splits(1, 100, 1) == 1                   # too few images to slice
+    assert syrk_splits(264, 10**6, 264) == 1             # one full wave already
+    with pytest.raises(ValueError, match="SYRK tile"):
+        K.VARIANTS["cov_syrk"](_D(9, 9, 1), tile=(16, 4, 3))
 
 
 @pytest.mark.parametrize("chunk_size", [2, 4, 16])
@@ -417,7 +439,7 @@ def test_lecture_sizes_on_gpu():
     Dc = K.VARIANTS["center_2d"](D)
     np.testing.assert_allclose(Dc, K.reference(D, "center"), atol=2e-5)
     ref = K.reference(Dc[:4000], "cov")
-    for name in ("cov_tiled", "cov_register", "cov_register8"):
+    for name in ("cov_tiled", "cov_register", "cov_register8", "cov_syrk"):
         np.testing.assert_allclose(K.VARIANTS[name](Dc[:4000]), ref, rtol=1e-3, atol=1e-5)
 
 

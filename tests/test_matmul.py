@@ -16,7 +16,9 @@ SETTINGS = {"v1_naive": [{"threads": (4, 4)}, {}],
             "v3_shared_tiled": [{"L": 16, "V": 2, "S": 4}, {"L": 8, "V": 2, "S": 2},
                                 {"L": 12, "V": 3, "S": 4}],
             "v3_tuned": [{"tile": (16, 16, 4, 2, 2)}, {"tile": (16, 8, 4, 2, 2)},
-                         {"tile": (8, 16, 8, 2, 4), "min_blocks": 1}]}
+                         {"tile": (8, 16, 8, 2, 4), "min_blocks": 1}],
+            "v4": [{"tile": (16, 16, 4, 4, 4)}, {"tile": (16, 16, 8, 4, 4), "min_blocks": 1},
+                   {"tile": (32, 16, 4, 8, 4)}]}
 
 
 ALL_VARIANTS = {**matmul.VARIANTS, **matmul.TUNED_VARIANTS}
@@ -70,6 +72,40 @@ def test_v3_constraint():
     with pytest.raises(ValueError):
         matmul.TUNED_VARIANTS["v3_tuned"](np.ones((4, 4), np.float32), np.ones((4, 4), np.float32),
                                     tile=(16, 16, 3, 2, 2))
+    assert matmul.v4_invalid(*matmul.V4_DEFAULT) is None
+    assert "multiples of 4" in matmul.v4_invalid(128, 128, 8, 8, 6)
+    with pytest.raises(ValueError, match="invalid v4 tile"):
+        matmul.TUNED_VARIANTS["v4"](np.ones((4, 4), np.float32), np.ones((4, 4), np.float32),
+                                    tile=(16, 16, 4, 2, 2))
+
+
+V4_PTX = r"""
+import json
+import course
+from numba import cuda
+from course.kernels import matmul_tuned as mt
+ptx, _ = cuda.compile_ptx(mt.matmul_v4.py_func, mt._SIG, cc=(9, 0))
+print("JSON" + json.dumps({"v4": ptx.count("ld.shared.v4.f32"), "scalar": ptx.count("ld.shared.f32")}))
+"""
+
+
+def test_v4_reads_shared_memory_16_bytes_at_a_time():
+    """On a real target load4 is one ld.shared.v4.f32 (LDS.128), and v4 has no scalar shared
+    loads left: (TM + TN) / 4 vector loads per K step of the unrolled pair."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    proc = subprocess.run([sys.executable, "-c", V4_PTX], env=env, capture_output=True,
+                          text=True, timeout=600)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")]
+    assert line, proc.stderr[-2000:]
+    counts = json.loads(line[-1][4:])
+    BM, BN, BK, TM, TN = matmul.V4_DEFAULT
+    assert counts["scalar"] == 0
+    assert counts["v4"] == 2 * (TM + TN) // 4, counts
 
 
 # ---------------------------------------------------------------------------------------

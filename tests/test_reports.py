@@ -51,15 +51,15 @@ def test_flops_performed_by_brute_force():
     """Count the entries each covariance kernel computes by walking its threads (small n)."""
     import math
 
-    from course.kernels.covariance import REGISTER_TILES, flops_performed
+    from course.kernels.covariance import REGISTER_TILES, SYRK_DEFAULT, flops_performed
 
     m = 3
     for n in (1, 5, 64, 70, 129):
         assert flops_performed("naive", m, n) == 2 * m * n * n
         tri = sum(1 for y in range(n) for x in range(n) if x <= y)
         assert flops_performed("symmetric", m, n) == flops_performed("tiled", m, n) == 2 * m * tri
-        for kind, key in (("register", 4), ("register8", 8)):
-            blk = REGISTER_TILES[key][0]
+        for kind, blk in (("register", REGISTER_TILES[4][0]), ("register8", REGISTER_TILES[8][0]),
+                          ("syrk", SYRK_DEFAULT[0])):
             t = math.ceil(n / blk)
             entries = sum(1 for by in range(t) for bx in range(by + 1)
                           for y in range(by * blk, min(n, by * blk + blk))

@@ -163,6 +163,9 @@ def run(report) -> None:
              d_data, m, n, done("register"), note=note_sym + " (whole tiles)")
     _cov_row(report, "register_tiled_covariance_kernel_8 (128x128, 8x8/thread)", "register8",
              d_data, m, n, done("register8"), note=note_sym + " (whole tiles)")
+    splits = COV.syrk_splits(*_syrk_shape(m, n)) if gpu else 1
+    _cov_row(report, f"syrk_covariance_kernel (v4 tiles, lower only, {splits} image slices)",
+             "syrk", d_data, m, n, done("syrk"), note=note_sym + " (whole tiles)")
     report.note(COUNTING)
 
     # ---- peers --------------------------------------------------------------------------------
@@ -192,20 +195,41 @@ def _peers(report, D, host_mean, nb, flops, size):
         torch.cuda.empty_cache()
     else:
         report.note("PyTorch not available: no torch peer rows.")
+    m, n = D.shape
+    tri = COV.flops_performed("symmetric", m, n)
+    for label, fn in cublas_cov(D - host_mean).items():
+        report.add_peer("cupy", label, fn, flops=tri if "SYRK" in label else flops, size=size)
+
+
+def cublas_cov(Dc) -> dict:
+    """label -> callable computing cuBLAS's covariance of Dc on the GPU through CuPy: the full
+    GEMM ``Dc.T @ Dc / m`` and SYRK (the lower triangle, scaled by 1/m). {} without CuPy."""
+    from .. import perf
+
     cp = perf.peer("cupy")
-    if cp is not None:
-        cDc = cp.asarray(D - host_mean)
-        report.add_peer("cupy", "cupy (cuBLAS): Dc.T @ Dc / m", lambda: (cDc.T @ cDc) / cDc.shape[0],
-                        flops=flops, size=size)
-        del cDc
+    if cp is None:
+        return {}
+    import cupy.cublas
+
+    cDc = cp.asarray(Dc)
+    m = cDc.shape[0]
+    return {"cupy (cuBLAS): Dc.T @ Dc / m": lambda: (cDc.T @ cDc) / m,
+            "cupy (cuBLAS SYRK): lower triangle of Dc.T Dc / m":
+                lambda: cupy.cublas.syrk("T", cDc, alpha=1.0 / m, lower=True)}
+
+
+def _syrk_shape(m: int, n: int) -> tuple[int, int, int]:
+    """(lower tiles, images, resident block slots) of the SYRK launch on this GPU."""
+    g = math.ceil(n / COV.SYRK_DEFAULT[0])
+    return g * (g + 1) // 2, m, 2 * cuda.get_current_device().MULTIPROCESSOR_COUNT
 
 
 COUNTING = ("FLOPs: 2 m per covariance entry a kernel computes - all n^2 for the naive "
             "kernel and cuBLAS's GEMM, n (n + 1) / 2 for the symmetric and tiled kernels, "
-            "the whole lower-triangle tiles for the register-tiled ones (mirrored entries are "
+            "the whole lower-triangle tiles for the register-tiled and SYRK ones (mirrored entries are "
             "copies, not work); compare kernels by time.")
 
-_KINDS = (("register_tiled_covariance_kernel_8", "register8"),
+_KINDS = (("syrk_covariance_kernel", "syrk"), ("register_tiled_covariance_kernel_8", "register8"),
           ("register_tiled_covariance_kernel", "register"), ("shared_covariance_kernel", "tiled"),
           ("symmetric_covariance_kernel", "symmetric"), ("covariance_kernel", "naive"))
 
@@ -257,4 +281,11 @@ def summary(rows) -> list[str]:
             out.append(f"{label}: {naive / t:.1f}x faster than the naive kernel, "
                        f"{sym / t:.1f}x faster than the symmetric one (lecture: 18.4x)"
                        + (f"; {t / blas:.2f}x the time of cuBLAS" if blas else ""))
+    syrk, gemm = ms("syrk_covariance_kernel"), ms("cupy (cuBLAS):")
+    blas_syrk = ms("cupy (cuBLAS SYRK)")
+    if syrk and (gemm or blas_syrk):
+        out.append("syrk_covariance_kernel: " + "; ".join(
+            f"{peer / syrk:.2f}x as fast as {name} ({peer:.1f} ms)"
+            for name, peer in (("cuBLAS GEMM Dc.T @ Dc", gemm), ("cuBLAS SYRK", blas_syrk))
+            if peer) + " (target: faster than cuBLAS's GEMM)")
     return out

@@ -8,16 +8,20 @@ The mean and the centring (lessons 05-06) are in ``faces.py``.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint64
 
+from .. import runtime
 from ..data import face_matrix as _validate
+from .matmul_tuned import ALIGN, bounds, load4
 
 NOTEBOOKS = ["07_covariance_pca"]
 # Beyond the lecture, in the benchmark; notebook 07 points to them.
-NOT_SHOWN = {"register_tiled_covariance_kernel", "register_tiled_covariance_kernel_8"}
+NOT_SHOWN = {"register_tiled_covariance_kernel", "register_tiled_covariance_kernel_8",
+             "zero_kernel", "syrk_covariance_kernel"}
 
 
 @cuda.jit
@@ -150,17 +154,123 @@ register_tiled_covariance_kernel_8 = _register_tiled(128, 8)
 
 
 
+
+def make_syrk(BM, BK, TM, min_blocks=2):
+    """SYRK-style covariance: lesson 04's v4 SGEMM (BM x BM tiles, K step BK, TM x TM per
+    thread in runs of four, 16-byte shared loads, two shared buffers, register prefetch)
+    on the lower-triangle tiles only, each tile's images split over ``gridDim.y`` blocks."""
+    T = BM // TM                   # threads along each side of the block
+    NT = T * T                     # threads per block
+    R = 4 * T                      # rows / columns between a thread's runs of four
+    LD, RD = BM * BK // NT, NT // BM   # tile elements a thread fetches; rows one round covers
+    S1 = BK * BM                   # floats in one buffer of a tile (k-major: no transpose)
+    S2 = 2 * S1
+
+    @cuda.jit(**bounds(NT, min_blocks))
+    def syrk_covariance_kernel(data, cov, num_entries, num_features):
+        # Block (p, s): lower tile p = (by, bx), bx <= by, of cov, summed over images slice
+        # s of gridDim.y.  Both tiles are BK images x BM pixels of data, stored k-major as
+        # they lie in memory: sy[k*BM + row], sx[k*BM + col].  Thread (tx, ty) owns rows
+        # ty*4 + j + h*R and columns tx*4 + i + g*R; its sums are added (atomics) to cov
+        # and, off the diagonal, to the mirrored entry.  cov must be zero before.
+        p = cuda.blockIdx.x
+        by = int((math.sqrt(8.0 * p + 1.0) - 1.0) * 0.5)    # p = by (by + 1) / 2 + bx
+        while by * (by + 1) // 2 > p:
+            by -= 1
+        while (by + 1) * (by + 2) // 2 <= p:
+            by += 1
+        bx = p - by * (by + 1) // 2
+        n = uint64(num_features)
+        per = (num_entries + cuda.gridDim.y - 1) // cuda.gridDim.y
+        e_lo = cuda.blockIdx.y * per
+        e_hi = min(num_entries, e_lo + per)
+        sy = cuda.shared.array(S2, float32, alignment=ALIGN)
+        sx = cuda.shared.array(S2, float32, alignment=ALIGN)
+        c = cuda.local.array((TM, TM), float32)
+        a = cuda.local.array(TM, float32)
+        b = cuda.local.array(TM, float32)
+        ry = cuda.local.array(LD, float32)
+        rx = cuda.local.array(LD, float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        tid = ty * T + tx
+        fk, fc = tid // BM, tid % BM       # this thread fetches image e0 + fk + f*RD, pixel fc
+        py, px = uint64(by * BM + fc), uint64(bx * BM + fc)
+        whole = (by + 1) * BM <= num_features
+        for y in range(TM):
+            for x in range(TM):
+                c[y, x] = float32(0.0)
+        ntiles = (e_hi - e_lo + BK - 1) // BK
+        for t in range(ntiles + 1):
+            e0 = e_lo + t * BK
+            if whole and t < ntiles and e0 + BK <= e_hi:
+                for f in range(LD):
+                    row = uint64(e0 + fk + f * RD) * n
+                    ry[f] = data[row + py]
+                    rx[f] = data[row + px]
+            else:
+                for f in range(LD):
+                    e = e0 + fk + f * RD
+                    row = uint64(e) * n
+                    inside = e < e_hi and t < ntiles
+                    ry[f] = data[row + py] if inside and py < n else float32(0.0)
+                    rx[f] = data[row + px] if inside and px < n else float32(0.0)
+            if t > 0:
+                ybase = uint64(((t - 1) & 1) * S1 + ty * 4)
+                xbase = uint64(((t - 1) & 1) * S1 + tx * 4)
+                for k0 in range(0, BK, 2):
+                    for k in range(k0, k0 + 2):
+                        for h in range(TM // 4):
+                            a[4 * h], a[4 * h + 1], a[4 * h + 2], a[4 * h + 3] = load4(
+                                sy, ybase + uint64(k * BM + h * R))
+                            b[4 * h], b[4 * h + 1], b[4 * h + 2], b[4 * h + 3] = load4(
+                                sx, xbase + uint64(k * BM + h * R))
+                        for y in range(TM):
+                            for x in range(TM):
+                                c[y, x] += a[y] * b[x]
+            base = uint64((t & 1) * S1 + fk * BM + fc)
+            for f in range(LD):
+                sy[base + uint64(f * RD * BM)] = ry[f]
+                sx[base + uint64(f * RD * BM)] = rx[f]
+            cuda.syncthreads()
+        scale = float32(1.0) / float32(num_entries)
+        for y in range(TM):
+            row = uint64(by * BM + ty * 4 + (y & 3) + (y >> 2) * R)
+            for x in range(TM):
+                col = uint64(bx * BM + tx * 4 + (x & 3) + (x >> 2) * R)
+                if row < n and col < n:
+                    cuda.atomic.add(cov, row * n + col, c[y, x] * scale)
+                    if bx != by:
+                        cuda.atomic.add(cov, col * n + row, c[y, x] * scale)
+
+    return syrk_covariance_kernel
+
+
+@cuda.jit
+def zero_kernel(a):
+    # a helper: zeroes an array on the device before kernels add into it with atomics
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] = float32(0.0)
+
+
+SYRK_DEFAULT = (128, 16, 8)                      # (BM, BK, TM): lesson 04's v4 tile
+SYRK_SIM = (16, 4, 4)                            # the simulator's: 16 threads a block
+syrk_covariance_kernel = make_syrk(*SYRK_DEFAULT)
+
+
 _SIG = "void(float32[::1], float32[::1], int64, int64)"
 PTX_SIGNATURES = {name: _SIG for name in (
     "covariance_kernel", "symmetric_covariance_kernel", "shared_covariance_kernel",
-    "register_tiled_covariance_kernel", "register_tiled_covariance_kernel_8")}
+    "register_tiled_covariance_kernel", "register_tiled_covariance_kernel_8",
+    "syrk_covariance_kernel")}
+PTX_SIGNATURES["zero_kernel"] = "void(float32[::1])"
 
 
 def flops_performed(kind: str, m: int, n: int, chunk_size: int = 8) -> float:
     """FLOPs (a multiply and an add per image) of the cov entries ``kind`` really computes.
 
     naive: all n^2 entries.  symmetric and tiled: the n (n + 1) / 2 entries on or below the
-    diagonal (the other threads skip the sum).  register / register8: every entry inside the
+    diagonal (the other threads skip the sum).  register / register8 / syrk: every entry in the
     matrix of the tiles on or below the diagonal, whole tiles (a diagonal tile computes its
     upper half too).  Mirrored entries are copies, not work.
     """
@@ -168,8 +278,8 @@ def flops_performed(kind: str, m: int, n: int, chunk_size: int = 8) -> float:
         entries = n * n
     elif kind in ("symmetric", "tiled"):
         entries = n * (n + 1) // 2
-    elif kind in ("register", "register8"):
-        blk = REGISTER_TILES[8 if kind == "register8" else 4][0]
+    elif kind in ("register", "register8", "syrk"):
+        blk = SYRK_DEFAULT[0] if kind == "syrk" else REGISTER_TILES[8 if kind == "register8" else 4][0]
         tiles = math.ceil(n / blk)
         side = [min(blk, n - t * blk) for t in range(tiles)]        # rows inside the matrix
         entries = sum(side[bx] * side[by] for by in range(tiles) for bx in range(by + 1))
@@ -181,7 +291,7 @@ def flops_performed(kind: str, m: int, n: int, chunk_size: int = 8) -> float:
 # ---------------------------------------------------------------------------------------
 # launches (device arrays in, results in place) and the VARIANTS contract (numpy in and out)
 
-def launch_cov(kind, d_data, d_cov, m, n, chunk_size: int = 8):
+def launch_cov(kind, d_data, d_cov, m, n, chunk_size: int = 8, **kw):
     """cov = data^T data / m into d_cov (n * n) with the chosen kernel."""
     if kind in ("naive", "symmetric"):
         kernel = covariance_kernel if kind == "naive" else symmetric_covariance_kernel
@@ -198,9 +308,42 @@ def launch_cov(kind, d_data, d_cov, m, n, chunk_size: int = 8):
             register_tiled_covariance_kernel
         g = math.ceil(n / blk)
         kernel[(g, g), (blk // rt, blk // rt)](d_data, d_cov, m, n)
+    elif kind == "syrk":
+        launch_syrk(d_data, d_cov, m, n, **kw)
     else:
         raise ValueError(f"unknown covariance kernel {kind!r}: naive, symmetric, tiled, "
-                         "register, register8")
+                         "register, register8, syrk")
+
+
+@functools.lru_cache(maxsize=None)
+def syrk_kernel(tile: tuple):
+    return syrk_covariance_kernel if tuple(tile) == SYRK_DEFAULT else make_syrk(*tile)
+
+
+def syrk_splits(tiles: int, m: int, slots: int, bk: int = SYRK_DEFAULT[1]) -> int:
+    """How many image slices (blocks per tile) fill the GPU best: the S in 1..8 whose
+    waves of ``tiles * S`` blocks over ``slots`` resident blocks take the least time
+    (waves / S), each slice at least 64 K steps long; the smaller S on a tie."""
+    options = [s for s in range(1, 9) if s == 1 or m / s >= 64 * bk]
+    return min(options, key=lambda s: (math.ceil(tiles * s / slots) / s, s))
+
+
+def launch_syrk(d_data, d_cov, m, n, tile: tuple | None = None, splits: int | None = None):
+    """cov = data^T data / m by the SYRK kernel: zero cov, then lower tiles x image slices
+    (``splits``: by default :func:`syrk_splits` for two blocks per SM).  ``tile`` (BM, BK,
+    TM): SYRK_DEFAULT on a GPU, SYRK_SIM (16 threads a block) in the simulator."""
+    BM, BK, TM = tile = tuple(tile or (SYRK_DEFAULT if runtime.MODE == "gpu" else SYRK_SIM))
+    if BM % TM or TM % 4 or (BM * BK) % ((BM // TM) ** 2) or (BM // TM) ** 2 % BM:
+        raise ValueError(f"invalid SYRK tile (BM, BK, TM) = {tile}: TM must be a multiple "
+                         "of 4 dividing BM, and (BM/TM)^2 threads must split BK x BM "
+                         "into whole rows")
+    g = math.ceil(n / BM)
+    tiles = g * (g + 1) // 2
+    if splits is None:
+        slots = 2 * cuda.get_current_device().MULTIPROCESSOR_COUNT if runtime.MODE == "gpu" else 1
+        splits = syrk_splits(tiles, m, slots, BK)
+    zero_kernel[math.ceil(n * n / 256), 256](d_cov)
+    syrk_kernel(tuple(tile))[(tiles, splits), (BM // TM, BM // TM)](d_data, d_cov, m, n)
 
 
 def cgma(chunk_size: int) -> float:
@@ -224,4 +367,4 @@ def _cov_host(kind):
 
 
 VARIANTS = {f"cov_{kind}": _cov_host(kind)
-            for kind in ("naive", "symmetric", "tiled", "register", "register8")}
+            for kind in ("naive", "symmetric", "tiled", "register", "register8", "syrk")}

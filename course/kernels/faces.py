@@ -18,6 +18,7 @@ from .. import runtime
 from ..data import face_matrix as _validate
 from ..pairs import pack2, unpack2
 from . import covariance as _cov
+from .covariance import zero_kernel
 from .covariance import (  # noqa: F401 - lesson 07's names, re-exported for notebook 07
     REGISTER_TILES, cgma, covariance_kernel, flops_performed, launch_cov,
     register_tiled_covariance_kernel,
@@ -78,13 +79,6 @@ def mean_split_x4_kernel(data, mean, num_entries, num_features):
             a0 += data[e * num_features + thid]
             e += S
         cuda.atomic.add(mean, thid, ((a0 + a1) + (a2 + a3)) / num_entries)
-
-
-@cuda.jit
-def zero_kernel(a):
-    i = cuda.grid(1)
-    if i < a.size:
-        a[i] = 0
 
 
 # ---------------------------------------------------------------------------------------
@@ -198,9 +192,7 @@ _SIG = "void(float32[::1], float32[::1], int64, int64)"
 PTX_SIGNATURES = {name: _SIG for name in (
     "compute_mean_kernel", "mean_split_kernel", "mean_split_x4_kernel", "correction_kernel",
     "correction_kernel_ortho", "correction_kernel_2d", "correction_kernel_2d_ilp")}
-PTX_SIGNATURES["zero_kernel"] = "void(float32[::1])"
 PTX_SIGNATURES["correction_kernel_flat"] = "void(float64[::1], float32[::1], float32[::1], int64)"
-NOT_SHOWN = {"zero_kernel"}       # a helper: zeroes the mean before the atomics
 
 
 # ---------------------------------------------------------------------------------------

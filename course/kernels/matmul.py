@@ -14,12 +14,14 @@ works.  Tile sizes are compile-time constants (register arrays need them): each
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 
 import numpy as np
-from numba import cuda, float32, uint64
+from numba import cuda, float32
 
+from . import matmul_tuned
+from .matmul_tuned import (MIN_BLOCKS_DEFAULT, TUNED_DEFAULT, V4_DEFAULT, V4_MIN_BLOCKS,  # noqa: F401
+                           v3_tuned_invalid, v4_invalid)
 from .window import counting, counting_shared, in_simulator
 
 NOTEBOOKS = ["04_matmul"]
@@ -29,9 +31,6 @@ V_DEFAULT = 4                         # the lecture's register tile for v1.5 / v
 KC = 16                               # v1.5: the lecture's row buffer a[N], streamed KC at a time
 L_DEFAULT, V3_DEFAULT, S_DEFAULT = 128, 8, 4   # v3: best of the H200 sweep (22.3 TFLOP/s at 4096)
 SA_PAD = 4                            # extra columns in sA: its transposed stores avoid bank conflicts
-TUNED_DEFAULT = (128, 128, 8, 8, 8)   # v3_tuned (BM, BN, BK, TM, TN): H200 sweep best, 27.2 TFLOP/s
-MIN_BLOCKS_DEFAULT = 1                # v3_tuned launch bounds (it gets 127 registers: 2 blocks/SM)
-NOT_SHOWN = {"matmul_v3_tuned"}       # v3 with register prefetch and launch bounds: GPU tuning
 
 
 @cuda.jit
@@ -169,94 +168,12 @@ def make_v3(L, V, S):
     return matmul_v3
 
 
-def make_v3_tuned(BM, BN, BK, TM, TN, min_blocks=2):
-    """v3 tuned: a BM x BN block tile, K step BK, TM x TN per thread, (BM/TM)(BN/TN) threads;
-    the next K tile is prefetched into registers while the current one is used from shared
-    memory (two shared buffers: one syncthreads per K step); ``min_blocks`` blocks per SM
-    are asked of the compiler (launch bounds: it caps registers per thread to fit)."""
-    TY, TX = BM // TM, BN // TN    # threads along rows / columns of the block tile
-    NT = TX * TY                   # threads per block
-    PA = BM + 32 // BK             # sA row length: the transposed stores hit 32 banks
-    SA, SB = BK * PA, BK * BN      # floats in one buffer of sA / sB
-    LA, LB = BM * BK // NT, BK * BN // NT   # A / B tile elements each thread fetches
-    RA, RB = NT // BK, NT // BN    # tile rows of A / of B one fetch round covers
-    SA2, SB2 = 2 * SA, 2 * SB      # both buffers (numba needs shapes as plain constants)
-    # launch bounds (NT threads, min_blocks per SM) cap registers; the simulator has none
-    bounds = ({"launch_bounds": (NT, min_blocks)}
-              if "launch_bounds" in inspect.signature(cuda.jit).parameters else {})
-
-    @cuda.jit(**bounds)
-    def matmul_v3_tuned(A, B, C):
-        # Block (bx, by) owns the BM x BN tile of C at (by*BM, bx*BN); thread (tx, ty) owns
-        # C[by*BM + ty + y*TY, bx*BN + tx + x*TX] for y < TM, x < TN.  Shared memory: two
-        # buffers of sA[k*PA + row] (A tile, transposed) and sB[k*BN + col]; registers: c, a,
-        # b and ra, rb (the next tile on its way from global memory); A, B, C: global memory.
-        sA = cuda.shared.array(SA2, float32)
-        sB = cuda.shared.array(SB2, float32)
-        c = cuda.local.array((TM, TN), float32)
-        a = cuda.local.array(TM, float32)
-        b = cuda.local.array(TN, float32)
-        ra = cuda.local.array(LA, float32)
-        rb = cuda.local.array(LB, float32)
-        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-        tid = ty * TX + tx
-        ar, ak = tid // BK, tid % BK       # this thread fetches A[row0 + ar + f*RA, ko + ak]
-        bk, bc = tid // BN, tid % BN       # and B[ko + bk + f*RB, col0 + bc]
-        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
-        M, K, N = A.shape[0], A.shape[1], B.shape[1]
-        for y in range(TM):
-            for x in range(TN):
-                c[y, x] = float32(0.0)
-        ntiles = (K + BK - 1) // BK
-        for t in range(ntiles + 1):
-            # global -> registers: tile t (zeros past the edges and after the last tile)
-            ko = t * BK
-            for f in range(LA):
-                r = row0 + ar + f * RA
-                ra[f] = A[r, ko + ak] if r < M and ko + ak < K else float32(0.0)
-            for f in range(LB):
-                k = ko + bk + f * RB
-                rb[f] = B[k, col0 + bc] if k < K and col0 + bc < N else float32(0.0)
-            if t > 0:
-                # registers and shared memory -> c: tile t - 1 from buffer (t - 1) % 2
-                # unsigned indices: no negative-index wraparound code in the inner loop
-                abase = uint64(((t - 1) & 1) * SA + ty)
-                bbase = uint64(((t - 1) & 1) * SB + tx)
-                for ki in range(BK):
-                    for y in range(TM):
-                        a[y] = sA[abase + uint64(ki * PA + y * TY)]
-                    for x in range(TN):
-                        b[x] = sB[bbase + uint64(ki * BN + x * TX)]
-                    for y in range(TM):
-                        for x in range(TN):
-                            c[y, x] += a[y] * b[x]
-            # registers -> shared buffer t % 2 (its last readers finished before the
-            # previous syncthreads), then one syncthreads before anyone reads it
-            abase = uint64((t & 1) * SA + ak * PA + ar)
-            bbase = uint64((t & 1) * SB + bk * BN + bc)
-            for f in range(LA):
-                sA[abase + uint64(f * RA)] = ra[f]
-            for f in range(LB):
-                sB[bbase + uint64(f * RB * BN)] = rb[f]
-            cuda.syncthreads()
-        for y in range(TM):
-            for x in range(TN):
-                row, col = row0 + ty + y * TY, col0 + tx + x * TX
-                if row < M and col < N:
-                    C[row, col] = c[y, x]
-
-    return matmul_v3_tuned
-
-
 matmul_v1_5 = make_v1_5(V_DEFAULT, KC)
 matmul_v2 = make_v2(V_DEFAULT)
 matmul_v3 = make_v3(L_DEFAULT, V3_DEFAULT, S_DEFAULT)
-matmul_v3_tuned = make_v3_tuned(*TUNED_DEFAULT, MIN_BLOCKS_DEFAULT)
-_TUNED_BUILT = (TUNED_DEFAULT, MIN_BLOCKS_DEFAULT)   # the setting matmul_v3_tuned was built for
 
 _SIG = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
-PTX_SIGNATURES = {name: _SIG for name in ("matmul_v1", "matmul_v1_5", "matmul_v2", "matmul_v3",
-                                        "matmul_v3_tuned")}
+PTX_SIGNATURES = {name: _SIG for name in ("matmul_v1", "matmul_v1_5", "matmul_v2", "matmul_v3")}
 
 
 @functools.lru_cache(maxsize=None)
@@ -274,13 +191,6 @@ def kernel_v3(L: int, V: int, S: int):
     if (L, V, S) == (L_DEFAULT, V3_DEFAULT, S_DEFAULT):
         return matmul_v3
     return make_v3(L, V, S)
-
-
-@functools.lru_cache(maxsize=None)
-def kernel_v3_tuned(tile: tuple, min_blocks: int):
-    if (tuple(tile), min_blocks) == _TUNED_BUILT:
-        return matmul_v3_tuned
-    return make_v3_tuned(*tile, min_blocks)
 
 
 # ---------------------------------------------------------------------------------------
@@ -316,23 +226,6 @@ def v3_invalid(L: int, V: int, S: int) -> str | None:
     return None
 
 
-def v3_tuned_invalid(BM: int, BN: int, BK: int, TM: int, TN: int) -> str | None:
-    """Why a v3_tuned tile (BM, BN, BK, TM, TN) cannot run, or None when it can."""
-    if BM % TM or BN % TN:
-        return f"TM = {TM} must divide BM = {BM} and TN = {TN} must divide BN = {BN}"
-    nt = (BM // TM) * (BN // TN)
-    if nt > 1024:
-        return f"{nt} threads per block > 1024, the hardware limit"
-    if 32 % BK or nt % BK or nt % BN or (BM * BK) % nt or (BK * BN) % nt:
-        return (f"BK = {BK} must divide 32, and {nt} threads must split the {BM} x {BK} A tile "
-                f"and the {BK} x {BN} B tile into whole rows (cooperative fetching)")
-    if 4 * 2 * BK * (BM + 32 // BK + BN) > 48 * 1024:
-        return "two buffers of sA and sB pass the 48 KiB of static shared memory per block"
-    if TM * TN + TM + TN > 160:
-        return f"TM*TN + TM + TN = {TM * TN + TM + TN} registers for the tile alone: too many"
-    return None
-
-
 # ---------------------------------------------------------------------------------------
 # host side
 
@@ -340,7 +233,8 @@ def launch(variant: str, d_A, d_B, d_C, *, V: int | None = None, L: int = L_DEFA
            S: int = S_DEFAULT, threads=THREADS, tile: tuple | None = None,
            min_blocks: int | None = None):
     """Launch one variant on device arrays (C = A @ B; C is M x N).  ``tile`` and
-    ``min_blocks`` are v3_tuned's (BM, BN, BK, TM, TN) and blocks per SM."""
+    ``min_blocks`` are v3_tuned's and v4's (BM, BN, BK, TM, TN) and blocks per SM
+    (:mod:`course.kernels.matmul_tuned`)."""
     M, N = d_C.shape
     tx, ty = threads
     if variant == "v1_naive":
@@ -355,13 +249,8 @@ def launch(variant: str, d_A, d_B, d_C, *, V: int | None = None, L: int = L_DEFA
         if why:
             raise ValueError(f"invalid v3 setting L={L}, V={V}, S={S}: {why}")
         kernel_v3(L, V, S)[(math.ceil(N / L), math.ceil(M / L)), (L // V, L // V)](d_A, d_B, d_C)
-    elif variant == "v3_tuned":
-        BM, BN, BK, TM, TN = tile = tuple(tile or TUNED_DEFAULT)
-        why = v3_tuned_invalid(*tile)
-        if why:
-            raise ValueError(f"invalid v3_tuned tile {tile}: {why}")
-        k = kernel_v3_tuned(tile, min_blocks or MIN_BLOCKS_DEFAULT)
-        k[(math.ceil(N / BN), math.ceil(M / BM)), (BN // TN, BM // TM)](d_A, d_B, d_C)
+    elif variant in TUNED_VARIANTS:
+        matmul_tuned.launch(variant, d_A, d_B, d_C, tile=tile, min_blocks=min_blocks)
     else:
         raise ValueError(f"unknown variant {variant!r}; choose from "
                          f"{sorted(VARIANTS) + sorted(TUNED_VARIANTS)}")
@@ -397,7 +286,7 @@ VARIANTS = {name: _host(name) for name in
             ("v1_naive", "v1_5_thread_tile", "v2_register_outer", "v3_shared_tiled")}
 # v3 tuned for the GPU (double-buffered shared tiles, register prefetch, launch bounds):
 # the same contract, kept beside VARIANTS so the notebook's per-version tables stay the lecture's
-TUNED_VARIANTS = {"v3_tuned": _host("v3_tuned")}
+TUNED_VARIANTS = {"v3_tuned": _host("v3_tuned"), "v4": _host("v4")}
 
 
 def reference(A, B):
