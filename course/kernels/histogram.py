@@ -31,7 +31,7 @@ TUNED_SHARED = NUM_BINS * LANES        # pairs: uint32 words of shared memory (3
 W4_SHARED = NUM_BINS * 2 * LANES       # tuned: uint32 words of dynamic shared memory (64 KB)
 W8_SHARED = NUM_BINS * 4 * LANES       # tuned_wide: the same for 8 channels a lane (128 KB)
 # uint32 constants for the tuned kernels' index math (an int literal would promote to int64)
-U2, U3, U4, U32 = (np.uint32(k) for k in (2, 3, 4, 32))
+U2, U3, U4, U11, U12, U32 = (np.uint32(k) for k in (2, 3, 4, 11, 12, 32))
 S6, S7, S8, S16, S24 = (np.uint32(k) for k in (6, 7, 8, 16, 24))
 S32, M32 = np.uint64(32), np.uint64(0xFFFFFFFF)
 M8, ONE_LO, ONE_HI = np.uint32(0xFF), np.uint32(1), np.uint32(1 << 16)
@@ -200,7 +200,7 @@ def histogram_tuned(words, out, rows_per_block):
     # rows r0 + y, r0 + y + W, ... of the chunk [r0, r0 + rows_per_block) that warp y visits.
     # sh (dynamic shared, 64 KB): sh[(v * 2 + j) * 32 + x] packs lane x's 16-bit counters of
     # value v for its channels 2j (low half) and 2j + 1 (high half): a lane only touches its
-    # own bank.  Index math in uint32; 4 loads in flight per thread.  Flush: out[by % slots]
+    # own bank.  Index math in uint32; 12 to 24 loads in flight.  Flush: out[by % slots]
     # (global) with atomics, or plain stores when every block owns its slot (slots = chunks).
     sh = cuda.shared.array(0, uint32)
     x = uint32(cuda.threadIdx.x)
@@ -214,17 +214,44 @@ def histogram_tuned(words, out, rows_per_block):
     r1 = min(r0 + uint32(rows_per_block), uint32(words.shape[0]))
     r = r0 + uint32(cuda.threadIdx.y)
     if col < uint32(words.shape[1]):
-        while r + U3 * nw < r1:             # 4 independent 4-byte loads in flight
-            w0 = words[r, col]
-            w1 = words[r + nw, col]
-            w2 = words[r + U2 * nw, col]
-            w3 = words[r + U3 * nw, col]
-            for w in (w0, w1, w2, w3):
+        # 12 words a batch (one every nw rows); the next batch loads while this one is counted
+        more = r + U11 * nw < r1
+        n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = n8 = n9 = n10 = n11 = uint32(0)
+        if more:
+            n0 = words[r, col]
+            n1 = words[r + uint32(1) * nw, col]
+            n2 = words[r + uint32(2) * nw, col]
+            n3 = words[r + uint32(3) * nw, col]
+            n4 = words[r + uint32(4) * nw, col]
+            n5 = words[r + uint32(5) * nw, col]
+            n6 = words[r + uint32(6) * nw, col]
+            n7 = words[r + uint32(7) * nw, col]
+            n8 = words[r + uint32(8) * nw, col]
+            n9 = words[r + uint32(9) * nw, col]
+            n10 = words[r + uint32(10) * nw, col]
+            n11 = words[r + uint32(11) * nw, col]
+        while more:
+            batch = (n0, n1, n2, n3, n4, n5, n6, n7, n8, n9, n10, n11)
+            r += U12 * nw
+            more = r + U11 * nw < r1
+            if more:
+                n0 = words[r, col]
+                n1 = words[r + uint32(1) * nw, col]
+                n2 = words[r + uint32(2) * nw, col]
+                n3 = words[r + uint32(3) * nw, col]
+                n4 = words[r + uint32(4) * nw, col]
+                n5 = words[r + uint32(5) * nw, col]
+                n6 = words[r + uint32(6) * nw, col]
+                n7 = words[r + uint32(7) * nw, col]
+                n8 = words[r + uint32(8) * nw, col]
+                n9 = words[r + uint32(9) * nw, col]
+                n10 = words[r + uint32(10) * nw, col]
+                n11 = words[r + uint32(11) * nw, col]
+            for w in batch:
                 cuda.atomic.add(sh, ((w & M8) << S6) + x, ONE_LO)
                 cuda.atomic.add(sh, (((w >> S8) & M8) << S6) + x, ONE_HI)
                 cuda.atomic.add(sh, (((w >> S16) & M8) << S6) + U32 + x, ONE_LO)
                 cuda.atomic.add(sh, ((w >> S24) << S6) + U32 + x, ONE_HI)
-            r += U4 * nw
         while r < r1:
             w = words[r, col]
             cuda.atomic.add(sh, ((w & M8) << S6) + x, ONE_LO)
