@@ -266,29 +266,29 @@ def v4_invalid(BM: int, BN: int, BK: int, TM: int, TN: int) -> str | None:
 
 matmul_v3_tuned = make_v3_tuned(*TUNED_DEFAULT, MIN_BLOCKS_DEFAULT)
 matmul_v4 = make_v4(*V4_DEFAULT, V4_MIN_BLOCKS)
-_BUILT = {"v3_tuned": (TUNED_DEFAULT, MIN_BLOCKS_DEFAULT, matmul_v3_tuned),
-          "v4": (V4_DEFAULT, V4_MIN_BLOCKS, matmul_v4)}
 _SIG = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
 PTX_SIGNATURES = {"matmul_v3_tuned": _SIG, "matmul_v4": _SIG}
-MAKERS = {"v3_tuned": make_v3_tuned, "v4": make_v4}
-INVALID = {"v3_tuned": v3_tuned_invalid, "v4": v4_invalid}
+# variant -> (maker, why a tile is invalid, default tile, default blocks per SM, default build)
+TUNED = {"v3_tuned": (make_v3_tuned, v3_tuned_invalid, TUNED_DEFAULT, MIN_BLOCKS_DEFAULT,
+                      matmul_v3_tuned),
+         "v4": (make_v4, v4_invalid, V4_DEFAULT, V4_MIN_BLOCKS, matmul_v4)}
 
 
 @functools.lru_cache(maxsize=None)
 def kernel(variant: str, tile: tuple, min_blocks: int):
     """The compiled ``variant`` ("v3_tuned" or "v4") for one tile and launch bound."""
-    default_tile, default_blocks, built = _BUILT[variant]
+    make, _, default_tile, default_blocks, built = TUNED[variant]
     if (tuple(tile), min_blocks) == (default_tile, default_blocks):
         return built
-    return MAKERS[variant](*tile, min_blocks)
+    return make(*tile, min_blocks)
 
 
 def launch(variant: str, d_A, d_B, d_C, tile: tuple | None = None,
            min_blocks: int | None = None):
     """Launch v3_tuned or v4 with tile (BM, BN, BK, TM, TN) on device arrays, C = A @ B."""
-    default_tile, default_blocks, _ = _BUILT[variant]
+    _, invalid, default_tile, default_blocks, _ = TUNED[variant]
     BM, BN, BK, TM, TN = tile = tuple(tile or default_tile)
-    why = INVALID[variant](*tile)
+    why = invalid(*tile)
     if why:
         raise ValueError(f"invalid {variant} tile {tile}: {why}")
     M, N = d_C.shape
