@@ -145,6 +145,15 @@ def mode_label() -> str:
 # ---------------------------------------------------------------------------------------
 # device facts
 
+def sm_count() -> int:
+    """Streaming multiprocessors of the GPU (2 in the simulator, to keep launches small)."""
+    if MODE != "gpu":
+        return 2
+    from numba import cuda
+
+    return cuda.get_current_device().MULTIPROCESSOR_COUNT
+
+
 def device_info() -> dict:
     """Facts about the current device (GPU) or the simulator, as a plain dict."""
     from numba import cuda

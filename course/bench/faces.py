@@ -163,7 +163,7 @@ def run(report) -> None:
              d_data, m, n, done("register"), note=note_sym + " (whole tiles)")
     _cov_row(report, "register_tiled_covariance_kernel_8 (128x128, 8x8/thread)", "register8",
              d_data, m, n, done("register8"), note=note_sym + " (whole tiles)")
-    splits = COV.syrk_splits(*_syrk_shape(m, n)) if gpu else 1
+    splits = COV.syrk_grid(m, n)[2]
     _cov_row(report, f"syrk_covariance_kernel (v4 tiles, lower only, {splits} image slices)",
              "syrk", d_data, m, n, done("syrk"), note=note_sym + " (whole tiles)")
     report.note(COUNTING)
@@ -216,12 +216,6 @@ def cublas_cov(Dc) -> dict:
     return {"cupy (cuBLAS): Dc.T @ Dc / m": lambda: (cDc.T @ cDc) / m,
             "cupy (cuBLAS SYRK): lower triangle of Dc.T Dc / m":
                 lambda: cupy.cublas.syrk("T", cDc, alpha=1.0 / m, lower=True)}
-
-
-def _syrk_shape(m: int, n: int) -> tuple[int, int, int]:
-    """(lower tiles, images, resident block slots) of the SYRK launch on this GPU."""
-    g = math.ceil(n / COV.SYRK_DEFAULT[0])
-    return g * (g + 1) // 2, m, 2 * cuda.get_current_device().MULTIPROCESSOR_COUNT
 
 
 COUNTING = ("FLOPs: 2 m per covariance entry a kernel computes - all n^2 for the naive "

@@ -153,8 +153,6 @@ register_tiled_covariance_kernel = _register_tiled(64, 4)
 register_tiled_covariance_kernel_8 = _register_tiled(128, 8)
 
 
-
-
 def make_syrk(BM, BK, TM, min_blocks=2):
     """SYRK-style covariance: lesson 04's v4 SGEMM (BM x BM tiles, K step BK, TM x TM per
     thread in runs of four, 16-byte shared loads, two shared buffers, register prefetch)
@@ -291,8 +289,10 @@ def flops_performed(kind: str, m: int, n: int, chunk_size: int = 8) -> float:
 # ---------------------------------------------------------------------------------------
 # launches (device arrays in, results in place) and the VARIANTS contract (numpy in and out)
 
-def launch_cov(kind, d_data, d_cov, m, n, chunk_size: int = 8, **kw):
-    """cov = data^T data / m into d_cov (n * n) with the chosen kernel."""
+def launch_cov(kind, d_data, d_cov, m, n, chunk_size: int = 8, tile: tuple | None = None,
+               splits: int | None = None):
+    """cov = data^T data / m into d_cov (n * n) with the chosen kernel (``chunk_size``: the
+    tiled kernel's; ``tile``, ``splits``: the SYRK's, see :func:`launch_syrk`)."""
     if kind in ("naive", "symmetric"):
         kernel = covariance_kernel if kind == "naive" else symmetric_covariance_kernel
         kernel[(math.ceil(n / 8), math.ceil(n / 8)), (8, 8)](d_data, d_cov, m, n)
@@ -309,7 +309,7 @@ def launch_cov(kind, d_data, d_cov, m, n, chunk_size: int = 8, **kw):
         g = math.ceil(n / blk)
         kernel[(g, g), (blk // rt, blk // rt)](d_data, d_cov, m, n)
     elif kind == "syrk":
-        launch_syrk(d_data, d_cov, m, n, **kw)
+        launch_syrk(d_data, d_cov, m, n, tile=tile, splits=splits)
     else:
         raise ValueError(f"unknown covariance kernel {kind!r}: naive, symmetric, tiled, "
                          "register, register8, syrk")
@@ -328,10 +328,12 @@ def syrk_splits(tiles: int, m: int, slots: int, bk: int = SYRK_DEFAULT[1]) -> in
     return min(options, key=lambda s: (math.ceil(tiles * s / slots) / s, s))
 
 
-def launch_syrk(d_data, d_cov, m, n, tile: tuple | None = None, splits: int | None = None):
-    """cov = data^T data / m by the SYRK kernel: zero cov, then lower tiles x image slices
-    (``splits``: by default :func:`syrk_splits` for two blocks per SM).  ``tile`` (BM, BK,
-    TM): SYRK_DEFAULT on a GPU, SYRK_SIM (16 threads a block) in the simulator."""
+def syrk_grid(m: int, n: int, tile: tuple | None = None, splits: int | None = None
+              ) -> tuple[tuple, int, int]:
+    """(tile, lower tiles, image slices) of a SYRK launch for m images of n pixels: ``tile``
+    (BM, BK, TM) is SYRK_DEFAULT on a GPU, SYRK_SIM (16 threads a block) in the simulator;
+    ``splits`` by default :func:`syrk_splits` for two blocks per SM (one slot in the
+    simulator).  A ValueError for a tile the kernel cannot use."""
     BM, BK, TM = tile = tuple(tile or (SYRK_DEFAULT if runtime.MODE == "gpu" else SYRK_SIM))
     if BM % TM or TM % 4 or (BM * BK) % ((BM // TM) ** 2) or (BM // TM) ** 2 % BM:
         raise ValueError(f"invalid SYRK tile (BM, BK, TM) = {tile}: TM must be a multiple "
@@ -340,10 +342,18 @@ def launch_syrk(d_data, d_cov, m, n, tile: tuple | None = None, splits: int | No
     g = math.ceil(n / BM)
     tiles = g * (g + 1) // 2
     if splits is None:
-        slots = 2 * cuda.get_current_device().MULTIPROCESSOR_COUNT if runtime.MODE == "gpu" else 1
+        slots = 2 * runtime.sm_count() if runtime.MODE == "gpu" else 1
         splits = syrk_splits(tiles, m, slots, BK)
+    return tile, tiles, splits
+
+
+def launch_syrk(d_data, d_cov, m, n, tile: tuple | None = None, splits: int | None = None):
+    """cov = data^T data / m by the SYRK kernel: zero cov, then lower tiles x image slices
+    (``tile`` and ``splits`` as :func:`syrk_grid` chooses them by default)."""
+    tile, tiles, splits = syrk_grid(m, n, tile, splits)
+    BM, _, TM = tile
     zero_kernel[math.ceil(n * n / 256), 256](d_cov)
-    syrk_kernel(tuple(tile))[(tiles, splits), (BM // TM, BM // TM)](d_data, d_cov, m, n)
+    syrk_kernel(tile)[(tiles, splits), (BM // TM, BM // TM)](d_data, d_cov, m, n)
 
 
 def cgma(chunk_size: int) -> float:

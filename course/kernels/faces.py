@@ -198,11 +198,6 @@ PTX_SIGNATURES["correction_kernel_flat"] = "void(float64[::1], float32[::1], flo
 # ---------------------------------------------------------------------------------------
 # launch helpers (device arrays in, results in place)
 
-def sm_count() -> int:
-    """Streaming multiprocessors of the GPU (2 in the simulator, to keep launches small)."""
-    return cuda.get_current_device().MULTIPROCESSOR_COUNT if runtime.MODE == "gpu" else 2
-
-
 def launch_mean(d_data, d_mean, m, n, split: int | None = 0, tpb: int = THREADS_PER_BLK,
                 unroll: bool = False):
     """mean of the rows of d_data into d_mean; split=0: lecture kernel, else S slices
@@ -218,7 +213,7 @@ def launch_mean(d_data, d_mean, m, n, split: int | None = 0, tpb: int = THREADS_
 
 def default_split(m: int, n: int, tpb: int = 128) -> int:
     """Image slices for mean_split_kernel: enough blocks for ~16 per SM, at most m."""
-    return max(1, min(m, 16 * sm_count() // max(1, math.ceil(n / tpb)) + 1))
+    return max(1, min(m, 16 * runtime.sm_count() // max(1, math.ceil(n / tpb)) + 1))
 
 
 def launch_center(kind, d_data, d_mean, m, n, tpb: int = THREADS_PER_BLK,
@@ -230,7 +225,7 @@ def launch_center(kind, d_data, d_mean, m, n, tpb: int = THREADS_PER_BLK,
         correction_kernel_ortho[math.ceil(m / tpb), tpb](d_data, d_mean, m, n)
     elif kind in ("2d", "2d_ilp"):
         gx = math.ceil(n / tpb)
-        fill = 32 * sm_count() // gx + 1 if runtime.MODE == "gpu" else 1   # ~32 blocks per SM
+        fill = 32 * runtime.sm_count() // gx + 1 if runtime.MODE == "gpu" else 1   # ~32 blocks per SM
         gy = blocks_y or max(1, min(math.ceil(m / block_y), fill))
         kernel = correction_kernel_2d if kind == "2d" else correction_kernel_2d_ilp
         kernel[(gx, gy), (tpb, block_y)](d_data, d_mean, m, n)

@@ -182,11 +182,6 @@ def to_device(data):
     return cuda.to_device(a), n_ch
 
 
-def sm_count() -> int:
-    """Streaming multiprocessors of this GPU (2 in the simulator, to keep launches small)."""
-    return cuda.get_current_device().MULTIPROCESSOR_COUNT if runtime.MODE == "gpu" else 2
-
-
 def chunking(length: int, chunks: int, max_rows: int | None = None) -> tuple[int, int]:
     """(rows per block, number of row chunks) for about ``chunks`` chunks of ``length`` rows."""
     rows = max(1, math.ceil(length / max(1, chunks)))
@@ -210,7 +205,7 @@ def launch(variant: str, d_bytes, n_ch: int, *, hist=None, threads_per_block: in
     blocks = lambda n: math.ceil(n / 256)  # noqa: E731 - one thread per output element
     if variant == "global_atomics":
         zero_fill[blocks(hist.size), 256](hist.reshape(1, n_ch, NUM_BINS))
-        histogram_global_atomics[32 * sm_count(), threads_per_block](d_bytes, hist)
+        histogram_global_atomics[32 * runtime.sm_count(), threads_per_block](d_bytes, hist)
     elif variant == "block_per_channel":
         histogram_block_per_channel[n_ch, threads_per_block](d_bytes, hist)
     elif variant == "two_phase":
@@ -219,7 +214,7 @@ def launch(variant: str, d_bytes, n_ch: int, *, hist=None, threads_per_block: in
             raise ValueError(f"channels_per_block must be a multiple of 4 in [4, 44] and at "
                              f"most 4 x threads_per_block; got {cpb}")
         gx = math.ceil(n_ch / cpb)
-        rows, gy = chunking(length, chunks or math.ceil(4 * sm_count() / gx))
+        rows, gy = chunking(length, chunks or math.ceil(4 * runtime.sm_count() / gx))
         partial = cuda.device_array((gy, n_ch, NUM_BINS), np.int32)
         histogram_two_phase[(gx, gy), threads_per_block, 0, cpb * TP_STRIDE * 4](
             d_bytes.view(np.uint32), partial, rows, cpb)
@@ -229,7 +224,7 @@ def launch(variant: str, d_bytes, n_ch: int, *, hist=None, threads_per_block: in
             raise ValueError(f"load_bytes must be 2, 4 or 8; got {load_bytes!r}")
         kernel, view, shmem, per_sm = TUNED_KERNELS[load_bytes]
         gx = math.ceil(d_bytes.shape[1] // load_bytes / LANES)
-        rows, gy = chunking(length, chunks or math.ceil(per_sm * sm_count() / gx),
+        rows, gy = chunking(length, chunks or math.ceil(per_sm * runtime.sm_count() / gx),
                             MAX_TUNED_ROWS)
         if slots == 1:                      # atomics straight into the zeroed histogram
             out = hist.reshape(1, n_ch, NUM_BINS)
@@ -296,7 +291,7 @@ def hist1d(x, variant: str = "shared", blocks: int | None = None, threads_per_bl
         raise ValueError(f"x must be a non-empty 1-D uint8 array; got {x.dtype} {x.shape}")
     kernel = {"global_atomics": hist1d_global_atomics, "shared": hist1d_shared}[variant]
     d_hist = cuda.to_device(np.zeros(NUM_BINS, np.int32))
-    kernel[blocks or 8 * sm_count(), threads_per_block](cuda.to_device(x), d_hist)
+    kernel[blocks or 8 * runtime.sm_count(), threads_per_block](cuda.to_device(x), d_hist)
     return d_hist.copy_to_host()
 
 
