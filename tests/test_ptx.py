@@ -36,11 +36,16 @@ print("JSON" + json.dumps(out))
 """
 
 
+def compile_off_simulator(script: str, *args: str, timeout: int = 600):
+    """Run ``script`` in a subprocess with the simulator off (numba's real CUDA compiler)."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    return subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
 @pytest.mark.parametrize("modname", MODULES)
 def test_kernels_compile_to_ptx_for_real_gpus(modname):
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, modname], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = compile_off_simulator(SCRIPT, modname)
     line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")]
     assert line, f"compile script failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     out = json.loads(line[-1][4:])
@@ -64,7 +69,29 @@ try:
 except Exception as e:
     print("REJECTED", type(e).__name__)
 """
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = compile_off_simulator(script, timeout=300)
     assert "REJECTED TypingError" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+
+
+V4_PTX = r"""
+import json
+import course
+from numba import cuda
+from course.kernels import matmul_tuned as mt
+ptx, _ = cuda.compile_ptx(mt.matmul_v4.py_func, mt._SIG, cc=(9, 0))
+print("JSON" + json.dumps({"v4": ptx.count("ld.shared.v4.f32"), "scalar": ptx.count("ld.shared.f32")}))
+"""
+
+
+def test_v4_reads_shared_memory_16_bytes_at_a_time():
+    """On a real target load4 is one ld.shared.v4.f32 (LDS.128), and v4 has no scalar shared
+    loads left: (TM + TN) / 4 vector loads per K step of the unrolled pair."""
+    from course.kernels import matmul
+
+    proc = compile_off_simulator(V4_PTX)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")]
+    assert line, proc.stderr[-2000:]
+    counts = json.loads(line[-1][4:])
+    BM, BN, BK, TM, TN = matmul.V4_DEFAULT
+    assert counts["scalar"] == 0
+    assert counts["v4"] == 2 * (TM + TN) // 4, counts

@@ -19,13 +19,12 @@ from numba import cuda, int32
 
 from .. import runtime
 from .histogram_tuned import (  # noqa: F401 - the tuned kernels, shown in notebook 09 too
-    LANES, MAX_TUNED_ROWS, TUNED_KERNELS, W4_SHARED, W8_SHARED, histogram_pairs,
+    LANES, MAX_TUNED_ROWS, NUM_BINS, TUNED_KERNELS, W4_SHARED, W8_SHARED, histogram_pairs,
     histogram_tuned, histogram_tuned_wide)
 
 NOTEBOOKS = ["09_histogram"]
 NOT_SHOWN = {"zero_fill"}          # a helper that zeroes the output before atomics
 
-NUM_BINS = 256                     # one bin per uint8 value
 TP_CHANNELS = 32                   # two_phase: default channels per block (8 uint32 words)
 TP_STRIDE = NUM_BINS + 1           # two_phase: padded shared row per channel (bank spread)
 
