@@ -179,21 +179,25 @@ def test_traffic_counting_matches_the_formula():
 def test_lecture_shape_slice_on_gpu(causal):
     Q, K, V = qkv(1, 2, 1031, 128, np.float16)
     ref = A.reference(Q, K, V, causal=causal)
-    for name in ("flash_tiled", "flash_wmma"):
+    for name in ("flash_tiled", "flash_wmma", "flash_mma"):
         err = A.rel_error(A.VARIANTS[name](Q, K, V, causal=causal), ref)
         assert err < 1e-2, f"{name}: {err:.2e}"
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n,d,window", [(301, 64, 40), (97, 32, None), (200, 16, 7)])
-def test_tensor_core_version_masks_and_head_dims_on_gpu(n, d, window):
+@pytest.mark.parametrize("name", ["flash_wmma", "flash_mma"])
+@pytest.mark.parametrize("n,d,window", [(301, 64, 40), (97, 32, None), (200, 16, 7),
+                                        (131, 128, None), (1, 128, 3)])
+def test_tensor_core_versions_masks_and_head_dims_on_gpu(name, n, d, window):
     Q, K, V = qkv(2, 1, n, d, np.float16)
-    causal = window is not None
-    err = A.rel_error(A.VARIANTS["flash_wmma"](Q, K, V, causal=causal, window=window),
+    causal = window is not None or n == 131
+    err = A.rel_error(A.VARIANTS[name](Q, K, V, causal=causal, window=window),
                       A.reference(Q, K, V, causal=causal, window=window))
-    assert err < 1e-2, f"flash_wmma n={n} d={d} window={window}: {err:.2e}"
+    assert err < 1e-2, f"{name} n={n} d={d} window={window}: {err:.2e}"
     with pytest.raises(ValueError):
-        A.VARIANTS["flash_wmma"](*qkv(1, 1, 8, 48, np.float16))
+        A.VARIANTS[name](*qkv(1, 1, 8, 48, np.float16))
+    with pytest.raises(ValueError):
+        A.VARIANTS[name](*qkv(1, 1, 8, 64, np.float32))
 
 
 # ---------------------------------------------------------------------------------------

@@ -95,3 +95,82 @@ def test_v4_reads_shared_memory_16_bytes_at_a_time():
     BM, BN, BK, TM, TN = matmul.V4_DEFAULT
     assert counts["scalar"] == 0
     assert counts["v4"] == 2 * (TM + TN) // 4, counts
+
+
+FLASH_TUNED_PTX = r"""
+import json
+from numba import cuda
+from course.kernels import attention_tuned as T
+out = {}
+for D in (32, 128):
+    k = T.make_flash_tuned(D)
+    ptx, _ = cuda.compile_ptx(k.py_func, T.PTX_SIGNATURES["flash_fwd_tuned"], cc=(9, 0))
+    out[D] = {"v4": ptx.count("ld.shared.v4.f32"), "f64": ptx.count("ld.shared.f64")}
+print("JSON" + json.dumps(out))
+"""
+
+
+def test_flash_tuned_reads_q_k_p_and_v_16_bytes_at_a_time():
+    """flash_fwd_tuned's inner loops use load4 on its float64 pair slots: per unrolled step
+    RPT Q + SPT K loads (scores) and RPT / 2 P + 2 x OPP / 2 V loads (output) are LDS.128;
+    at D = 32 a thread owns one V pair, which stays an 8-byte load (ld.shared.f64)."""
+    from course.kernels.attention_common import RPT, SPT, ROW_LANES
+
+    proc = compile_off_simulator(FLASH_TUNED_PTX)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")]
+    assert line, proc.stderr[-2000:]
+    counts = json.loads(line[-1][4:])
+    opp = 128 // 2 // ROW_LANES
+    assert counts["128"] == {"v4": RPT + SPT + RPT // 2 + 2 * (opp // 2), "f64": 0}, counts
+    # D = 32: the compiler unrolls the short loops further, so only the kinds are fixed
+    assert counts["32"]["v4"] >= RPT + SPT + RPT // 2 and counts["32"]["f64"] > 0, counts
+
+
+MMA_LINK = r"""
+import json, sys
+from numba import cuda
+from numba.cuda.compiler import compile_all
+from cuda.core import Linker, LinkerOptions, ObjectCode
+from course.kernels import attention_mma as M
+lto = sys.argv[1] == "lto"
+out = {}
+for D in (32, 128):
+    k = M.make_flash_mma(D, M.WARPS)
+    if lto:     # numba's kernel and the C++ (NVRTC) as LTO-IR, linked as numba links them
+        codes, _ = compile_all(k.py_func, M.PTX_SIGNATURE, device=False, cc=(9, 0),
+                               output="ltoir", abi="numba")
+        objs = [ObjectCode.from_ltoir(c) if isinstance(c, bytes) else c for c in codes]
+        opts = LinkerOptions(arch="sm_90", link_time_optimization=True, ptx=True)
+        ptx = Linker(*objs, options=opts).link("ptx").code.decode()
+    else:       # without link-time optimisation: numba's PTX alone, C++ functions external
+        ptx, _ = cuda.compile_ptx(k.py_func, M.PTX_SIGNATURE, cc=(9, 0))
+    out[D] = {op: ptx.count(op) for op in ("mma.sync", "ldmatrix", "ld.local", "st.local",
+                                           "call.uni")}
+print("JSON" + json.dumps(out))
+"""
+
+
+def _mma_counts(mode):
+    proc = compile_off_simulator(MMA_LINK, mode)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")]
+    assert line, proc.stderr[-3000:]
+    return json.loads(line[-1][4:])
+
+
+def test_flash_mma_keeps_scores_and_output_in_registers():
+    """Linked with LTO (as numba-cuda links on a GPU with nvJitLink), the C++ helpers are
+    inlined and the numba local arrays s and o live in registers: no calls, no local
+    memory; D mma.sync per key tile (D/2 for S = Q K^T, D/2 for O += P V) and 9 D / 16
+    ldmatrix (Q once and K four times per 16 of d; V four times per 16 of d)."""
+    for D, c in _mma_counts("lto").items():
+        D = int(D)
+        assert c == {"mma.sync": D, "ldmatrix": 9 * D // 16, "ld.local": 0, "st.local": 0,
+                     "call.uni": 0}, (D, c)
+
+
+def test_mma_register_check_can_fail():
+    """Without link-time optimisation the same kernel calls the C++ functions and passes
+    s and o through local memory: the check above would see it."""
+    for D, c in _mma_counts("nolto").items():
+        assert c["call.uni"] > 0 and c["mma.sync"] == 0, (D, c)
+        assert c["ld.local"] + c["st.local"] > 0, (D, c)

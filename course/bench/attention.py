@@ -81,13 +81,20 @@ def run(report) -> None:
              lambda: A.launch("flash_sliding_window", q, k, v, o, window=1024), True, rep,
              note="FLOPs: pairs inside the window only", window=1024)
     if runtime.MODE == "gpu" and dtype == np.float16:
-        from ..kernels import attention_wmma as W
+        from ..kernels import attention_mma as M, attention_wmma as W
 
         for causal in (False, True):
             ours["flash_wmma", causal] = _row(
                 report, "flash_wmma" + ("_causal" if causal else ""), big,
                 lambda c=causal: W.launch(q, k, v, o, causal=c), causal, rep,
-                note="tensor cores via linked C++ (wmma)")
+                note="tensor cores via linked C++ (wmma); S and O through shared memory")
+        if cuda.get_current_device().compute_capability >= (8, 0):
+            for causal in (False, True):
+                ours["flash_mma", causal] = _row(
+                    report, "flash_mma" + ("_causal" if causal else ""), big,
+                    lambda c=causal: M.launch(q, k, v, o, causal=c), causal, rep,
+                    note=f"mma.sync + ldmatrix + cp.async (linked C++, LTO); S, P, O in "
+                         f"registers; {M.WARPS} warps x 16 rows")
     sdpa = _add_sdpa(report, big)
     for (name, causal), t in ours.items():
         if sdpa.get(causal):

@@ -9,7 +9,8 @@ Arrays: Q, K, V are (batch, heads, N, d) on the host; the kernels see them as
 Masks: ``causal`` lets query i see keys j <= i; ``window=W`` (the report's local attention)
 lets query i see keys i - W <= j <= i.  A row that sees no key at all gets O = 0.
 Shared constants and checks: ``attention_common.py``; the tuned flash kernel:
-``attention_tuned.py``; the tensor-core version: ``attention_wmma.py`` (GPU only).
+``attention_tuned.py``; the tensor-core versions (GPU only): ``attention_wmma.py`` (wmma
+tiles through shared memory) and ``attention_mma.py`` (mma.sync, S and O in registers).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from .. import runtime
 from .attention_common import (  # noqa: F401 - re-exported: attention.Br, .validate, ...
     D_MAX, D_PAD, FLASH_SHARED, FLASH_THREADS, LOG2E, NEG_INF, OPT, P_PAD, ROW_GROUPS,
     ROW_LANES, ROW_THREADS, RPT, SKV_AT, SOFTMAX_TPB, SP_AT, SPT, SQ_AT, TILE, Bc, Br,
-    flops, mask, pairs, reference, rel_error, traffic_bytes, validate, visible)
+    allow_big_shared, flops, mask, pairs, reference, rel_error, traffic_bytes, validate, visible)
 from .attention_tuned import (  # noqa: F401 - re-exported
     TUNED_DIMS, as_pairs, flash_fwd_tuned, make_flash_tuned, reused_buffer, tuned_kernel)
 
@@ -324,32 +325,6 @@ def flash_launch(kernel, Q, K, V, O, L, scale, causal, window):
     kernel[(math.ceil(n / Br), bh), FLASH_THREADS, 0, shared](*args)
 
 
-_OPTED_IN = set()
-
-
-def allow_big_shared(kernel, args, nbytes: int) -> None:
-    """Let ``kernel`` (compiled for ``args``) use ``nbytes`` > 48 KB of dynamic shared memory.
-
-    numba-cuda has no public API for the opt-in, so this sets the driver attribute
-    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES on the compiled kernel's handle.
-    """
-    if runtime.MODE != "gpu" or nbytes <= 48 * 1024:
-        return
-    sig = tuple(kernel.typeof_pyval(a) for a in args)
-    if (id(kernel), sig, nbytes) in _OPTED_IN:
-        return
-    from cuda.bindings import driver as cu
-
-    fn = kernel.compile(sig)._codelibrary.get_cufunc()
-    attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    err = cu.cuKernelSetAttribute(attr, nbytes, fn.handle, fn.device.id)[0]
-    if err != cu.CUresult.CUDA_SUCCESS:          # older drivers: a plain CUfunction handle
-        err = cu.cuFuncSetAttribute(fn.handle, attr, nbytes)[0]
-    if err != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"could not allow {nbytes} B of shared memory: {err}")
-    _OPTED_IN.add((id(kernel), sig, nbytes))
-
-
 def _host(variant, *, causal=False, window=None):
     def run(Q, K, V, **options):
         (q, k, v), shape = validate(Q, K, V)
@@ -388,5 +363,13 @@ def _flash_wmma(Q, K, V, **options):
     return flash_wmma(Q, K, V, **options)
 
 
-if runtime.MODE == "gpu":   # the tensor-core version links CUDA C++: real GPUs only
+def _flash_mma(Q, K, V, **options):
+    """Tensor cores, FA2 layout (course/kernels/attention_mma.py), imported on first use."""
+    from .attention_mma import flash_mma
+
+    return flash_mma(Q, K, V, **options)
+
+
+if runtime.MODE == "gpu":   # the tensor-core versions link CUDA C++: real GPUs only
     VARIANTS["flash_wmma"] = _flash_wmma
+    VARIANTS["flash_mma"] = _flash_mma

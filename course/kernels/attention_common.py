@@ -112,3 +112,71 @@ def traffic_bytes(b: int, h: int, n: int, d: int, itemsize: int = 4) -> dict:
     scores = b * h * n * n * 4
     return {"three_kernels": 4 * qkvo + 4 * scores, "flash": 4 * qkvo + b * h * n * 4,
             "score_matrix": scores}
+
+
+_OPTED_IN = set()
+
+
+def allow_big_shared(kernel, args, nbytes: int) -> None:
+    """Let ``kernel`` (compiled for ``args``) use ``nbytes`` > 48 KB of dynamic shared memory.
+
+    numba-cuda has no public API for the opt-in, so this sets the driver attribute
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES on the compiled kernel's handle.
+    """
+    if runtime.MODE != "gpu" or nbytes <= 48 * 1024:
+        return
+    sig = tuple(kernel.typeof_pyval(a) for a in args)
+    if (id(kernel), sig, nbytes) in _OPTED_IN:
+        return
+    from cuda.bindings import driver as cu
+
+    fn = kernel.compile(sig)._codelibrary.get_cufunc()
+    attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    err = cu.cuKernelSetAttribute(attr, nbytes, fn.handle, fn.device.id)[0]
+    if err != cu.CUresult.CUDA_SUCCESS:          # older drivers: a plain CUfunction handle
+        err = cu.cuFuncSetAttribute(fn.handle, attr, nbytes)[0]
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"could not allow {nbytes} B of shared memory: {err}")
+    _OPTED_IN.add((id(kernel), sig, nbytes))
+
+
+# ---------------------------------------------------------------------------------------
+# the tensor-core versions (attention_wmma, attention_mma): GPU only, float16 in
+
+if runtime.MODE == "gpu":
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def address_of(typingctx, arr):
+        """The data pointer of an array (shared, local or global), for linked C++ functions."""
+        def codegen(context, builder, signature, args):
+            return context.make_array(signature.args[0])(context, builder, args[0]).data
+        return types.CPointer(arr.dtype)(arr), codegen
+
+
+def half_word_args(Q, K, V, O, causal: bool, window):
+    """A tensor-core kernel's arguments: float16 device arrays Q, K, V (batch*heads, N, d) as
+    flat float32 views (a word holds two halves), O, the scale, the mask flag, window (-1)."""
+    bh, n, d = Q.shape
+    window = -1 if window is None else int(window)
+    words = [X.reshape(bh * n * d).view(np.float32) for X in (Q, K, V)]
+    return (*words, O, float32(1.0 / math.sqrt(d)), bool(causal or window >= 0), window)
+
+
+def on_tensor_cores(name: str, launch, head_dims, Q, K, V, causal: bool, window):
+    """Host side of a tensor-core version: check the inputs (float16, d in ``head_dims``),
+    copy them to the GPU, ``launch(q, k, v, o, causal=, window=)``, return O as float16."""
+    if runtime.MODE != "gpu":
+        raise RuntimeError(f"{name} links CUDA C++ (tensor cores): it needs a real GPU; "
+                           "the simulator cannot run it")
+    (q, k, v), shape = validate(Q, K, V)
+    if q.dtype != np.float16 or shape[3] not in head_dims:
+        raise ValueError(f"{name} needs float16 inputs and d in {tuple(head_dims)}; got "
+                         f"{q.dtype}, d = {shape[3]}")
+    if window is not None and int(window) < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
+    d_o = cuda.device_array(q.shape, dtype=np.float32)
+    launch(cuda.to_device(q), cuda.to_device(k), cuda.to_device(v), d_o,
+           causal=causal, window=window)
+    return d_o.copy_to_host().reshape(shape).astype(np.float16)

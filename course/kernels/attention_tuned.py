@@ -16,6 +16,7 @@ from ..pairs import pack2, unpack2
 from .attention_common import (
     Bc, Br, D_MAX, FLASH_THREADS, LOG2E, NEG_INF, ROW_GROUPS, ROW_LANES, RPT, SPT,
     visible)
+from .matmul_tuned import load4
 
 NOTEBOOKS = ["08_flash_attention"]
 NOT_SHOWN = {"flash_fwd_tuned",   # the notebook prints its source (section 4b) instead
@@ -44,8 +45,9 @@ def make_flash_tuned(D: int):
     - scores are kept in log2 units (Q pre-scaled by log2 e), so each exponential is one exp2.
     """
     D2 = D // 2                     # pairs per row
-    KP = D2 + 1                     # sK row length in pairs (+1: no bank conflicts)
+    KP = D2 + 2                     # sK row length in pairs (+2: 16-byte rows, no conflicts)
     OPP = D2 // ROW_LANES           # output column pairs per thread
+    RUN = 2 if OPP % 2 == 0 else 1  # output pairs a thread owns side by side (V loads)
     OPT2 = 2 * OPP                  # output columns per thread
     LR = FLASH_THREADS // D2        # tile rows one loader round covers
     X_Q = 0                         # offsets (float64 slots): sQ, sK, sV, sP
@@ -70,9 +72,8 @@ def make_flash_tuned(D: int):
         acc = cuda.local.array((RPT, OPT2), float32)
         m = cuda.local.array(RPT, float32)
         l = cuda.local.array(RPT, float32)
-        qa = cuda.local.array(RPT, float32)
-        qb = cuda.local.array(RPT, float32)
-        p = cuda.local.array(RPT, float32)
+        q = cuda.local.array((RPT, 4), float32)
+        p = cuda.local.array((RPT, 2), float32)
         t = cuda.threadIdx.x
         tr, tc = t // ROW_LANES, t % ROW_LANES
         bh, q0 = cuda.blockIdx.y, cuda.blockIdx.x * Br
@@ -115,16 +116,19 @@ def make_flash_tuned(D: int):
                     s[a, b] = float32(0.0)
             for k8 in range(D2 // 8):       # S = Q K^T, 8 pairs (16 k) per unrolled step
                 u = 0
-                while u < 8:
+                while u < 8:                # 2 pairs (4 k) per 16-byte load
                     k2 = k8 * 8 + u
                     for a in range(RPT):
-                        qa[a], qb[a] = unpack2(sm[uint64(X_Q + (tr + ROW_GROUPS * a) * D2 + k2)])
+                        q[a, 0], q[a, 1], q[a, 2], q[a, 3] = load4(
+                            sm, uint64(X_Q + (tr + ROW_GROUPS * a) * D2 + k2))
                     for b in range(SPT):
-                        ka, kb = unpack2(sm[uint64(X_K + (tc + ROW_LANES * b) * KP + k2)])
+                        k0, k1, k2_, k3 = load4(sm, uint64(X_K + (tc + ROW_LANES * b) * KP + k2))
                         for a in range(RPT):
-                            s[a, b] += qa[a] * ka
-                            s[a, b] += qb[a] * kb
-                    u += 1
+                            s[a, b] += q[a, 0] * k0
+                            s[a, b] += q[a, 1] * k1
+                            s[a, b] += q[a, 2] * k2_
+                            s[a, b] += q[a, 3] * k3
+                    u += 2
             full = (j0 + Bc <= n and q0 + Br <= n and (not causal or j0 + Bc <= q0 + 1)
                     and (window < 0 or q0 + Br - 1 - j0 <= window))
             if not full:                    # a tile at the edge or on the diagonal: mask
@@ -164,23 +168,33 @@ def make_flash_tuned(D: int):
             cuda.syncthreads()              # P ready
             for j8 in range(Bc // 8):       # O += P V, 8 keys per unrolled step
                 u = 0
-                while u < 8:
+                while u < 8:                # keys j, j + 1: P of 2 rows x 2 keys per load
                     j = j8 * 8 + u
                     for g in range(RPT // 2):
-                        p[2 * g], p[2 * g + 1] = unpack2(
-                            sm[uint64(X_P + (ROW_GROUPS * g + tr) * Bc + j)])
-                    for c in range(OPP):
-                        v0, v1 = unpack2(sm[uint64(X_V + j * D2 + tc + ROW_LANES * c)])
-                        for a in range(RPT):
-                            acc[a, 2 * c] += p[a] * v0
-                            acc[a, 2 * c + 1] += p[a] * v1
-                    u += 1
+                        p[2 * g, 0], p[2 * g + 1, 0], p[2 * g, 1], p[2 * g + 1, 1] = load4(
+                            sm, uint64(X_P + (ROW_GROUPS * g + tr) * Bc + j))
+                    for e in range(2):
+                        vrow = X_V + (j + e) * D2
+                        for c in range(OPP // RUN):
+                            if RUN == 2:    # 4 columns side by side: one 16-byte load
+                                v0, v1, v2, v3 = load4(sm, uint64(vrow + 2 * tc + 32 * c))
+                                for a in range(RPT):
+                                    acc[a, 4 * c] += p[a, e] * v0
+                                    acc[a, 4 * c + 1] += p[a, e] * v1
+                                    acc[a, 4 * c + 2] += p[a, e] * v2
+                                    acc[a, 4 * c + 3] += p[a, e] * v3
+                            else:           # D = 32: one pair a thread
+                                v0, v1 = unpack2(sm[uint64(vrow + tc + ROW_LANES * c)])
+                                for a in range(RPT):
+                                    acc[a, 2 * c] += p[a, e] * v0
+                                    acc[a, 2 * c + 1] += p[a, e] * v1
+                    u += 2
         for a in range(RPT):                # O = acc / l, written once
             i = q0 + tr + ROW_GROUPS * a
             if i < n:
                 inv = float32(1.0) / l[a] if l[a] > 0 else float32(0.0)
                 for c in range(OPT2):
-                    col = 2 * (tc + ROW_LANES * (c // 2)) + c % 2
+                    col = 2 * RUN * (tc + ROW_LANES * (c // (2 * RUN))) + c % (2 * RUN)
                     if col < d:
                         O[bh, i, col] = acc[a, c] * inv
                 if tc == 0:                 # natural-log log-sum-exp: m ln 2 + ln l

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from numba import cuda, float32, float64, types, uint64
 
 from .. import runtime
 from ..pairs import unpack2
-from .attention_common import LOG2E, NEG_INF, validate, visible
+from .attention_common import LOG2E, NEG_INF, half_word_args, on_tensor_cores, visible
 
 NOTEBOOKS = ["08_flash_attention"]
 NOT_SHOWN = {"flash_wmma_fwd"}          # the notebook prints its source instead
@@ -101,14 +100,7 @@ extern "C" __device__ void wmma_pv(const __half* p, const float* v_words, float*
 float16 = types.float16                 # (numba.cuda.float16 exists on a GPU only)
 
 if runtime.MODE == "gpu":
-    from numba.cuda.extending import intrinsic
-
-    @intrinsic
-    def address_of(typingctx, arr):
-        """The data pointer of an array (shared memory included), for the C++ functions."""
-        def codegen(context, builder, signature, args):
-            return context.make_array(signature.args[0])(context, builder, args[0]).data
-        return types.CPointer(arr.dtype)(arr), codegen
+    from .attention_common import address_of
 
     _src = cuda.CUSource(WMMA_SOURCE)
     wmma_qk = cuda.declare_device(
@@ -208,27 +200,13 @@ def flash_wmma_fwd(Qw, Kw, Vw, O, scale, causal, window):
 def launch(Q, K, V, O, *, causal: bool = False, window=None):
     """Launch on float16 device arrays (batch*heads, N, d), d in HEAD_DIMS; O float32."""
     bh, n, d = Q.shape
-    window = -1 if window is None else int(window)
-    words = [X.reshape(bh * n * d).view(np.float32) for X in (Q, K, V)]
-    args = (*words, O, float32(1.0 / math.sqrt(d)), bool(causal or window >= 0), window)
+    args = half_word_args(Q, K, V, O, causal, window)
     flash_wmma_fwd[(math.ceil(n / WBr), bh), WTHREADS](*args)
 
 
 def flash_wmma(Q, K, V, causal: bool = False, window=None):
     """Attention O for (batch, heads, N, d) float16 Q, K, V with tensor cores (GPU only)."""
-    if runtime.MODE != "gpu":
-        raise RuntimeError("flash_wmma links CUDA C++ (tensor cores): it needs a real GPU; "
-                           "the simulator cannot run it")
-    (q, k, v), shape = validate(Q, K, V)
-    if q.dtype != np.float16 or shape[3] not in HEAD_DIMS:
-        raise ValueError(f"flash_wmma needs float16 inputs and d in {HEAD_DIMS}; got "
-                         f"{q.dtype}, d = {shape[3]}")
-    if window is not None and int(window) < 0:
-        raise ValueError(f"window must be >= 0, got {window}")
-    d_o = cuda.device_array(q.shape, dtype=np.float32)
-    launch(cuda.to_device(q), cuda.to_device(k), cuda.to_device(v), d_o,
-           causal=causal, window=window)
-    return d_o.copy_to_host().reshape(shape).astype(np.float16)
+    return on_tensor_cores("flash_wmma", launch, HEAD_DIMS, Q, K, V, causal, window)
 
 
 # PTX of the Python side only (the C++ functions stay external until the GPU links them).

@@ -15,7 +15,10 @@ from __future__ import annotations
 import functools
 import inspect
 
+import numpy as np
 from numba import config, cuda, float32, uint64
+
+from ..pairs import unpack2
 
 NOTEBOOKS = ["04_matmul"]
 NOT_SHOWN = {"matmul_v3_tuned"}       # GPU tuning of v3; notebook 04 shows v4 instead
@@ -32,7 +35,10 @@ if config.ENABLE_CUDASIM:
     ALIGN = None                      # the simulator refuses an alignment (numpy arrays)
 
     def load4(array, i):
-        """array[i : i + 4] as four floats (on a GPU: one ld.shared.v4.f32)."""
+        """array[i : i + 4] as four floats (on a GPU: one ld.shared.v4.f32); of a float64
+        array of float32 pairs (course/pairs.py), the pairs in slots i and i + 1."""
+        if array.dtype == np.float64:
+            return (*unpack2(array[i]), *unpack2(array[i + 1]))
         return array[i], array[i + 1], array[i + 2], array[i + 3]
 
 else:
@@ -47,9 +53,12 @@ else:
     def load4(typingctx, array, i):
         """array[i : i + 4] of a 16-byte aligned shared float32 array, i a multiple of 4:
         the element's address, marked as shared (address space 3), loaded as one
-        <4 x float> vector - PTX ld.shared.v4.f32 - and unpacked into four floats."""
+        <4 x float> vector - PTX ld.shared.v4.f32 - and unpacked into four floats.  Of a
+        float64 array of float32 pairs (course/pairs.py), i even: the pairs in slots i and
+        i + 1, the same 16 bytes."""
         if not (isinstance(array, types.Array) and array.ndim == 1
-                and array.dtype == types.float32 and isinstance(i, types.Integer)):
+                and array.dtype in (types.float32, types.float64)
+                and isinstance(i, types.Integer)):
             return None                   # numba reports "no matching signature"
 
         def codegen(context, builder, signature, args):
@@ -150,8 +159,11 @@ def make_v3_tuned(BM, BN, BK, TM, TN, min_blocks=2):
     return matmul_v3_tuned
 
 
-def v3_tuned_invalid(BM: int, BN: int, BK: int, TM: int, TN: int) -> str | None:
-    """Why a v3_tuned tile (BM, BN, BK, TM, TN) cannot run, or None when it can."""
+def v3_tuned_invalid(BM: int, BN: int, BK: int, TM: int, TN: int,
+                     pad: int | None = None) -> str | None:
+    """Why a v3_tuned tile (BM, BN, BK, TM, TN) cannot run, or None when it can; ``pad``:
+    floats added to each sA row (v3_tuned: 32 / BK, v4: 4)."""
+    pad = 32 // BK if pad is None else pad
     if BM % TM or BN % TN:
         return f"TM = {TM} must divide BM = {BM} and TN = {TN} must divide BN = {BN}"
     nt = (BM // TM) * (BN // TN)
@@ -160,7 +172,7 @@ def v3_tuned_invalid(BM: int, BN: int, BK: int, TM: int, TN: int) -> str | None:
     if 32 % BK or nt % BK or nt % BN or (BM * BK) % nt or (BK * BN) % nt:
         return (f"BK = {BK} must divide 32, and {nt} threads must split the {BM} x {BK} A tile "
                 f"and the {BK} x {BN} B tile into whole rows (cooperative fetching)")
-    if 4 * 2 * BK * (BM + 32 // BK + BN) > 48 * 1024:
+    if 4 * 2 * BK * (BM + pad + BN) > 48 * 1024:
         return "two buffers of sA and sB pass the 48 KiB of static shared memory per block"
     if TM * TN + TM + TN > 160:
         return f"TM*TN + TM + TN = {TM * TN + TM + TN} registers for the tile alone: too many"
@@ -261,7 +273,7 @@ def v4_invalid(BM: int, BN: int, BK: int, TM: int, TN: int) -> str | None:
     """Why a v4 tile cannot run, or None when it can."""
     if TM % 4 or TN % 4:
         return f"TM = {TM} and TN = {TN} must be multiples of 4 (runs of four for load4)"
-    return v3_tuned_invalid(BM, BN, BK, TM, TN)
+    return v3_tuned_invalid(BM, BN, BK, TM, TN, pad=4)   # make_v4's PA = BM + 4
 
 
 matmul_v3_tuned = make_v3_tuned(*TUNED_DEFAULT, MIN_BLOCKS_DEFAULT)
