@@ -73,6 +73,9 @@ def test_v3_constraint():
         matmul.TUNED_VARIANTS["v3_tuned"](np.ones((4, 4), np.float32), np.ones((4, 4), np.float32),
                                     tile=(16, 16, 3, 2, 2))
     assert matmul.v4_invalid(*matmul.V4_DEFAULT) is None
+    # the shared-memory estimate uses the kernel's own sA padding (v4: 4 floats a row)
+    assert matmul.v3_tuned_invalid(*matmul.V4_DEFAULT, pad=4) is None
+    assert "shared" in matmul.v3_tuned_invalid(*matmul.V4_DEFAULT, pad=3000)
     assert "multiples of 4" in matmul.v4_invalid(128, 128, 8, 8, 6)
     with pytest.raises(ValueError, match="invalid v4 tile"):
         matmul.TUNED_VARIANTS["v4"](np.ones((4, 4), np.float32), np.ones((4, 4), np.float32),

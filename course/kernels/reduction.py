@@ -4,8 +4,8 @@ Follows CSE P 524 (UW, Andrew Lumsdaine), Lecture 9, "PRAM -> CUDA" and "Reducti
 (after Mark Harris's *Optimizing Parallel Reduction in CUDA*): the sum of 2^22 ints on a
 G80, from 8.054 ms (kernel 1) to 0.965 ms (kernel 4).  Kernels 5-7 are the classic
 continuation, written the way that is correct on GPUs since Volta (sm_70); kernel 8 is
-kernel 7 in a single launch with no memset (the "last block" pattern of CUDA's
-threadFenceReduction sample, used by library reductions).
+kernel 7 in a single launch with no memset (``reduction_single_pass.py``: the "last block"
+pattern of CUDA's threadFenceReduction sample, used by library reductions).
 
 Names follow the lecture: ``g_idata`` (input, global memory), ``g_odata`` (one partial sum
 per block, global memory), ``sdata`` (the block's scratch array, shared memory), ``tid``.
@@ -20,6 +20,8 @@ import numpy as np
 from numba import cuda
 
 from .. import runtime
+from .reduction_single_pass import (  # noqa: F401 - kernel 8, re-exported for the notebook
+    SINGLE_PASS_KERNELS, block_sum, reduce8, reduce8_x4, single_pass_buffers)
 
 NOTEBOOKS = ["02_reduction"]
 
@@ -257,124 +259,6 @@ def reduce7(g_idata, out):
         cuda.atomic.add(out, 0, sdata[0])   # one atomic per block
 
 
-# ---------------------------------------------------------------------------------------
-# kernel 8: one launch, no memset - the last block to finish sums the blocks' partial sums
-
-@cuda.jit(device=True, inline=True)
-def block_sum(v, warp_sums):
-    # The sum of v over the block, returned to thread 0 (other threads get part sums):
-    # kernel 6's warp shuffles, one value per warp in warp_sums (shared, 32 slots), then
-    # the first warp sums those.  Needs blockDim.x a multiple of 32.
-    lane = cuda.threadIdx.x % 32
-    warp = cuda.threadIdx.x // 32
-    offset = 16
-    while offset > 0:
-        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
-        offset //= 2
-    if lane == 0:
-        warp_sums[warp] = v
-    cuda.syncthreads()
-    if warp == 0:
-        v = warp_sums.dtype.type(0)
-        if lane < cuda.blockDim.x // 32:
-            v = warp_sums[lane]
-        offset = 16
-        while offset > 0:
-            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
-            offset //= 2
-    return v
-
-
-@cuda.jit
-def reduce8(g_idata, partials, count, out):
-    # Kernel 8: kernel 7 in one launch with no memset.  Thread g (of T in the grid) sums
-    # g_idata[g], g_idata[g + T], ... with eight loads in flight; block b writes its sum to
-    # partials[b] (global) and draws a ticket from count[0] (global, 0 before the launch).
-    # The block that draws the last ticket sums partials into out[0] and resets count[0].
-    warp_sums = cuda.shared.array(32, dtype=g_idata.dtype)
-    is_last = cuda.shared.array(1, dtype=count.dtype)
-    tid = cuda.threadIdx.x
-    n = g_idata.size
-    stride = cuda.blockDim.x * cuda.gridDim.x
-    i = cuda.blockIdx.x * cuda.blockDim.x + tid
-    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = g_idata.dtype.type(0)
-    while i + 7 * stride < n:               # eight independent loads in flight per thread
-        a0 += g_idata[i]
-        a1 += g_idata[i + stride]
-        a2 += g_idata[i + 2 * stride]
-        a3 += g_idata[i + 3 * stride]
-        a4 += g_idata[i + 4 * stride]
-        a5 += g_idata[i + 5 * stride]
-        a6 += g_idata[i + 6 * stride]
-        a7 += g_idata[i + 7 * stride]
-        i += 8 * stride
-    while i < n:                            # the last few elements
-        a0 += g_idata[i]
-        i += stride
-    mysum = block_sum(((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)), warp_sums)
-
-    if tid == 0:
-        partials[cuda.blockIdx.x] = mysum
-        cuda.threadfence()                  # partials[b] is visible GPU-wide before ...
-        ticket = cuda.atomic.add(count, 0, 1)   # ... the ticket says "block b is done"
-        is_last[0] = ticket == cuda.gridDim.x - 1
-    cuda.syncthreads()
-
-    if is_last[0]:                          # all other blocks have drawn their tickets
-        cuda.threadfence()                  # so read their partials only after that
-        mysum = g_idata.dtype.type(0)
-        j = tid
-        while j < cuda.gridDim.x:
-            mysum += partials[j]
-            j += cuda.blockDim.x
-        mysum = block_sum(mysum, warp_sums)
-        if tid == 0:
-            out[0] = mysum
-            count[0] = 0                    # the next launch starts from ticket 0 again
-
-
-@cuda.jit
-def reduce8_x4(g_idata, partials, count, out):
-    # Kernel 8 with kernel 7's four loads in flight (the benchmark compares the two).
-    warp_sums = cuda.shared.array(32, dtype=g_idata.dtype)
-    is_last = cuda.shared.array(1, dtype=count.dtype)
-    tid = cuda.threadIdx.x
-    n = g_idata.size
-    stride = cuda.blockDim.x * cuda.gridDim.x
-    i = cuda.blockIdx.x * cuda.blockDim.x + tid
-    a0 = a1 = a2 = a3 = g_idata.dtype.type(0)
-    while i + 3 * stride < n:
-        a0 += g_idata[i]
-        a1 += g_idata[i + stride]
-        a2 += g_idata[i + 2 * stride]
-        a3 += g_idata[i + 3 * stride]
-        i += 4 * stride
-    while i < n:
-        a0 += g_idata[i]
-        i += stride
-    mysum = block_sum((a0 + a1) + (a2 + a3), warp_sums)
-    if tid == 0:
-        partials[cuda.blockIdx.x] = mysum
-        cuda.threadfence()
-        ticket = cuda.atomic.add(count, 0, 1)
-        is_last[0] = ticket == cuda.gridDim.x - 1
-    cuda.syncthreads()
-    if is_last[0]:
-        cuda.threadfence()
-        mysum = g_idata.dtype.type(0)
-        j = tid
-        while j < cuda.gridDim.x:
-            mysum += partials[j]
-            j += cuda.blockDim.x
-        mysum = block_sum(mysum, warp_sums)
-        if tid == 0:
-            out[0] = mysum
-            count[0] = 0
-
-
-NOT_SHOWN = {"reduce8_x4"}   # an ablation of kernel 8 for the benchmark (4 loads in flight)
-
-
 PTX_SIGNATURES = {
     "reduce_global_inplace": "void(int32[::1])",
     "reduce1": "void(int32[::1], int32[::1])",
@@ -384,8 +268,6 @@ PTX_SIGNATURES = {
     "reduce5": "void(float32[::1], float32[::1])",
     "reduce6": "void(float32[::1], float32[::1])",
     "reduce7": "void(float32[::1], float32[::1])",
-    "reduce8": "void(float32[::1], float32[::1], int32[::1], float32[::1])",
-    "reduce8_x4": "void(int32[::1], int32[::1], int32[::1], int32[::1])",
 }
 
 # ---------------------------------------------------------------------------------------
@@ -403,7 +285,6 @@ KERNELS = {
     "single_pass": (reduce8, None, 32),
 }
 WARP_VARIANTS = ("unroll_last_warp", "warp_shuffle", "single_pass")   # need syncwarp / shfl
-SINGLE_PASS_KERNELS = {8: reduce8, 4: reduce8_x4}   # loads in flight -> kernel 8
 DTYPES = (np.dtype(np.int32), np.dtype(np.float32))
 DEFAULT_ELEMENTS_PER_THREAD = 32   # kernels 7, 8: set the grid, blocks = n / (tpb * this)
 
@@ -487,28 +368,6 @@ class Reducer:
             self.kernel[blocks, self.tpb, 0, self.shared](src, dst)
             src = dst
         return src
-
-
-_SINGLE_PASS_BUFFERS: dict = {}
-
-
-def single_pass_buffers(blocks: int, dtype):
-    """Kernel 8's ``partials`` (one per block) and ticket counter ``count`` (int32, zero),
-    allocated once per device, grid size and dtype and re-used by every call: the kernel's
-    last block leaves ``count[0]`` at 0 again, so no call needs a memset.  Calls that share
-    buffers must not run at the same time (one stream, as in this course)."""
-    key = (_device_key(), int(blocks), np.dtype(dtype).str)
-    if key not in _SINGLE_PASS_BUFFERS:
-        _SINGLE_PASS_BUFFERS[key] = (cuda.device_array(blocks, dtype=dtype),
-                                     cuda.to_device(np.zeros(1, dtype=np.int32)))
-    return _SINGLE_PASS_BUFFERS[key]
-
-
-def _device_key():
-    try:
-        return cuda.get_current_device().id
-    except Exception:  # noqa: BLE001 - the simulator's fake device may have no id
-        return 0
 
 
 def _zero(d_out) -> None:
