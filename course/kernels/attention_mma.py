@@ -12,8 +12,9 @@ on those registers, and the probabilities go straight back into the next product
 tile's result fragment *is* the next product's input fragment (two floats -> one pair of
 halves).  Nothing but K and V tiles passes through shared memory.
 
-What numba cannot say is in a few lines of CUDA C++ (``MMA_SOURCE``), linked into the kernel
-and inlined by link-time optimisation (numba-cuda links with LTO when nvJitLink is present):
+What numba cannot say is in a few lines of CUDA C++ (``_cxx(D)``), linked into the kernel and
+inlined by link-time optimisation (numba-cuda links with LTO when nvJitLink is present, as
+it is wherever the numba-cuda[cu12] wheels are installed; tests/test_ptx.py checks the result):
 ``cp.async`` (global -> shared copies that run while the warps compute: K/V tiles are
 double-buffered), ``ldmatrix`` (a warp loads 4 8 x 8 tiles of halves from shared memory in
 one instruction, ``.trans`` for V) and ``mma.sync``.  The masks, the softmax and the loop over
@@ -34,7 +35,7 @@ from .matmul_tuned import bounds
 
 NOTEBOOKS = ["08_flash_attention"]
 NOT_SHOWN = {"flash_mma_fwd"}          # built per head dim by make_flash_mma; printed instead
-GPU_ONLY_LINKED = {"flash_mma_fwd"}    # needs linked C++: no PTX signature, no simulator
+GPU_ONLY_LINKED = {"flash_mma_fwd"}    # needs linked C++: no simulator; PTX of the Python side
 
 KEYS = 64                  # keys (and values) per shared tile
 WARPS = 8                  # warps per block, 16 query rows each (H100: 36.5 ms vs 37.9 with 4)
