@@ -1,4 +1,5 @@
 """Lesson 08: attention variants vs the float64 reference, and the two exercises with mutants."""
+from course.grading.unit import run_cell
 import math
 import types
 
@@ -360,7 +361,7 @@ def _mutant(bug):
     assert old in src
     src = src.replace(old, new, 1).replace("@cuda.jit\n", "").replace("def flash_attn", f"def {bug}")
     ns = dict(globals())
-    exec(compile(src, f"<mutant {bug}>", "exec"), ns)
+    run_cell(src, f"<mutant {bug}>", ns)
     fn = ns[bug]
     fn.__module__ = __name__
     return cuda.jit(fn)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from course.grading import executors
+from course.grading import executors, intake
 from course.grading.batch import Graded
 
 pytest.importorskip("distributed")
@@ -54,7 +54,7 @@ def test_lost_workers_are_retried_once_and_no_row_is_lost(tmp_path):
         import time as _time
         from pathlib import Path as _P
 
-        name = _P(item["rel"]).parent.name
+        name = item["folder"]
         first = not (_P(marks) / name).exists()
         (_P(marks) / name).write_text(str(_os.getpid()))
         if name == "always_dies" or (name == "dies_once" and first):
@@ -68,7 +68,7 @@ def test_lost_workers_are_retried_once_and_no_row_is_lost(tmp_path):
         p = tmp_path / "subs" / name / "01_vector_add.ipynb"
         p.parent.mkdir(parents=True)
         p.write_text("{}")
-        files.append(p)
+        files.append(intake.read(p, f"{name}/{p.name}", name))
 
     def killer():
         deadline = time.time() + 60
@@ -80,12 +80,12 @@ def test_lost_workers_are_retried_once_and_no_row_is_lost(tmp_path):
     threading.Thread(target=killer, daemon=True).start()
     rows, said = [], []
     got = executors.run_dask(files, task, (str(marks),), rows.append,
-                             lambda f, why: {"student": f.parent.name, "status": "error",
+                             lambda f, why: {"student": f.folder, "status": "error",
                                              "why": why},
                              workers=2, log=said.append)
     assert len(got) == len(files) == len(rows)
     by = {r["student"]: r for r in rows}
-    assert sorted(by) == sorted(p.parent.name for p in files)
+    assert sorted(by) == sorted(f.folder for f in files)
     assert by["ok_a"]["status"] == by["ok_b"]["status"] == "graded"
     assert by["dies_once"]["status"] == "graded" and by["killed_once"]["status"] == "graded"
     assert by["always_dies"]["status"] == "error" and "2 times" in by["always_dies"]["why"]
@@ -109,9 +109,16 @@ def test_rows_stream_into_the_csv_as_they_finish(tmp_path):
     assert [r["student"] for r in csv.DictReader(open(out, newline=""))] == ["alice", "bob"]
 
 
-def test_payload_carries_the_student_folder_and_bytes(tmp_path):
+def test_payload_carries_what_was_read_once(tmp_path):
     p = tmp_path / "alice" / "01_vector_add.ipynb"
     p.parent.mkdir()
     p.write_bytes(b"{}")
-    assert executors.payload(p) == {"rel": "alice/01_vector_add.ipynb", "data": b"{}"}
-    assert executors.payload(tmp_path / "nope" / "x.ipynb")["data"] is None
+    (sub,) = intake.collect([tmp_path])
+    sub.student, sub.lesson = "alice", "01_vector_add"
+    item = executors.payload(sub)
+    assert (item["rel"], item["folder"], item["student"], item["data"]) == \
+        ("alice/01_vector_add.ipynb", "alice", "alice", b"{}")
+    p.write_bytes(b"changed later")              # the payload is what was read, not the path
+    assert executors.payload(sub)["data"] == b"{}"
+    (gone,) = intake.collect([tmp_path / "nope.ipynb"])
+    assert gone.data is None and "cannot read" in executors.payload(gone)["problem"]

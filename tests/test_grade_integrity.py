@@ -149,7 +149,9 @@ def test_no_forged_points(attacked, student):
 @pytest.mark.parametrize("student, statuses, words", [
     ("forged_event", {"tampered"}, ["matrix_add: 0 points: tampered"]),
     ("forged_replies", {"tampered"}, ["tampered", "something else wrote to the grader's pipe"]),
-    ("late_thread", {"tampered"}, ["matrix_add: 0 points: tampered"]),
+    # its writes land while a later exercise is graded (the worker no longer launches, so
+    # the conversation is shorter): that exercise and the rest get 0
+    ("late_thread", {"tampered"}, ["0 points: tampered"]),
     ("monkeypatch", {"graded"}, ["came back unchanged"]),
     # the patched registry breaks the student's own process: nothing is graded
     ("monkeypatch_registry", {"crashed"}, ["vector_add: not graded: the grader process died"]),

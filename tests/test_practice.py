@@ -4,6 +4,7 @@ bug, the empty answer) fails, and every mutant - a wrong fix, a wrong answer - f
 Solutions and given code are read from the instructor notebooks, so what is tested is what
 the student sees; the release's own stripping (``### GIVEN:`` lines) makes the student copy.
 """
+from course.grading.unit import run_cell
 import pytest
 from numba import cuda
 
@@ -229,7 +230,7 @@ def test_kernel_mutants(name, k):
     old, new = MUTANTS[name][k]
     assert old in good, (name, old)
     local = dict(ns)
-    exec(compile(good.replace(old, new, 1), f"<{name} mutant {k}>", "exec"), local)  # noqa: S102
+    run_cell(good.replace(old, new, 1), f"<{name} mutant {k}>", local)
     r = course.check(name, local[ex.function], hidden=True, record=False, seed=5)
     assert not r.passed, f"{name}: mutant {k} ({new!r}) passes"
 

@@ -87,6 +87,9 @@ class Exercise:
     inout: tuple = ()              # inputs the kernel writes in place
     hints: dict = field(default_factory=dict)   # failure kind -> hint text
     kind: str = "write"            # one of KINDS (contract: Exercise.kind)
+    # module-level names of the student's that ``launch`` reads (tile sizes, ...): they
+    # travel with the kernel's unit (course/grading/unit.py) when the student defines them
+    launch_names = ()
 
     def __post_init__(self):
         if self.kind not in KINDS:

@@ -65,6 +65,8 @@ class OnlineSoftmax(Exercise):
 class FlashAttentionForward(Exercise):
     """O = softmax(Q K^T * scale) V for (batch*heads, N, d) float32, tiled with Br, Bc."""
 
+    launch_names = (*DEFAULTS, "THREADS_PER_BLK")
+
     def cases(self):
         shapes = [(1, 1, 32, 1.0), (2, 15, 32, 1.0), (2, 17, 64, 1.0), (1, 37, 32, 1.0),
                   (1, 40, 64, 8.0)]

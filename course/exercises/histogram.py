@@ -47,6 +47,8 @@ def skewed_uint8(rng, shape) -> np.ndarray:
 class HistogramShared(Exercise):
     """hist[c, v] = number of rows r with data[r, c] == v, counted in shared memory."""
 
+    launch_names = tuple(DEFAULTS)
+
     def cases(self):
         # Simulator sizes: its time grows with blocks x threads (every block zeroes and
         # flushes 1,024 shared bins), so blocks of 32 and 64 threads and few blocks, still

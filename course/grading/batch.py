@@ -11,8 +11,10 @@ For each submitted notebook (this process only *reads* it):
    (``session.py``: why a student cell cannot forge a verdict);
 4. turn the verdicts (or their absence) into points, reasons, a CSV row and feedback.
 
-Not a sandbox: student code runs as you, with your files and network.  See
-instructor/README.md for what is isolated and how to grade inside a container.
+Submissions are read once, before any worker starts (``intake.py``); hidden cases and, on a
+GPU, the ceilings are loaded/measured once, in this process, before any worker starts too.
+The sandbox the workers run in and what it holds on each host: ``isolate.py`` and
+instructor/README.md ("Threat model").
 """
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import notebook as nbk
+from .intake import MAX_CELL_MB
+
+MAX_CELL = MAX_CELL_MB << 20
 
 from ..resources import ROOT as REPO
 
@@ -135,22 +140,39 @@ def make_steps(plan: nbk.Plan, nb: dict, g: Graded) -> list[dict]:
         elif how != "marker":
             g.notes.append(f"{ex.name}: cell found by {how} (its marker was lost)")
         mine = found[-1]
+        if len(mine.source) > MAX_CELL:
+            g.not_found.add(ex.name)
+            g.reasons.append(f"{ex.name}: cell too large ({len(mine.source) / 2**20:.1f} MB; "
+                             f"limit {MAX_CELL >> 20} MB): not run")
+            continue
         steps.append({"kind": "solution", "label": f"your {ex.name} cell (cell {mine.index + 1})",
                       "source": mine.source, "exercise": ex.name, "function": ex.function})
     return steps
 
 
+def parse(sub, g: Graded) -> dict | None:
+    """The submission's notebook (from the bytes read once), or None with the reason."""
+    if sub.data is None:
+        g.status = "invalid"
+        g.reasons.append(sub.problem)
+        return None
+    try:
+        return nbk.loads(sub.data, sub.name)
+    except nbk.NotebookError as exc:
+        g.status = "invalid"
+        g.reasons.append(str(exc))
+        return None
+
+
 # ---------------------------------------------------------------------------------------
 # one submission, end to end
 
-def grade_one(path: Path, plans: dict, opts) -> Graded:
-    """Grade one notebook; never raises (a broken submission is a row with a reason)."""
-    g = Graded(student_name(path, plans), path.name, seed=opts.seed)
-    try:
-        nb = nbk.load(path)
-    except nbk.NotebookError as exc:
-        nb, g.status = None, "invalid"
-        g.reasons.append(str(exc))
+def grade_one(sub, plans: dict, opts) -> Graded:
+    """Grade one submission (an ``intake.Submission``, read already); never raises (a
+    broken submission is a row with a reason)."""
+    path = sub.path
+    g = Graded(sub.student or student_name(path, plans), sub.name, seed=opts.seed)
+    nb = parse(sub, g)
     lesson = find_lesson(nb, path, plans, opts.lesson)
     if lesson is None or lesson not in plans:
         g.status = "invalid" if g.status == "invalid" else "error"
@@ -177,7 +199,8 @@ def grade_one(path: Path, plans: dict, opts) -> Graded:
 
     try:
         out = grade_steps(steps, opts.seed, opts.timeout, opts.memory_mb,
-                          opts.case_time_limit, mode=opts.mode, isolation=opts.isolation)
+                          opts.case_time_limit, mode=opts.mode, isolation=opts.isolation,
+                          ceilings=getattr(opts, "ceilings", None))
     except Exception as exc:  # noqa: BLE001 - a grader bug must still give a row
         g.status = "error"
         g.reasons.append(f"the grader failed on this submission: {type(exc).__name__}: {exc}")
@@ -238,15 +261,6 @@ def load_plans(src: Path) -> dict:
     return plans
 
 
-def expand(paths: list[Path]) -> list[Path]:
-    """Submission files: notebooks given, and every .ipynb under folders given."""
-    out = []
-    for p in paths:
-        out += sorted(q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts) \
-            if p.is_dir() else [p]
-    return out
-
-
 def main(argv=None) -> int:
     """``python -m course grade SUBMISSIONS... --out grades.csv [--feedback DIR] ...``"""
     ap = argparse.ArgumentParser(prog="python -m course grade",
@@ -305,28 +319,19 @@ def main(argv=None) -> int:
         print(f"grade: no instructor notebook with exercises in {opts.notebooks}",
               file=sys.stderr)
         return 2
-    files = expand(opts.submissions)
-    missing = [str(p) for p in files if not p.exists()]
-    if opts.format == "gradescope" and (missing or not files):
+    from .prepare import before_workers
+
+    subs, summary = before_workers(opts, plans)
+    if opts.format == "gradescope" and not any(s.data for s in subs):
         from .gradescope import write_results
 
         return write_results(opts.out, None, 0.0, "No notebook (.ipynb) was found in your "
                                  "submission: upload the lesson's notebook file itself.")
-    if missing or not files:
-        print(f"grade: no such submission(s): {', '.join(missing) or 'none given'}",
+    if not subs:
+        print(f"grade: no notebook (.ipynb) in {', '.join(map(str, opts.submissions))}",
               file=sys.stderr)
         return 2
-    opts.isolation = None
-    if opts.isolation_choice != "none":
-        from .isolate import for_grading
-
-        if opts.feedback:
-            opts.feedback.mkdir(parents=True, exist_ok=True)
-        opts.out.resolve().parent.mkdir(parents=True, exist_ok=True)
-        opts.isolation, said = for_grading(
-            [opts.notebooks, opts.out.resolve().parent, opts.feedback,
-             *[p if p.is_dir() else p.parent for p in opts.submissions]])
-        print(said)
+    files = subs
     t0 = time.perf_counter()
     rows = _grade_all(files, plans, opts)
     if opts.format == "gradescope":       # one container, one student: all files are theirs
@@ -354,7 +359,9 @@ def main(argv=None) -> int:
     if opts.feedback:
         from .feedback import write_all
 
-        write_all(rows, opts.feedback)
+        summary += write_all(rows, opts.feedback)
+    for line in summary:
+        print(f"note: {line}")
     print(f"graded {len(files)} notebook(s) of {len(rows)} student(s) in "
           f"{time.perf_counter() - t0:.0f} s (seed {opts.seed}) -> {opts.out}"
           + (f", feedback in {opts.feedback}" if opts.feedback else ""))
@@ -366,12 +373,7 @@ def _grade_all(files: list[Path], plans: dict, opts) -> list[Graded]:
     progress line) the moment it is done, so a long run shows and keeps its progress."""
     from . import executors
 
-    lessons = set()
-    for f in files:          # the CSV's columns, known before the first row arrives
-        try:
-            lessons.add(find_lesson(nbk.load(f), f, plans, opts.lesson))
-        except nbk.NotebookError:
-            pass
+    lessons = {f.lesson for f in files}   # the CSV's columns, before the first row
     stream = executors.CsvStream(opts.out, [e for name, p in plans.items() if name in lessons
                                             for e in p.exercises])
     done = []
@@ -383,8 +385,8 @@ def _grade_all(files: list[Path], plans: dict, opts) -> list[Graded]:
               f"{g.status}", flush=True)
 
     if opts.executor == "dask":
-        def failed(path: Path, reason: str) -> Graded:
-            g = Graded(student_name(path, plans), path.name, status="error", seed=opts.seed)
+        def failed(sub, reason: str) -> Graded:
+            g = Graded(sub.student, sub.name, status="error", seed=opts.seed)
             g.reasons.append(reason)
             return g
 

@@ -53,9 +53,11 @@ def check(exercise: str, fn, *, hidden: bool = False, seed: int | None = None,
         error = ""
     else:
         error = not_a_kernel(fn, spec) or ""
+        if not error:
+            fn, error = admit(spec, fn, seed)
         results = [] if error else run_cases(spec, fn, seed, hidden, time_limit)
     if spec.kind == "tune" and results and all(r.passed for r in results):
-        results.append(measure(spec, fn))       # correct first; then the target
+        results.append(measure(spec, fn, seed))   # correct first; then the target
     result = CheckResult(exercise, bool(results) and not error and all(r.passed for r in results),
                          runtime.MODE, seed, spec=spec, cases=results, error=error,
                          elapsed_s=time.perf_counter() - started, hidden_run=hidden)
@@ -64,6 +66,62 @@ def check(exercise: str, fn, *, hidden: bool = False, seed: int | None = None,
 
         record_progress(result)
     return result
+
+
+def admit(spec, fn, seed: int):
+    """(the kernel rebuilt from its unit, "") or (None, why it cannot be checked).
+
+    What a check runs is what a grader runs: the kernel's unit (``unit.py``) rebuilt in a
+    fresh namespace, after it compiled for a real GPU (``gate.py``).  Nothing else a cell
+    did travels with it."""
+    from .unit import UnitError, extract, rebuild
+
+    try:
+        unit = extract(fn, spec.launch_names)
+        kernel = rebuild(unit)
+    except UnitError as exc:
+        return None, f"your kernel cannot be checked: {exc}"
+    return (kernel, "") if not (why := gate_error(spec, unit, seed)) else (None, why)
+
+
+def gate_error(spec, unit: dict, seed: int) -> str | None:
+    """None when ``unit`` compiles for the course's GPUs with the types of the exercise's
+    first launch; else the sentence the check shows."""
+    from types import SimpleNamespace
+
+    from numba import cuda
+
+    from .gate import GateUnavailable, gate, launch_types
+    from .unit import constants
+
+    kernel = SimpleNamespace(py_func=SimpleNamespace(__globals__=constants(unit)))
+    cases = spec.all_cases(include_hidden=False) or spec.all_cases(include_hidden=True)
+    if not cases and spec.kind != "tune":
+        return None                 # nothing will be launched
+    case = cases[0] if cases else spec.measured_case()
+    try:
+        prep = judge.prepare(spec, case, case_rng(seed, 0))
+        bufs = prep.buffers()
+        views = dict(prep.scalars())
+        for name, buf in bufs.items():
+            views[name] = cuda.to_device(buf)[tuple(slice(0, s) for s in prep.shapes[name])]
+        calls = launch_types(spec, kernel, case, views)
+    except Exception as exc:  # noqa: BLE001 - a broken spec must still report
+        return spec_broken(exc)
+    try:
+        why = gate().check(unit, calls)
+    except GateUnavailable as exc:
+        return (f"the GPU compiler could not be started, so the kernel could not be checked "
+                f"({exc}); reinstall with `pip install -e .` (numba-cuda[cu12])")
+    if why is None:
+        return None
+    return f"your kernel does not compile for a GPU (numba-cuda, {_targets()}): {why}"
+
+
+def _targets() -> str:
+    from .gate import TARGETS
+
+    return ", ".join(f"sm_{a}{b}" for a, b in TARGETS)
 
 
 def run_cases(spec, fn, seed: int, hidden: bool, time_limit: float | None,
@@ -121,13 +179,35 @@ def run_case(spec, fn, case, rng, time_limit: float, launch=run_launch) -> CaseR
     return res
 
 
-def measure(spec, fn) -> CaseResult:
-    """A tune exercise's measured launch against its target (``course/exercises/tune.py``)."""
+def measure(spec, fn, seed: int) -> CaseResult:
+    """A tune exercise's measured launch against its target (``course/exercises/tune.py``);
+    its outputs are judged like a case's, so a kernel that skips work gets no figure."""
+    from .measurer import device_lock, measure_launch
+
+    case = spec.measured_case()
     try:
-        figures = spec.measure_figures(fn)
+        prep = judge.prepare(spec, case, measured_rng(seed))
+        with device_lock(runtime.MODE == "gpu"):
+            figures, returned = measure_launch(spec, fn, case, prep.buffers(), prep.shapes,
+                                               prep.scalars())
     except Exception as exc:  # noqa: BLE001 - the report, never a traceback
         return measure_failed(f"{type(exc).__name__}: {exc}")
-    return spec.judge_figures(figures)
+    return judge_measured(spec, case, prep, returned, figures)
+
+
+def measured_rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng([seed, 1 << 20])
+
+
+def judge_measured(spec, case, prep, returned: dict, figures: dict, mode=None,
+                   ceilings=None) -> CaseResult:
+    """The target's verdict, or no figure when the measured launch's outputs are wrong."""
+    wrong = judge.judge(spec, case, prep, returned)
+    if wrong:
+        res = CaseResult("tune target", case.launch)
+        res.fail(f"no figure: the measured launch ({case.name}) gave wrong results - {wrong}")
+        return res
+    return spec.judge_figures(figures, mode, ceilings)
 
 
 def measure_failed(why: str) -> CaseResult:

@@ -30,32 +30,32 @@ from pathlib import Path
 # ---------------------------------------------------------------------------------------
 # the task: one submission, shipped as bytes
 
-def payload(path: Path) -> dict:
-    """What a remote task needs of a submission: its name as graded (student folder and
-    file), and its bytes."""
-    rel = Path(path.parent.name) / path.name
-    return {"rel": rel.as_posix(), "data": path.read_bytes() if path.exists() else None}
+def payload(sub) -> dict:
+    """What a remote task needs of a submission (an ``intake.Submission``, read once
+    already): its names and its bytes."""
+    return {"rel": sub.rel, "folder": sub.folder, "student": sub.student,
+            "lesson": sub.lesson, "data": sub.data, "problem": sub.problem,
+            "path": str(sub.path)}
 
 
 def grade_payload(item: dict, grade, plans: dict, opts):
-    """Run on a Dask worker: write the notebook to a scratch folder and ``grade`` it there
-    (``grade`` is ``batch.grade_one``, passed in: this module does not import batch)."""
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as t:
-        path = Path(t) / "submissions" / item["rel"]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if item["data"] is not None:
-            path.write_bytes(item["data"])
-        opts.isolation = _worker_isolation(opts, Path(t) / "submissions")
-        return grade(path, plans, opts)
+    """Run on a Dask worker: ``grade`` the submission's bytes there (``grade`` is
+    ``batch.grade_one``, passed in: this module does not import batch), in a sandbox made
+    on that machine (the grader's paths are not the worker's)."""
+    from .intake import Submission
+    from .prepare import worker_ceilings
 
+    sub = Submission(Path(item["path"]), item["rel"], item["folder"], item["data"],
+                     item["problem"], item["student"])
+    sub.lesson = item["lesson"]
+    with tempfile.TemporaryDirectory(prefix="course-grade-run-") as t:
+        opts.isolation = None
+        if getattr(opts, "isolation_choice", "none") != "none":
+            from .isolate import for_grading
 
-def _worker_isolation(opts, submissions: Path):
-    """This machine's mount namespace (made here: the grader's paths are not ours)."""
-    if getattr(opts, "isolation_choice", "none") == "none":
-        return None
-    from .isolate import for_grading
-
-    return for_grading([submissions])[0]
+            opts.isolation = for_grading([], Path(t))[0]
+        opts.ceilings = worker_ceilings(opts)
+        return grade(sub, plans, opts)
 
 
 # ---------------------------------------------------------------------------------------
@@ -99,7 +99,7 @@ def run_dask(files: list[Path], task, args: tuple, on_row, failed_row, scheduler
     try:
         log(f"dask: scheduler {client.scheduler.address}, "
             f"{len(client.scheduler_info()['workers'])} worker(s)")
-        pending = {}                     # future -> (file, its payload, tries so far)
+        pending = {}                     # future -> (submission, its payload, tries so far)
         for f in files:
             item = payload(f)
             pending[client.submit(task, item, *args, pure=False)] = (f, item, 0)
@@ -111,7 +111,7 @@ def run_dask(files: list[Path], task, args: tuple, on_row, failed_row, scheduler
             except Exception as exc:  # noqa: BLE001 - a lost worker, or a task that broke
                 reason = f"{type(exc).__name__}: {exc}"
                 if tries < retries:
-                    log(f"  {f.parent.name}/{f.name}: its worker was lost or the task failed "
+                    log(f"  {f.rel}: its worker was lost or the task failed "
                         f"({reason}); trying once more")
                     again = client.submit(task, item, *args, pure=False)
                     pending[again] = (f, item, tries + 1)

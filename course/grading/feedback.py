@@ -12,11 +12,6 @@ import time
 from pathlib import Path
 
 
-def safe_name(student: str) -> str:
-    """A file name for ``student`` (letters, digits, ``-_.``)."""
-    return re.sub(r"[^\w.-]+", "_", student).strip("._") or "student"
-
-
 def markdown(g) -> str:
     """The feedback of one graded student (a :class:`course.grading.batch.Graded`)."""
     mode = {"gpu": "on a GPU", "sim": "in the CUDA simulator"}.get(g.mode, "")
@@ -102,15 +97,15 @@ def _inline(text: str) -> str:
     return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
 
 
-def write_all(rows, folder: Path) -> list[Path]:
-    """``<student>.md`` and ``<student>.html`` for every row; their paths."""
+def write_all(rows, folder: Path) -> list[str]:
+    """``<student>.md`` and ``<student>.html`` for every row, one pair per student even
+    where two names would make one file; the summary's lines about such names."""
+    from .intake import file_names
+
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
+    names, summary = file_names([g.student for g in rows])
     for g in rows:
         md = markdown(g)
-        md_path = folder / f"{safe_name(g.student)}.md"
-        html_path = folder / f"{safe_name(g.student)}.html"
-        md_path.write_text(md, encoding="utf-8")
-        html_path.write_text(to_html(md), encoding="utf-8")
-        written += [md_path, html_path]
-    return written
+        (folder / f"{names[g.student]}.md").write_text(md, encoding="utf-8")
+        (folder / f"{names[g.student]}.html").write_text(to_html(md), encoding="utf-8")
+    return summary

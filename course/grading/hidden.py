@@ -58,13 +58,26 @@ def announced(exercise) -> bool:
     return exercise.name in ANNOUNCED or bool(getattr(exercise, "declares_hidden_cases", False))
 
 
+_LOADED: dict = {}     # exercise -> its hidden module (or None): each file runs once
+
+
+def preload(names) -> None:
+    """Load the hidden files of ``names`` now: a grading run calls this before its first
+    worker starts, so no file is read (let alone run) once student code is running."""
+    for name in names:
+        _module(name)
+
+
 def _module(name: str):
+    if name in _LOADED:
+        return _LOADED[name]
     path = file_for(name)
-    if path is None:
-        return None
-    spec = importlib.util.spec_from_file_location(f"_course_hidden_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = None
+    if path is not None:
+        spec = importlib.util.spec_from_file_location(f"_course_hidden_{name}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    _LOADED[name] = mod
     return mod
 
 

@@ -34,17 +34,23 @@ def run_launch(spec, fn, case, buffers: dict, scalars: dict, shapes: dict,
     ``shapes`` gives each array's shape inside its guarded buffer: the kernel gets views of
     that size, so writing past the end lands in the guard band.
     """
+    dev, views = views_of(buffers, shapes, scalars)
+    spec.prepare(case, views)
+    error, timed_out = _launch_with_limit(spec, fn, case, views, time_limit, race_hunt)
+    if error:
+        return {}, error, timed_out
+    return {name: d.copy_to_host() for name, d in dev.items()}, None, False
+
+
+def views_of(buffers: dict, shapes: dict, scalars: dict):
+    """(device buffers, launch arguments): each array a view of its guarded buffer."""
     from numba import cuda
 
     dev = {name: cuda.to_device(buf) for name, buf in buffers.items()}
     views = dict(scalars)
     for name, d in dev.items():
         views[name] = d[tuple(slice(0, s) for s in shapes[name])]
-    spec.prepare(case, views)
-    error, timed_out = _launch_with_limit(spec, fn, case, views, time_limit, race_hunt)
-    if error:
-        return {}, error, timed_out
-    return {name: d.copy_to_host() for name, d in dev.items()}, None, False
+    return dev, views
 
 
 # ---------------------------------------------------------------------------------------

@@ -87,13 +87,18 @@ def load(path) -> dict:
         raw = path.read_bytes()
     except OSError as exc:
         raise NotebookError(f"cannot read {path.name}: {exc.strerror or exc}") from None
+    return loads(raw, path.name)
+
+
+def loads(raw: bytes, name: str) -> dict:
+    """A notebook from its bytes (``name`` for messages); NotebookError otherwise."""
     try:
         nb = json.loads(raw.decode("utf-8", errors="replace"))
-    except ValueError as exc:
-        raise NotebookError(f"{path.name} is not valid JSON ({exc}); was it saved "
+    except (ValueError, RecursionError) as exc:
+        raise NotebookError(f"{name} is not valid JSON ({str(exc)[:200]}); was it saved "
                             "completely? Re-download it from Jupyter") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        raise NotebookError(f"{path.name} is JSON but not a notebook (no list of cells)")
+        raise NotebookError(f"{name} is JSON but not a notebook (no list of cells)")
     return nb
 
 

@@ -1,20 +1,22 @@
-"""Grading one submission: the trusted side of the conversation with ``worker.py``.
+"""Grading one submission: the trusted side (the *judge*) of two conversations.
 
 The grader's own process keeps everything a verdict depends on: the seed, every case's
-inputs and float64 reference, the list of cases (public and hidden) and the comparison
-(``judge.py``).  The worker, a fresh process that runs the student's cells, gets one request
-at a time over a pipe this side owns:
+inputs and float64 reference, the list of cases (public and hidden), the ceilings GPU
+figures are divided by, and the comparison (``judge.py``).  It talks to two processes it
+started, one request at a time, over pipes this side owns:
 
-    run cell i  ->  "ran" (did it fail? does it define the exercise's function?)
-    launch      ->  the same guarded buffers, after the student's kernel ran on them
-    value name  ->  the student's answer (predict exercises)
+- the **worker** (``worker.py``) runs the student's cells.  It answers ``run cell i`` with
+  whether the cell failed and, for an exercise, the kernel it defined *as data* (a unit,
+  ``unit.py``: source text and constant values) or the answer of a predict exercise;
+- the **measurer** (``measurer.py``) runs only that kernel, rebuilt from its unit after it
+  compiled for a real GPU (``gate.py``): every case's launch, and a tune exercise's measured
+  launch (with this GPU's measuring lock held here, and its outputs judged too).
 
-and the verdict is computed here from what came back.  Whatever the worker sends out of turn,
-malformed, with other arrays or shapes than were sent, or not at all, ends the conversation:
-a reply that does not fit is *tampering* (the exercise in progress gets 0 points and the
-instructor a note), silence past the time limit is a *timeout*, a dead worker a *crash*.
-The events this returns are written by this side only, so a student cannot add, drop or
-repeat a case.
+So no figure, output or answer is computed where a student's statement ran.  Whatever the
+worker sends out of turn, malformed, or not at all ends the conversation: a reply that does
+not fit is *tampering* (the exercise in progress gets 0 points and the instructor a note),
+silence past the time limit is a *timeout*, a dead worker a *crash*.  A measurer that dies
+costs only the exercise it was measuring.  Both run in the sandbox of ``isolate.py``.
 """
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import exercises as _ex
-from .check import measure_failed, run_cases
+from . import judge
+from .check import gate_error, judge_measured, measure_failed, measured_rng, run_cases
 from .launch import TIME_LIMIT_S
 from .report import CaseResult
 from .wire import Channel, WireError
@@ -49,21 +52,49 @@ class Outcome:
     last: str = ""                                # last words of a crashed worker
 
 
+@dataclass
+class Judge:
+    """What every exercise of one submission is judged with (all of it on this side)."""
+
+    seed: int
+    limit: float                        # seconds per case
+    mode: str
+    ceilings: dict | None               # GPU: measured once per run, before any worker
+    start_measurer: object              # () -> a started _Child running measurer.py
+    measurer: object = None
+
+    def fresh_measurer(self):
+        self.close_measurer()
+        self.measurer = self.start_measurer()
+        self.measurer.greeted()
+        return self.measurer
+
+    def close_measurer(self):
+        if self.measurer is not None:
+            self.measurer.stop()
+            self.measurer = None
+
+
 def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
-                case_time_limit: float | None, *, mode: str, isolation=None) -> Outcome:
+                case_time_limit: float | None, *, mode: str, isolation=None,
+                ceilings: dict | None = None) -> Outcome:
     """Run ``steps`` (from ``batch.make_steps``) in a worker and judge every exercise."""
     out = Outcome()
     deadline = time.monotonic() + timeout
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
-        worker = _Worker(Path(tmp), deadline, memory_mb, timeout, isolation)
+    run_dir = isolation.run_dir if isolation is not None else None
+    with tempfile.TemporaryDirectory(prefix="course-grade-", dir=run_dir) as tmp:
+        tmp = Path(tmp)
+        worker = _Child("course.grading.worker", tmp / "worker", deadline, memory_mb,
+                        timeout, isolation)
+        jd = Judge(seed, case_time_limit or TIME_LIMIT_S[mode], mode, ceilings,
+                   lambda: _Child("course.grading.measurer",
+                                  Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
+                                  deadline, memory_mb, timeout, isolation))
         try:
-            hello, _ = worker.chan.recv()
-            if hello.get("op") != "hello":
-                raise Tampered("the worker's first message was not its greeting")
+            worker.greeted()
             out.events.append({"event": "mode", "mode": mode})
             for n, step in enumerate(steps):
-                _run_step(worker, n, step, seed, case_time_limit or TIME_LIMIT_S[mode], out,
-                          mode)
+                _run_step(worker, jd, n, step, out)
             worker.chan.send({"op": "bye"})
             worker.finish()
             out.events.append({"event": "done"})
@@ -78,6 +109,7 @@ def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
             _tampered(out, str(exc))
         finally:
             worker.stop()
+            jd.close_measurer()
     return out
 
 
@@ -87,8 +119,7 @@ def _tampered(out: Outcome, message: str) -> None:
     out.events.append({"event": "tampered", "exercise": current, "message": message})
 
 
-def _run_step(worker, n: int, step: dict, seed: int, limit: float, out: Outcome,
-              mode: str) -> None:
+def _run_step(worker, jd: Judge, n: int, step: dict, out: Outcome) -> None:
     ex = step.get("exercise")
     out.events.append({"event": "start", "label": step["label"], "exercise": ex})
     reply, _ = worker.ask({"op": "run", "step": n, "label": step["label"],
@@ -111,56 +142,99 @@ def _run_step(worker, n: int, step: dict, seed: int, limit: float, out: Outcome,
             f"your {ex} cell does not define `{fn}`" if not error else
             f"`{fn}` was not defined because the cell failed: {error}")})
         return
+    err, cases = "", []
     if spec.kind == "predict":
-        cases, err = _judge_answer(worker, n, spec, fn), ""
+        cases = _judge_answer(worker, n, spec, fn)
     elif have != "kernel":
-        cases, err = [], (f"`{fn}` is not a CUDA kernel: decorate it with @cuda.jit "
-                          f"(expected {spec.signature})")
+        err = (f"`{fn}` is not a CUDA kernel: decorate it with @cuda.jit "
+               f"(expected {spec.signature})")
     else:
-        cases = run_cases(spec, fn, seed, True, limit, launch=_remote_launch(worker, n))
-        err = ""
-        if spec.kind == "tune" and cases and all(c.passed for c in cases):
-            cases.append(_judge_measure(worker, n, spec, fn, mode))
+        err, cases = _judge_kernel(jd, spec, reply.get("unit"), reply.get("unit_error"))
     out.events.append({"event": "exercise", "name": ex, "error": err, "cases": [
         {"name": c.name, "launch": c.launch, "hidden": c.hidden, "passed": c.passed,
          "message": c.message} for c in cases]})
 
 
-def _remote_launch(worker, n: int):
-    """A ``launch`` for ``check.run_cases`` that has the worker run the kernel on the
-    judge's buffers; whatever comes back that was not sent is tampering."""
+def _judge_kernel(jd: Judge, spec, unit, unit_error) -> tuple[str, list]:
+    """(error, cases) of a kernel exercise: gate, then every case and the target, all
+    launched by a measurer that runs nothing but the rebuilt kernel."""
+    from .unit import UnitError, validate
+
+    if isinstance(unit_error, str):
+        return f"your kernel cannot be checked: {unit_error[:500]}", []
+    try:
+        validate(unit)
+    except UnitError as exc:
+        raise Tampered(f"the worker sent a malformed kernel unit ({exc})") from None
+    try:
+        why = gate_error(spec, unit, jd.seed)
+    except UnitError as exc:
+        return f"your kernel cannot be checked: {exc}", []
+    if why:
+        return why, []
+    try:
+        m = jd.fresh_measurer()
+        reply, _ = m.ask({"op": "load", "unit": unit}, "loaded")
+        if reply.get("error"):
+            return f"your kernel cannot be checked: {str(reply['error'])[:500]}", []
+        cases = run_cases(spec, None, jd.seed, True, jd.limit, launch=_measured_launch(m))
+        if spec.kind == "tune" and cases and all(c.passed for c in cases):
+            cases.append(_judge_measure(m, spec, jd))
+    except (WireError, Tampered) as exc:
+        last = jd.measurer.last_words() if jd.measurer else ""
+        return (f"the kernel broke the process that measures it ({exc}"
+                + (f"; {last}" if last else "") + ")"), []
+    finally:
+        jd.close_measurer()
+    return "", cases
+
+
+def _measured_launch(m):
+    """A ``launch`` for ``check.run_cases``: the measurer runs the kernel on the judge's
+    buffers; whatever comes back that was not sent is tampering."""
     def launch(spec, fn, case, buffers, scalars, shapes, limit, race_hunt):
-        header = {"op": "launch", "step": n, "exercise": spec.name, "function": fn,
-                  "case": {"name": case.name, "params": case.params, "grid": case.grid,
-                           "block": case.block, "shared_bytes": case.shared_bytes},
+        header = {"op": "launch", "exercise": spec.name, "case": _case_data(case),
                   "shapes": shapes, "scalars": scalars, "time_limit": limit,
                   "race_hunt": race_hunt}
-        reply, arrays = worker.ask(header, "launched", n, buffers)
+        reply, arrays = m.ask(header, "launched", arrays=buffers)
         error = reply.get("error")
         if error:
-            if not isinstance(error, str):
-                raise Tampered("a launch error was not text")
-            return {}, error[:1000], reply.get("timed_out") is True
-        if set(arrays) != set(buffers) or any(
-                arrays[k].shape != v.shape or arrays[k].dtype != v.dtype
-                for k, v in buffers.items()):
-            raise Tampered("a launch sent back other arrays than it was given")
+            return {}, str(error)[:1000], reply.get("timed_out") is True
+        _same_arrays(arrays, buffers)
         return arrays, None, False
     return launch
 
 
-def _judge_measure(worker, n: int, spec, fn: str, mode: str) -> CaseResult:
-    """A tune exercise's figure: measured in the worker (it must run the kernel), judged
-    here against the target.  The figure is the one number a student process reports
-    about itself; correctness, which it cannot fake, was judged above."""
-    reply, _ = worker.ask({"op": "measure", "step": n, "exercise": spec.name,
-                           "function": fn}, "measured", n)
+def _case_data(case) -> dict:
+    return {"name": case.name, "params": case.params, "grid": case.grid, "block": case.block,
+            "shared_bytes": case.shared_bytes}
+
+
+def _same_arrays(arrays: dict, buffers: dict) -> None:
+    if set(arrays) != set(buffers) or any(
+            arrays[k].shape != v.shape or arrays[k].dtype != v.dtype
+            for k, v in buffers.items()):
+        raise Tampered("a launch sent back other arrays than it was given")
+
+
+def _judge_measure(m, spec, jd: Judge) -> CaseResult:
+    """A tune exercise's figure: the measured launch's inputs made and its outputs judged
+    here, timed (GPU) with this machine's measuring lock held, the target applied here."""
+    from .measurer import device_lock
+
+    case = spec.measured_case(jd.mode)
+    prep = judge.prepare(spec, case, measured_rng(jd.seed))
+    with device_lock(jd.mode == "gpu"):
+        reply, arrays = m.ask({"op": "measure", "exercise": spec.name,
+                               "case": _case_data(case), "shapes": prep.shapes,
+                               "scalars": prep.scalars()}, "measured", arrays=prep.buffers())
     if reply.get("error") is not None:
         return measure_failed(str(reply["error"]))
     figures = reply.get("figures")
     if not isinstance(figures, dict):
         raise Tampered("a measurement came back without figures")
-    return spec.judge_figures(figures, mode)
+    _same_arrays(arrays, prep.buffers())
+    return judge_measured(spec, case, prep, arrays, figures, jd.mode, jd.ceilings)
 
 
 def _judge_answer(worker, n: int, spec, name: str) -> list:
@@ -174,36 +248,56 @@ def _judge_answer(worker, n: int, spec, name: str) -> list:
     return spec.judge_answer(reply.get("value"), hidden=True)
 
 
-class _Worker:
-    """The worker process and our ends of its two pipes."""
+class _Child:
+    """A worker or measurer process and our ends of its two pipes."""
 
-    def __init__(self, tmp: Path, deadline: float, memory_mb: int, timeout: float, isolation):
+    def __init__(self, module: str, tmp: Path, deadline: float, memory_mb: int,
+                 timeout: float, isolation):
+        tmp.mkdir()
         req_r, req_w = os.pipe()       # we write requests, it reads
         rep_r, rep_w = os.pipe()       # it writes replies, we read
-        env = dict(os.environ, COURSE_PROGRESS_FILE=str(tmp / "progress.json"),
-                   COURSE_HIDDEN_DIR=str(tmp / "no-hidden-cases"), PYTHONDONTWRITEBYTECODE="1",
-                   MPLBACKEND="Agg", MPLCONFIGDIR=str(tmp / "mpl"))
+        scratch = Path(isolation.scratch) if isolation is not None else tmp
+        env = dict(os.environ, COURSE_PROGRESS_FILE=str(scratch / "progress.json"),
+                   COURSE_HIDDEN_DIR=str(scratch / "no-hidden-cases"),
+                   PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg",
+                   MPLCONFIGDIR=str(scratch / "mpl"), HOME=str(scratch),
+                   NUMBA_CACHE_DIR=str(scratch / "numba"))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-        cmd = [sys.executable, "-m", "course.grading.worker", str(req_r), str(rep_w)]
+        for secret in ("COURSE_LEADERBOARD_ADMIN_TOKEN", "COURSE_LEADERBOARD_TOKEN"):
+            env.pop(secret, None)
+        cmd = [sys.executable, "-m", module, str(req_r), str(rep_w)]
         if isolation is not None:
             cmd = isolation.wrap(cmd)
         (tmp / "cwd").mkdir()
         self.log_path = tmp / "log.txt"
+        self.cgroup = None
+        if isolation is not None:
+            from .isolate import Cgroup
+
+            self.cgroup = Cgroup(f"course-{os.getpid()}-{tmp.parent.name}-{tmp.name}",
+                                 memory_mb or None)
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 cmd, cwd=tmp / "cwd", env=env, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=log, start_new_session=True, pass_fds=(req_r, rep_w),
-                preexec_fn=_limits(timeout, memory_mb) if os.name == "posix" else None)
+                preexec_fn=_limits(timeout, memory_mb, self.cgroup)
+                if os.name == "posix" else None)
         os.close(req_r)
         os.close(rep_w)
         self.chan = Channel(rep_r, req_w, deadline)
 
-    def ask(self, header: dict, op: str, step: int, arrays: dict | None = None):
+    def greeted(self) -> None:
+        hello, _ = self.chan.recv()
+        if hello.get("op") != "hello":
+            raise Tampered("the worker's first message was not its greeting")
+
+    def ask(self, header: dict, op: str, step: int | None = None,
+            arrays: dict | None = None):
         """Send one request and read its one reply; Tampered if the reply does not fit."""
         self.chan.send(header, arrays)
         reply, got = self.chan.recv()
         if reply.get("op") != op or reply.get("step") != step:
-            raise Tampered(f"expected the worker's {op!r} reply to step {step + 1}, got "
+            raise Tampered(f"expected the {op!r} reply to step {step}, got "
                            f"{str(reply.get('op'))[:40]!r} for step {reply.get('step')!r}: "
                            "something else wrote to the grader's pipe")
         return reply, got
@@ -215,7 +309,9 @@ class _Worker:
             pass
 
     def stop(self) -> None:
-        _kill(self.proc)      # the worker's whole process group, children it started too
+        _kill(self.proc)      # the sandbox's first process: its PID namespace ends with it
+        if self.cgroup is not None:
+            self.cgroup.remove()
         for fd in (self.chan.rfd, self.chan.wfd):
             try:
                 os.close(fd)
@@ -241,16 +337,18 @@ class _Worker:
 # ---------------------------------------------------------------------------------------
 # the worker process: limits, killing, exit codes
 
-def _limits(timeout: float, memory_mb: int):
+def _limits(timeout: float, memory_mb: int, cgroup=None):
     """preexec_fn: resource limits for the worker (POSIX only; best effort)."""
     def apply():
+        if cgroup is not None:
+            cgroup.join()
         try:
             import resource
         except ImportError:
             return
         wanted = [(resource.RLIMIT_CORE, 0),
                   (resource.RLIMIT_CPU, int(2 * timeout) + 30),
-                  (resource.RLIMIT_FSIZE, 512 << 20)]
+                  (resource.RLIMIT_FSIZE, 64 << 20)]
         if memory_mb:
             wanted.append((resource.RLIMIT_AS, memory_mb << 20))
         for which, value in wanted:

@@ -5,18 +5,19 @@ answers on WFD (``wire.py``), one at a time, until told ``bye``:
 
 - ``run``: execute one cell (an instructor's setup cell or the student's exercise cell) and
   say whether it failed and whether it defined the function the exercise needs;
-- ``launch``: launch the student's kernel on the guarded buffers that came with the request
-  and send them back (``launch.py``);
-- ``value``: send back the value of a name (the answer of a *predict* exercise);
-- ``measure``: time or trace one launch of a *tune* exercise and send back the raw figures.
+  the defined kernel goes back as its *unit* (``unit.py``: source text and constant values);
+- ``value``: send back the value of a name (the answer of a *predict* exercise).
 
 **Why forging does not work.**  This process runs untrusted code, and nothing it says is a
-verdict.  It never sees the seed, the expected outputs, the number of cases or the hidden
-case files: the grader (``session.py``) makes each case's inputs, sends them here only to be
-launched on, and compares what comes back with a reference it keeps to itself.  A cell may
-monkeypatch ``course.check``, write to these pipes, start threads or exit early: the worst
-it can do is send back wrong arrays (a failed case) or break the conversation (the grader
-calls that *tampered* and gives the exercise 0 points).
+verdict or a measurement.  It never launches a kernel for the grader, never sees the seed,
+the inputs, the expected outputs, the cases or the ceilings.  What leaves it is data: a
+unit the grader compiles for a real GPU and hands to the *measurer* (``measurer.py``), a
+process that runs that kernel and nothing else.  A cell may monkeypatch ``course.check``
+or ``Tune.measure_on``, write to these pipes, start threads or exit early: the patch stays
+here, and the worst it can do is send a wrong unit (its cases fail) or break the
+conversation (the grader calls that *tampered* and gives the exercise 0 points).  The
+sandbox it runs in (``isolate.py``) keeps it from the grader, the measurer and other
+students.
 """
 from __future__ import annotations
 
@@ -67,18 +68,29 @@ def run_step(label: str, source: str, ns: dict) -> str | None:
     return None
 
 
-def _launch(req: dict, arrays: dict, ns: dict):
+def _defined(want, exercise, ns: dict) -> dict:
+    """Does the cell define the exercise's function, and as what; a kernel goes back as
+    its unit (source and constants: ``unit.py``), never as an object or a result."""
+    if not want:
+        return {"have": None}
     from course import exercises
-    from course.exercises import Case
-    from course.grading.launch import run_launch
+    from course.grading.check import not_a_kernel
+    from course.grading.unit import UnitError, extract
 
-    spec = exercises.get(req["exercise"])
-    c = req["case"]
-    case = Case(c["name"], c["params"], tuple(c["grid"]), tuple(c["block"]),
-                c.get("shared_bytes", 0), c.get("repeats", 1))
-    shapes = {k: tuple(v) for k, v in req["shapes"].items()}
-    return run_launch(spec, ns.get(req["function"]), case, arrays, req["scalars"], shapes,
-                      req["time_limit"], req["race_hunt"])
+    fn = ns.get(want)
+    spec = exercises.get(exercise)
+    if fn is None:
+        return {"have": "missing"}
+    if spec.kind == "predict":
+        return {"have": "value"}
+    if not_a_kernel(fn, spec):
+        return {"have": "other"}
+    try:
+        return {"have": "kernel", "unit": extract(fn, spec.launch_names)}
+    except UnitError as exc:
+        return {"have": "kernel", "unit_error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - an odd object: say what
+        return {"have": "kernel", "unit_error": f"{type(exc).__name__}: {str(exc)[:300]}"}
 
 
 def _value(name: str, ns: dict) -> dict:
@@ -98,7 +110,6 @@ def main(argv=None) -> int:
 
     chan = Channel(int(argv[0]), int(argv[1]))
     import course  # chooses gpu/sim before numba loads
-    from course.grading.check import not_a_kernel
 
     chan.send({"op": "hello", "mode": course.MODE})
     ns = {"__name__": "__main__", "get_ipython": _FakeIPython,
@@ -108,29 +119,8 @@ def main(argv=None) -> int:
         op = req.get("op")
         if op == "run":
             error = run_step(req["label"], req["source"], ns)
-            want = req.get("want")
-            have = None
-            if want:
-                from course import exercises
-
-                fn = ns.get(want)
-                spec = exercises.get(req["exercise"])
-                have = ("missing" if fn is None else "value" if spec.kind == "predict" else
-                        "kernel" if not not_a_kernel(fn, spec) else "other")
-            chan.send({"op": "ran", "step": req["step"], "error": error, "have": have})
-        elif op == "launch":
-            returned, error, timed_out = _launch(req, arrays, ns)
-            chan.send({"op": "launched", "step": req["step"], "error": error,
-                       "timed_out": timed_out}, returned)
-        elif op == "measure":
-            from course import exercises
-
-            try:
-                figures = exercises.get(req["exercise"]).measure_figures(ns.get(req["function"]))
-                chan.send({"op": "measured", "step": req["step"], "figures": figures})
-            except Exception as exc:  # noqa: BLE001 - reported as a failed target
-                chan.send({"op": "measured", "step": req["step"],
-                           "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+            chan.send({"op": "ran", "step": req["step"], "error": error,
+                       **_defined(req.get("want"), req.get("exercise"), ns)})
         elif op == "value":
             chan.send({"op": "value", "step": req["step"], **_value(req["name"], ns)})
         else:  # "bye"

@@ -1,0 +1,149 @@
+"""Reading a class's submissions: once, safely, before any student code runs.
+
+``python -m course grade`` reads every submitted notebook here, into memory, before the
+first worker starts; nothing later opens a submission path again (a worker could otherwise
+swap a file between two reads).  What is read:
+
+- regular files only: a symlink (say, to the instructor's notebook or ``/dev/zero``), a FIFO
+  or a device is not opened for its contents; it becomes a row with the reason;
+- inside the submission tree: the walk follows no symlinked folder;
+- at most :data:`MAX_NOTEBOOK_MB` per notebook, read without blocking.
+
+Who a submission belongs to: the student's folder when submissions come in folders
+(``alice/01_vector_add (1).ipynb`` is alice's whatever the file is called), else the name
+in the file name (``alice_01_vector_add.ipynb``).  Two submissions of one lesson by one
+student, or two students whose feedback files would share a name, are kept apart and
+listed in the run's summary (:func:`keys`).
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_NOTEBOOK_MB = 64
+MAX_CELL_MB = 1
+
+
+@dataclass
+class Submission:
+    """One submitted file as read: its bytes, or why it was not read."""
+
+    path: Path                 # as found (for messages only; never opened again)
+    rel: str                   # relative to the folder given on the command line
+    folder: str                # the student's folder ("" for a file at the top)
+    data: bytes | None = None
+    problem: str = ""          # why ``data`` is None
+    student: str = ""          # the row key, set by :func:`keys`
+    lesson: str | None = None  # which lesson it answers (set by the grader)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def collect(paths: list[Path]) -> list[Submission]:
+    """Every ``.ipynb`` under ``paths`` (files or folders), read once."""
+    out = []
+    for root in paths:
+        if root.is_dir() and not root.is_symlink():
+            for d, dirs, files in os.walk(root, followlinks=False):
+                dirs[:] = sorted(x for x in dirs if x != ".ipynb_checkpoints")
+                for f in sorted(files):
+                    if f.endswith(".ipynb"):
+                        p = Path(d) / f
+                        rel = p.relative_to(root)
+                        folder = rel.parts[0] if len(rel.parts) > 1 else ""
+                        out.append(read(p, rel.as_posix(), folder))
+        else:
+            out.append(read(root, root.name, ""))
+    return out
+
+
+def read(path: Path, rel: str, folder: str) -> Submission:
+    """The file's bytes (regular file, not a link, bounded), or the reason it was refused."""
+    sub = Submission(path, rel, folder)
+    limit = MAX_NOTEBOOK_MB << 20
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        sub.problem = f"cannot read {path.name}: {exc.strerror or exc}"
+        return sub
+    if stat.S_ISLNK(st.st_mode):
+        sub.problem = f"{path.name} is a link, not a file: submit the notebook itself"
+        return sub
+    if not stat.S_ISREG(st.st_mode):
+        sub.problem = f"{path.name} is not a regular file (a pipe or a device?)"
+        return sub
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) |
+                     getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        sub.problem = f"cannot read {path.name}: {exc.strerror or exc}"
+        return sub
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):      # swapped since the lstat
+            sub.problem = f"{path.name} is not a regular file"
+            return sub
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            sub.problem = (f"notebook too large ({size / 2**20:.0f}+ MB; limit "
+                           f"{MAX_NOTEBOOK_MB} MB)")
+            return sub
+        sub.data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    return sub
+
+
+def keys(subs: list[Submission], lesson_of, name_of) -> list[str]:
+    """Give every submission its row key; return the summary's lines about collisions.
+
+    ``lesson_of(sub)``: its lesson (or None); ``name_of(sub)``: the student named by the
+    file name alone (for files at the top of a folder given)."""
+    summary, seen = [], {}
+    for sub in subs:
+        base = sub.folder or name_of(sub)
+        lesson = lesson_of(sub)
+        student, n = base, 1
+        while (student, lesson) in seen:
+            n += 1
+            student = f"{base}#{n}"
+        if n > 1:
+            summary.append(f"{base}: {n} submissions of {lesson or 'an unknown lesson'} "
+                           f"({seen[(base, lesson)]}, {sub.rel}): graded apart, as "
+                           f"{base} and {student}")
+        seen[(student, lesson)] = sub.rel
+        sub.student = student
+    return summary
+
+
+def file_names(students: list[str]) -> tuple[dict, list[str]]:
+    """student -> a feedback file name of its own (no two alike, even ignoring case)."""
+    names, used, summary = {}, set(), []
+    for s in dict.fromkeys(students):
+        base = safe(s)
+        name, n = base, 1
+        while name.lower() in used:
+            n += 1
+            name = f"{base}-{n}"
+        if n > 1:
+            summary.append(f"feedback of {s!r} is {name}.md ({base}.md belongs to another "
+                           "student)")
+        used.add(name.lower())
+        names[s] = name
+    return names, summary
+
+
+def safe(name: str) -> str:
+    """A file name for a student: letters, digits, ``-_.`` only; never hidden or empty."""
+    out = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "student"
+    return out[:100]

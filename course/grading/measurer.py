@@ -1,0 +1,135 @@
+"""The measurer: the one process that launches a submission's kernel when a class is graded.
+
+It runs no statement of the student's cells.  It gets a kernel *unit* (``unit.py``: source,
+options and the constant values it uses, already through the compile gate) and rebuilds
+the kernel in a fresh namespace, then answers the judge one request at a time:
+
+- ``load``: rebuild the unit (defining it runs nothing);
+- ``launch``: launch it on the guarded buffers that came with the request and send them
+  back (``launch.py``) - a correctness case;
+- ``measure``: a tune exercise's measured launch: traced counts in the simulator, CUDA-event
+  times on a GPU (the judge holds the GPU's lock meanwhile, see :func:`device_lock`), then
+  one more launch on fresh buffers whose outputs go back to be judged: a kernel that skips
+  work at the measured size gets no figure;
+- ``ceilings``: the copy bandwidth and FP32 rate that GPU figures are divided by, asked of a
+  measurer that has loaded no unit, once per grading run.
+
+Why a separate process at all: a cell's Python can patch anything in the process it runs
+in (``course``, numpy, the timing helper).  Here there is nothing of it to run.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+
+
+@contextlib.contextmanager
+def device_lock(enabled: bool = True):
+    """Hold this machine's GPU measuring lock: timed launches of different submissions (and
+    the ceilings) never overlap on one GPU.  Correctness launches do not take it."""
+    if not enabled:
+        yield
+        return
+    import fcntl
+
+    dev = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
+    path = os.path.join(tempfile.gettempdir(), f"course-gpu-{dev}.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def measure_ceilings() -> dict:
+    """The measured copy bandwidth (GB/s) and FP32 rate (TFLOP/s) of this GPU, now."""
+    from .. import perf
+
+    copy_gbps, _ = perf._measure_copy_gbps()
+    fp32, _ = perf._measure_fp32_tflops()
+    return {"copy_gbps": float(copy_gbps), "fp32_tflops": float(fp32)}
+
+
+def _case(c: dict):
+    from ..exercises import Case
+
+    return Case(c["name"], c["params"], tuple(c["grid"]), tuple(c["block"]),
+                c.get("shared_bytes", 0), c.get("repeats", 1))
+
+
+def measure_launch(spec, fn, case, arrays, shapes, scalars) -> tuple[dict, dict]:
+    """(figures, buffers after the verified launch) of a tune exercise's measured launch."""
+    from numba import cuda
+
+    from .. import runtime
+    from .launch import views_of
+
+    dev, views = views_of(arrays, shapes, scalars)
+    spec.prepare(case, views)
+    figures = spec.measure_on(fn, case, views)
+    if runtime.MODE == "gpu":      # timed runs changed in-out arrays: verify on fresh ones
+        dev, views = views_of(arrays, shapes, scalars)
+        spec.prepare(case, views)
+        spec.launch(fn, case, views)
+        cuda.synchronize()
+    return figures, {name: d.copy_to_host() for name, d in dev.items()}
+
+
+_REPLY = {"load": "loaded", "launch": "launched", "measure": "measured",
+          "ceilings": "ceilings"}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    from .wire import Channel
+
+    chan = Channel(int(argv[0]), int(argv[1]))
+    import course  # chooses gpu/sim before numba loads
+    from course import exercises
+
+    from .launch import run_launch
+    from .unit import UnitError, rebuild
+
+    chan.send({"op": "hello", "mode": course.MODE})
+    fn = None
+    while True:
+        req, arrays = chan.recv()
+        op = req.get("op")
+        try:
+            if op == "load":
+                try:
+                    fn = rebuild(req["unit"])
+                    chan.send({"op": "loaded", "error": None})
+                except UnitError as exc:
+                    chan.send({"op": "loaded", "error": str(exc)})
+            elif op == "launch":
+                spec = exercises.get(req["exercise"])
+                shapes = {k: tuple(v) for k, v in req["shapes"].items()}
+                returned, error, timed_out = run_launch(
+                    spec, fn, _case(req["case"]), arrays, req["scalars"], shapes,
+                    req["time_limit"], req["race_hunt"])
+                chan.send({"op": "launched", "error": error, "timed_out": timed_out},
+                          returned)
+            elif op == "measure":
+                spec = exercises.get(req["exercise"])
+                shapes = {k: tuple(v) for k, v in req["shapes"].items()}
+                figures, returned = measure_launch(spec, fn, _case(req["case"]), arrays, shapes,
+                                             req["scalars"])
+                chan.send({"op": "measured", "figures": figures}, returned)
+            elif op == "ceilings":
+                chan.send({"op": "ceilings", "ceilings": measure_ceilings()})
+            else:  # "bye"
+                break
+        except Exception as exc:  # noqa: BLE001 - the judge reports it
+            chan.send({"op": _REPLY.get(op, op), "error": f"{type(exc).__name__}: "
+                                                          f"{str(exc)[:300]}"})
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

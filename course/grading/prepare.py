@@ -1,0 +1,64 @@
+"""What a grading run does before its first worker starts, in the grader's own process.
+
+Everything a verdict depends on is settled here, while no student code runs anywhere:
+
+1. every submission is read once into memory (``intake.py``) and given its row key;
+2. every hidden-case file of the lessons graded is loaded (``hidden.preload``): later checks
+   use what is in memory and never open a path a worker could have written;
+3. the sandbox is made and tried (``isolate.py``), with the submissions and outputs hidden
+   from it, and the run's scratch folder under which every worker gets its own tmpfs;
+4. on a GPU, the ceilings figures are divided by (copy bandwidth, FP32 rate) are measured
+   once, with the GPU's measuring lock held, and kept in memory (no cache file is read).
+"""
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from pathlib import Path
+
+from . import hidden, intake
+from . import notebook as nbk
+
+
+def before_workers(opts, plans: dict) -> tuple[list, list[str]]:
+    """(the submissions, read and keyed; the summary's lines so far)."""
+    from .batch import find_lesson, student_name
+
+    subs = intake.collect(opts.submissions)
+    for sub in subs:
+        try:
+            nb = nbk.loads(sub.data, sub.name) if sub.data is not None else None
+        except nbk.NotebookError:
+            nb = None
+        sub.lesson = find_lesson(nb, sub.path, plans, opts.lesson)
+    summary = intake.keys(subs, lambda s: s.lesson, lambda s: student_name(s.path, plans))
+    hidden.preload(e for p in plans.values() for e in p.exercises)
+    run_dir = Path(tempfile.mkdtemp(prefix="course-grade-run-"))
+    atexit.register(shutil.rmtree, run_dir, True)
+    opts.run_dir = run_dir
+    opts.isolation = None
+    if opts.isolation_choice != "none":
+        from .isolate import for_grading
+
+        hide = [p if p.is_dir() else p.parent for p in opts.submissions]
+        hide += [opts.out.resolve().parent] + ([opts.feedback] if opts.feedback else [])
+        opts.isolation, said = for_grading(hide, run_dir)
+        print(said)
+    opts.ceilings = worker_ceilings(opts)
+    return subs, summary
+
+
+def worker_ceilings(opts) -> dict | None:
+    """The GPU's ceilings, measured now under the measuring lock (None in the simulator)."""
+    if opts.mode != "gpu":
+        return None
+    if getattr(opts, "ceilings", None):
+        return opts.ceilings
+    from .measurer import device_lock, measure_ceilings
+
+    with device_lock():
+        ceilings = measure_ceilings()
+    print(f"ceilings measured for this run: copy {ceilings['copy_gbps']:.0f} GB/s, "
+          f"FP32 {ceilings['fp32_tflops']:.1f} TFLOP/s")
+    return ceilings

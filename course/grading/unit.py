@@ -1,0 +1,321 @@
+"""A kernel as data: the only form in which student code reaches a verdict.
+
+A *unit* is a JSON-able dict that holds a kernel's (or device function's) source text, its
+``@cuda.jit`` options, and the values of the global names its body uses: numbers, small
+numpy arrays, numba/numpy type names, functions of ``math``/``numpy``/``cuda``, the modules
+themselves, and other device functions (as units of their own).  Nothing else: a kernel
+that uses a ``dict``, an object or a module of yours is told so before anything runs.
+
+Why this is what the grader measures, and not the function object a cell made:
+
+- :func:`extract` reads the function a cell defined (source, globals) without calling it;
+- :func:`rebuild` turns the data back into a kernel in a fresh namespace that holds only
+  those values.  The source is parsed first and must be one ``def`` whose decorators,
+  default values and annotations are dropped or literal, so defining it runs no code;
+- the compile gate (``gate.py``) compiles it with numba-cuda's real CUDA compiler, so its
+  body is typed code a GPU accepts: it cannot import, open files or patch Python.
+
+So the process that rebuilds and launches a unit (``measurer.py``) runs no other statement
+of the student's cells: a patched ``course`` module, a replaced ``Tune.measure_figures``
+or a monkeypatched numpy in the student's process does not travel.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+import inspect
+import json
+import math
+import textwrap
+import types
+
+import numpy as np
+
+MODULES = {"numba.cuda": "cuda", "math": "math", "cmath": "cmath", "numpy": "np",
+           "numba": "numba"}
+JIT_OPTIONS = {"device", "fastmath", "debug", "lineinfo", "inline", "opt", "max_registers",
+               "cache"}
+MAX_SOURCE = 64 << 10          # characters of one function's source
+MAX_ARRAY = 1 << 16            # elements of a global constant array
+MAX_DEPTH = 8                  # device functions calling device functions
+
+
+class UnitError(Exception):
+    """The function cannot travel as a kernel unit; the message says why (one sentence)."""
+
+
+# ---------------------------------------------------------------------------------------
+# extracting: student process side (reads only)
+
+def extract(fn, extra_names=(), _depth: int = 0) -> dict:
+    """The unit of a ``@cuda.jit`` function (kernel or device function).
+
+    ``extra_names``: module-level names the exercise's launch reads (e.g. tile sizes),
+    taken along when the student defined them.
+    """
+    py = getattr(fn, "py_func", None)
+    if not isinstance(py, types.FunctionType):
+        raise UnitError(f"{getattr(fn, '__name__', fn)!r} is not a @cuda.jit function")
+    if _depth > MAX_DEPTH:
+        raise UnitError("device functions nest deeper than the course allows")
+    try:
+        source = textwrap.dedent(inspect.getsource(py))
+    except (OSError, TypeError) as exc:
+        raise UnitError(f"the source of `{py.__name__}` cannot be read ({exc}); define it "
+                        "in a cell or a file") from None
+    fdef = parse(source, py.__name__)
+    options, sig = _jit_options(fdef, fn)
+    unit = {"name": py.__name__, "source": source, "options": options, "signature": sig,
+            "firstline": int(py.__code__.co_firstlineno), "globals": {}}
+    closure = dict(zip(py.__code__.co_freevars,
+                       (c.cell_contents for c in (py.__closure__ or ()))))
+    for name in sorted(free_names(fdef, py) | set(extra_names)):
+        if name in closure:
+            value = closure[name]
+        elif name in py.__globals__:
+            value = py.__globals__[name]
+        elif hasattr(builtins, name):
+            continue
+        elif name in extra_names:
+            continue
+        else:
+            raise UnitError(f"`{py.__name__}` uses the name `{name}`, which is not defined")
+        unit["globals"][name] = _describe(name, value, py.__name__, _depth)
+    return unit
+
+
+def parse(source: str, name: str) -> ast.FunctionDef:
+    """The one ``def`` in ``source``; UnitError if there is anything else."""
+    if len(source) > MAX_SOURCE:
+        raise UnitError(f"`{name}` is {len(source):,} characters long (limit {MAX_SOURCE:,})")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise UnitError(f"the source of `{name}` does not parse: {exc.msg}") from None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) \
+            or tree.body[0].name != name:
+        raise UnitError(f"the source of `{name}` must be exactly one `def {name}(...)`")
+    fdef = tree.body[0]
+    for d in fdef.args.defaults + [d for d in fdef.args.kw_defaults if d is not None]:
+        try:
+            ast.literal_eval(d)
+        except ValueError:
+            raise UnitError(f"`{name}` has a default value that is not a literal "
+                            f"(`{ast.unparse(d)}`)") from None
+    return fdef
+
+
+def free_names(fdef: ast.FunctionDef, py=None) -> set:
+    """Names the body reads that it does not assign (globals, closure cells, builtins)."""
+    loads = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Load)}
+    local = {a.arg for a in ast.walk(fdef.args) if isinstance(a, ast.arg)}
+    local |= {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+              and isinstance(n.ctx, (ast.Store, ast.Del))}
+    if py is not None:
+        local |= set(py.__code__.co_varnames) | set(py.__code__.co_cellvars)
+    return loads - local
+
+
+def _jit_options(fdef: ast.FunctionDef, fn) -> tuple[dict, str | None]:
+    """The literal options of the ``@cuda.jit(...)`` decorator (and its signature); for a
+    function jitted by a call (``kernel = cuda.jit(f)``), the dispatcher's own options."""
+    is_device = bool(getattr(fn, "_device", False) or
+                     getattr(fn, "targetoptions", {}).get("device", False))
+    if not fdef.decorator_list:
+        return ({"device": True} if is_device else {}), None
+    jits = [d for d in fdef.decorator_list if _is_jit(d.func if isinstance(d, ast.Call) else d)]
+    if len(jits) != len(fdef.decorator_list) or len(jits) != 1:
+        raise UnitError(f"`{fdef.name}` must have exactly one decorator, @cuda.jit")
+    options, sig = {}, None
+    dec = jits[0]
+    if isinstance(dec, ast.Call):
+        try:
+            args = [ast.literal_eval(a) for a in dec.args]
+            kws = {k.arg: ast.literal_eval(k.value) for k in dec.keywords}
+        except ValueError:
+            raise UnitError(f"the options of @cuda.jit on `{fdef.name}` must be literals") \
+                from None
+        unknown = set(kws) - JIT_OPTIONS
+        if unknown or None in kws:
+            raise UnitError(f"@cuda.jit option(s) {', '.join(sorted(map(str, unknown)))} on "
+                            f"`{fdef.name}` are not allowed in a checked kernel")
+        if len(args) > 1 or (args and not isinstance(args[0], str)):
+            raise UnitError(f"@cuda.jit on `{fdef.name}` takes at most one signature string")
+        sig = args[0] if args else None
+        options = {k: v for k, v in kws.items() if k != "cache"}
+    if bool(options.get("device", False)) != is_device:
+        raise UnitError(f"`{fdef.name}` was not made by the @cuda.jit its source shows")
+    return options, sig
+
+
+def _is_jit(node) -> bool:
+    text = ast.unparse(node)
+    return text in ("cuda.jit", "numba.cuda.jit", "jit")
+
+
+def _describe(name: str, value, owner: str, depth: int):
+    """One global value as data: (kind, ...) lists that :func:`_value` turns back."""
+    if isinstance(value, types.ModuleType):
+        if value.__name__ in MODULES:
+            return ["module", value.__name__]
+        raise UnitError(f"`{owner}` uses the module `{name}` ({value.__name__}); a kernel "
+                        f"may use only {', '.join(MODULES)}")
+    if isinstance(value, (bool, int, float, np.bool_, np.number)) and not \
+            isinstance(value, np.datetime64):
+        if isinstance(value, (np.number, np.bool_)):
+            return ["scalar", np.dtype(type(value)).str, _plain(value.item())]
+        return ["const", value if not isinstance(value, float) or math.isfinite(value)
+                else repr(value)]
+    if isinstance(value, complex):
+        return ["complex", value.real, value.imag]
+    if isinstance(value, tuple) and len(value) <= 64 and all(
+            isinstance(v, (bool, int, float)) for v in value):
+        return ["tuple", list(value)]
+    if isinstance(value, np.ndarray):
+        if value.size > MAX_ARRAY or value.dtype.kind not in "biuf":
+            raise UnitError(f"`{name}` is a {value.dtype} array of {value.size:,} elements; "
+                            f"a kernel's global arrays must be numbers, at most "
+                            f"{MAX_ARRAY:,} elements")
+        return ["array", value.dtype.str, list(value.shape), value.ravel().tolist()]
+    if hasattr(value, "py_func") and hasattr(value, "__getitem__"):
+        return ["device", extract(value, _depth=depth + 1)]
+    if isinstance(value, type) and issubclass(value, np.generic) and \
+            getattr(np, value.__name__, None) is value:
+        return ["attr", "numpy", value.__name__]
+    for mod_name in MODULES:
+        mod = _module(mod_name)
+        attr = getattr(value, "__name__", None)
+        if isinstance(attr, str) and getattr(mod, attr, None) is value:
+            return ["attr", mod_name, attr]
+    try:
+        from numba.core import types as nbtypes
+
+        if isinstance(value, nbtypes.Type) and getattr(nbtypes, str(value), None) == value:
+            return ["numba_type", str(value)]
+    except ImportError:  # pragma: no cover - numba is a dependency
+        pass
+    raise UnitError(f"`{owner}` uses `{name}`, a {type(value).__name__}: a GPU kernel can "
+                    "only use numbers, tuples of numbers, small numpy arrays, numba/numpy "
+                    "types, device functions and the modules cuda, math and numpy")
+
+
+def _plain(v):
+    return v if not isinstance(v, float) or math.isfinite(v) else repr(v)
+
+
+def _module(name: str):
+    import importlib
+
+    return importlib.import_module(name)
+
+
+def run_cell(source: str, filename: str, ns: dict) -> None:
+    """``exec`` a cell's text so that the functions it defines keep a readable source (as
+    IPython does for notebook cells): :func:`extract` needs it."""
+    import linecache
+
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), ns)  # noqa: S102 - the caller's own cell
+
+
+def key(unit: dict, *extra) -> str:
+    """A stable hash of a unit (and e.g. argument types): the compile gate's cache key."""
+    return hashlib.sha256(json.dumps([unit, *extra], sort_keys=True).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------
+# rebuilding: measuring process side (runs no student statement)
+
+def rebuild(unit: dict, _depth: int = 0):
+    """The ``@cuda.jit`` function a unit describes, defined in a fresh namespace."""
+    from numba import cuda
+
+    validate(unit, _depth)
+    fdef = parse(unit["source"], unit["name"])
+    fdef.decorator_list = []
+    fdef.returns = None
+    for a in ast.walk(fdef.args):
+        if isinstance(a, ast.arg):
+            a.annotation = None
+    ns = {"__builtins__": builtins, "__name__": f"course_unit_{unit['name']}"}
+    for name, desc in unit["globals"].items():
+        ns[name] = _value(desc, _depth)
+    module = ast.Module([fdef], [])
+    ast.increment_lineno(module, unit["firstline"] - 1)   # the cell's line numbers
+    filename = f"<kernel {unit['name']}>"
+    exec(compile(ast.fix_missing_locations(module), filename, "exec"), ns)  # noqa: S102
+    fn = ns[unit["name"]]        # defining it ran nothing: no decorator, no default code
+    import linecache
+
+    lines = ["\n"] * (unit["firstline"] - 1) + unit["source"].splitlines(True)
+    linecache.cache[filename] = (len(unit["source"]), None, lines, filename)
+    jit_args = [unit["signature"]] if unit.get("signature") else []
+    return cuda.jit(*jit_args, **unit["options"])(fn)
+
+
+def validate(unit, depth: int = 0) -> None:
+    """UnitError unless ``unit`` has the shape :func:`extract` makes (data from a worker)."""
+    if not isinstance(unit, dict) or set(unit) != {"name", "source", "options", "signature",
+                                                    "firstline", "globals"}:
+        raise UnitError("a kernel unit must have name, source, options, signature, "
+                        "firstline, globals")
+    if not isinstance(unit["firstline"], int) or not 0 < unit["firstline"] < 1_000_000:
+        raise UnitError("a kernel unit's first line is not a line number")
+    if not (isinstance(unit["name"], str) and unit["name"].isidentifier()
+            and isinstance(unit["source"], str) and isinstance(unit["options"], dict)
+            and isinstance(unit["globals"], dict)
+            and (unit["signature"] is None or isinstance(unit["signature"], str))):
+        raise UnitError("a kernel unit's fields have the wrong types")
+    if set(unit["options"]) - (JIT_OPTIONS - {"cache"}):
+        raise UnitError("a kernel unit asks for @cuda.jit options that are not allowed")
+    if depth > MAX_DEPTH:
+        raise UnitError("device functions nest deeper than the course allows")
+    if not all(isinstance(k, str) and k.isidentifier() for k in unit["globals"]):
+        raise UnitError("a kernel unit's global names are not identifiers")
+
+
+def constants(unit: dict) -> dict:
+    """The unit's global numbers, tuples and arrays (what an exercise's launch may read,
+    e.g. tile sizes or a weights array), turned back into values without rebuilding
+    anything."""
+    validate(unit)
+    return {name: _value(desc, 0) for name, desc in unit["globals"].items()
+            if isinstance(desc, list) and desc[:1] in (["const"], ["scalar"], ["tuple"],
+                                                       ["array"])}
+
+
+def _value(desc, depth: int):
+    if not isinstance(desc, list) or not desc:
+        raise UnitError("a kernel unit's global is malformed")
+    kind, *rest = desc
+    try:
+        if kind == "module" and rest[0] in MODULES:
+            return _module(rest[0])
+        if kind == "const" and isinstance(rest[0], (bool, int, float, str)):
+            return float(rest[0]) if isinstance(rest[0], str) else rest[0]
+        if kind == "scalar":
+            return np.dtype(rest[0]).type(rest[1] if not isinstance(rest[1], str)
+                                          else float(rest[1]))
+        if kind == "complex":
+            return complex(float(rest[0]), float(rest[1]))
+        if kind == "tuple":
+            return tuple(v for v in rest[0] if isinstance(v, (bool, int, float)))
+        if kind == "array":
+            dtype, shape, data = np.dtype(rest[0]), tuple(int(s) for s in rest[1]), rest[2]
+            if dtype.kind not in "biuf" or math.prod(shape) > MAX_ARRAY:
+                raise UnitError("a kernel unit's array is too large or not numeric")
+            return np.asarray(data, dtype=dtype).reshape(shape)
+        if kind == "device":
+            return rebuild(rest[0], depth + 1)
+        if kind == "attr" and rest[0] in MODULES and isinstance(rest[1], str) \
+                and not rest[1].startswith("_"):
+            return getattr(_module(rest[0]), rest[1])
+        if kind == "numba_type" and isinstance(rest[0], str) and rest[0].isidentifier():
+            from numba.core import types as nbtypes
+
+            return getattr(nbtypes, rest[0])
+    except (IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise UnitError(f"a kernel unit's global is malformed ({exc})") from None
+    raise UnitError(f"a kernel unit's global of kind {str(kind)[:20]!r} is not allowed")
