@@ -10,6 +10,7 @@ from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.command.editable_wheel import editable_wheel
 
 HERE = Path(__file__).resolve().parent
 
@@ -34,4 +35,16 @@ class BuildWithCourseFiles(build_py):
             shutil.copyfile(src, dest)
 
 
-setup(cmdclass={"build_py": BuildWithCourseFiles})
+class EditableFromAnyFolder(editable_wheel):
+    """``pip install -e .`` puts the checkout itself on ``sys.path`` (a static .pth file,
+    setuptools' "compat" mode) instead of an import hook.  With the hook, a folder named
+    ``course`` in the working directory (an nbgrader course folder, say) shadowed the
+    package: Python took it for a namespace package before asking the hook.  On the path,
+    the real package (it has an ``__init__.py``) wins over any such folder."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.mode = self.mode or "compat"
+
+
+setup(cmdclass={"build_py": BuildWithCourseFiles, "editable_wheel": EditableFromAnyFolder})

@@ -38,3 +38,18 @@ def test_numpy_is_pinned_below_2_5():
     py = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     assert any(d.startswith("numpy") and "<2.5" in d for d in py)
     assert any(d.startswith("numba-cuda[cu12]") for d in py)
+
+
+def test_a_course_folder_in_the_working_directory_does_not_shadow_the_package(tmp_path):
+    """An nbgrader course folder called `course` beside a notebook: `import course` (and
+    `python -m course`) must still find this package, not that folder."""
+    import subprocess
+    import sys
+
+    (tmp_path / "course" / "source").mkdir(parents=True)
+    r = subprocess.run([sys.executable, "-c", "import course; print(course.MODE)"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() in ("sim", "gpu"), r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "course", "--help"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "doctor" in r.stdout, r.stdout + r.stderr

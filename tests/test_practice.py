@@ -49,30 +49,59 @@ def test_solution_passes_and_student_copy_fails(name):
     assert not bad.passed, f"{name}: the student's copy passes as given"
 
 
-# --- predict: every single wrong answer is rejected, with the right value explained ----
+# --- predict: every single wrong answer is rejected, and the key is not in the package ---
 
-def _wrong(q):
+def _wrong(q, right):
     if q.choices:
-        return next(c for c in q.choices if c != q.expected)
-    if isinstance(q.expected, int):
-        return q.expected + 1
-    return q.expected * (1 + 10 * q.rtol + 0.05)
+        return next(c for c in q.choices if c != right)
+    if isinstance(right, int):
+        return right + 1
+    return right * (1 + 10 * q.rtol + 0.05)
 
 
 PREDICT = [n for n in NEW if EXERCISES[n].kind == "predict"]
 
 
+def _key(spec):
+    from course.grading.hidden import answers_for
+
+    key = answers_for(spec)
+    assert key is not None and set(key) == {q.key for q in spec.questions()}, spec.name
+    return key
+
+
 @pytest.mark.parametrize("name", PREDICT)
 def test_predict_mutants(name):
     spec = EXERCISES[name]
-    right = {q.key: q.expected for q in spec.questions()}
+    right = _key(spec)
     assert course.check(name, right, record=False).passed
     for q in spec.questions():
-        r = course.check(name, {**right, q.key: _wrong(q)}, record=False)
+        r = course.check(name, {**right, q.key: _wrong(q, right[q.key])}, record=False)
         assert not r.passed, (name, q.key)
-        assert "expected" in repr(r) and q.explain[:20] in repr(r)
+        text = repr(r)
+        assert "which is not it" in text and q.explain[:20] in text
+        if not q.choices:       # a wrong answer is taught the method, never told the value
+            failed = next(c for c in r.cases if not c.passed)
+            tol = f" (within {q.rtol:.0%})" if q.rtol else ""
+            assert failed.message == f"got {_wrong(q, right[q.key])!r}, which is not it" \
+                f"{tol}: {q.explain}", (name, q.key, failed.message)
     for junk in ({}, [1, 2, 3], {k: str(v) + "x" for k, v in right.items()}):
         assert not course.check(name, junk, record=False).passed
+
+
+@pytest.mark.parametrize("name", PREDICT)
+def test_the_package_holds_no_answer_key(name, monkeypatch, tmp_path):
+    """Without the instructor's folder (a student's copy) the right answers do not pass,
+    and no question object carries its value."""
+    spec = EXERCISES[name]
+    right = _key(spec)
+    assert not any(hasattr(q, "expected") for q in spec.questions())
+    from course.grading import hidden
+
+    monkeypatch.setenv("COURSE_HIDDEN_DIR", str(tmp_path))
+    monkeypatch.setattr(hidden, "_LOADED", {})
+    r = course.check(name, right, record=False)
+    assert not r.passed and all("no answer key" in c.message for c in r.cases), repr(r)
 
 
 @cuda.jit
@@ -90,8 +119,7 @@ def test_predict_answers_match_the_tracer():
     from course import trace
 
     x = np.arange(32 * 33 + 8, dtype=np.float32)
-    spec = EXERCISES["predict_sectors"]
-    expected = {q.key: q.expected for q in spec.questions()}
+    expected = _key(EXERCISES["predict_sectors"])
     for key, stride, offset in (("coalesced", 1, 0), ("stride2", 2, 0), ("stride32", 32, 0),
                                 ("misaligned", 1, 1)):
         t = trace.run(read, 1, 32, x, np.zeros(32, np.float32), stride, offset)

@@ -133,6 +133,8 @@ class Exercise:
         """True when the grader runs more cases than ``cases()`` (the report says so)."""
         from ..grading import hidden
 
+        if self.kind == "predict":      # its hidden file is the answer key, not cases
+            return False
         return hidden.announced(self) or hidden.file_for(self.name) is not None
 
     def all_cases(self, include_hidden: bool) -> list[Case]:

@@ -5,32 +5,38 @@ The student answers in a dict, one entry per question, and checks it::
     answer_launch = {"blocks": 3907, "threads": 1000192, "idle": 192}
     course.check("predict_launch", answer_launch)
 
-Every expected value is computed here by the course's own code, never typed in: launch
-arithmetic (``blocks_for``), the tracer's definitions of sectors and bank wavefronts
+The questions are public; **the answer key is not in this package.**  It sits with the
+instructor's hidden cases (``instructor/hidden/predict_*.py``, an ``answers(exercise)``
+function), computed there by the course's own calculators - launch arithmetic
+(``blocks_for``), the tracer's definitions of sectors and bank wavefronts
 (``course.trace_analysis``), the occupancy calculator (``course.occupancy``), the lecture's
-matmul traffic formulas and the ``perf`` floor.  A wrong answer is told the right one and
-how to get it.  The questions are fixed (a hidden case cannot ask a question the student
-never saw), so these exercises have no hidden cases.
+matmul traffic formulas and the ``perf`` floor - which the lessons teach and a student may
+call too.  The grader loads the key before any student code runs.  A wrong answer is told
+how to get the right one, never the value.  A student's copy has no key: its check says the
+answers are recorded for grading, and the notebook's next cell runs the experiment.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from . import Exercise, blocks_for
+from . import Exercise
 from ..grading.report import CaseResult
 
 
 @dataclass
 class Question:
-    """One number or choice to predict, and how the course computes it."""
+    """One number or choice to predict, and how to work it out (never its value)."""
 
     key: str                  # the answer dict's key
     prompt: str               # what is asked (shown in the report)
-    expected: object          # the course's value: int, float or str
-    explain: str              # how to get it (shown on a wrong answer)
+    explain: str              # the method (shown on a wrong answer)
     rtol: float = 0.0         # relative tolerance for floats (0: exact)
     choices: tuple = ()       # for multiple choice: the allowed strings
+
+
+NO_KEY = ("answered; this copy has no answer key, so the grader checks it (run the "
+          "experiment in the next cell to see for yourself)")
 
 
 class Predict(Exercise):
@@ -44,31 +50,36 @@ class Predict(Exercise):
 
     def judge_answer(self, answer, hidden: bool = False) -> list[CaseResult]:
         """One CaseResult per question; never raises."""
+        from ..grading.hidden import answers_for
+
         qs = self.questions()
         if not isinstance(answer, dict):
             res = CaseResult("your answer", "")
             res.fail(f"expected a dict with the keys {', '.join(repr(q.key) for q in qs)}; "
                      f"got a {type(answer).__name__}")
             return [res]
-        return [_judge(q, answer.get(q.key, None)) for q in qs]
+        key = answers_for(self)
+        return [_judge(q, answer.get(q.key, None), key) for q in qs]
 
 
-def _judge(q: Question, got) -> CaseResult:
+def _judge(q: Question, got, key: dict | None) -> CaseResult:
     res = CaseResult(f"{q.key}: {q.prompt}", "")
-    exp = q.expected
     if got is None or got is ...:
         res.fail("no answer yet")
     elif q.choices:
         if not isinstance(got, str) or got.strip().lower() not in q.choices:
             res.fail(f"answer one of {', '.join(repr(c) for c in q.choices)}; got {got!r}")
-        elif got.strip().lower() != exp:
-            res.fail(f"got {got!r}, expected {exp!r}: {q.explain}")
-    elif isinstance(got, bool) or not isinstance(got, (int, float)):
-        res.fail(f"answer a number; got {got!r}")
-    elif not math.isfinite(got) or abs(got - exp) > q.rtol * abs(exp):
-        shown = f"{exp:,}" if isinstance(exp, int) else f"{exp:.4g}"
+        elif key is None:
+            res.fail(NO_KEY)
+        elif got.strip().lower() != key[q.key]:
+            res.fail(f"got {got!r}, which is not it: {q.explain}")
+    elif isinstance(got, bool) or not isinstance(got, (int, float)) or not math.isfinite(got):
+        res.fail(f"answer a finite number; got {got!r}")
+    elif key is None:
+        res.fail(NO_KEY)
+    elif abs(got - key[q.key]) > q.rtol * abs(key[q.key]):
         tol = f" (within {q.rtol:.0%})" if q.rtol else ""
-        res.fail(f"got {got!r}, expected {shown}{tol}: {q.explain}")
+        res.fail(f"got {got!r}, which is not it{tol}: {q.explain}")
     return res
 
 
@@ -76,25 +87,22 @@ def _judge(q: Question, got) -> CaseResult:
 # lesson 01: how many threads a launch makes
 
 class PredictLaunch(Predict):
+    N, TPB = 1_000_000, 256
+    NX, NY, BX, BY = 11, 5, 4, 3          # the lecture's matrixAdd example
+
     def questions(self):
-        n, tpb = 1_000_000, 256
-        blocks = blocks_for(n, tpb)
-        nx, ny, bx, by = 11, 5, 4, 3            # the lecture's matrixAdd example
-        gx, gy = blocks_for(nx, bx), blocks_for(ny, by)
+        n, tpb, nx, ny, bx, by = self.N, self.TPB, self.NX, self.NY, self.BX, self.BY
         return [
             Question("blocks", f"blocks of {tpb} threads for one thread per element, n = {n:,}",
-                     blocks, f"ceil(n / tpb) = ceil({n} / {tpb}) = {blocks}"),
-            Question("threads", "threads that launch makes", blocks * tpb,
-                     f"blocks x tpb = {blocks} x {tpb} = {blocks * tpb}"),
-            Question("idle", "threads of that launch that fail `if i < n`", blocks * tpb - n,
-                     f"{blocks * tpb} threads - {n} elements = {blocks * tpb - n}"),
+                     "ceil(n / tpb): enough blocks to cover every element"),
+            Question("threads", "threads that launch makes", "blocks x tpb"),
+            Question("idle", "threads of that launch that fail `if i < n`",
+                     "all threads of the launch minus the n that have an element"),
             Question("grid2d_threads", f"threads of matrixAdd on Nx = {nx}, Ny = {ny} with "
-                     f"{bx} x {by} blocks and a grid that covers the matrix", gx * gy * bx * by,
-                     f"grid = (ceil({nx}/{bx}), ceil({ny}/{by})) = ({gx}, {gy}); "
-                     f"{gx * gy} blocks x {bx * by} threads = {gx * gy * bx * by}"),
+                     f"{bx} x {by} blocks and a grid that covers the matrix",
+                     "grid = (ceil(Nx / bx), ceil(Ny / by)); blocks x threads per block"),
             Question("grid2d_idle", "threads of that launch outside the matrix",
-                     gx * gy * bx * by - nx * ny,
-                     f"{gx * gy * bx * by} threads - {nx} x {ny} elements"),
+                     "all threads of the launch minus Nx x Ny elements"),
         ]
 
 
@@ -103,27 +111,20 @@ class PredictLaunch(Predict):
 
 class PredictFloor(Predict):
     GBPS = 3000.0   # the H100's measured copy bandwidth, rounded (assets/benchmarks)
+    M, PIXELS, ADD_N = 202_599, 2_475, 1 << 26
 
     def questions(self):
-        from ..perf import floor_ms
-
-        m, n = 202_599, 2_475
-        mean_bytes = 4 * m * n + 4 * n
-        add_n = 1 << 26
-        add_bytes = 3 * 4 * add_n
-        ceil = {"copy_gbps": self.GBPS}
+        m, n, g = self.M, self.PIXELS, self.GBPS
         return [
             Question("mean_bytes", f"bytes the mean face moves at least (m = {m:,} float32 "
-                     f"images of n = {n:,} pixels, n means written)", mean_bytes,
-                     f"read 4 m n + write 4 n = {mean_bytes:,} bytes"),
-            Question("mean_floor_ms", f"its floor time in ms at {self.GBPS:g} GB/s",
-                     floor_ms(mean_bytes, ceilings=ceil),
-                     f"{mean_bytes:,} B / ({self.GBPS:g} x 1e9 B/s) x 1e3 ms/s", rtol=0.02),
-            Question("add_bytes", "bytes of y = x + y on 2^26 float32 elements", add_bytes,
-                     "read x and y, write y: 3 x 4 bytes per element"),
-            Question("add_floor_ms", f"its floor time in ms at {self.GBPS:g} GB/s",
-                     floor_ms(add_bytes, ceilings=ceil),
-                     f"{add_bytes:,} B / {self.GBPS:g} GB/s", rtol=0.02),
+                     f"images of n = {n:,} pixels, n means written)",
+                     "read every pixel of every image once (4 bytes each) and write n means"),
+            Question("mean_floor_ms", f"its floor time in ms at {g:g} GB/s",
+                     "bytes / (GB/s x 1e9 B/s) x 1e3 ms/s", rtol=0.02),
+            Question("add_bytes", "bytes of y = x + y on 2^26 float32 elements",
+                     "read x and y, write y: three 4-byte accesses per element"),
+            Question("add_floor_ms", f"its floor time in ms at {g:g} GB/s",
+                     "bytes / (GB/s x 1e9 B/s) x 1e3 ms/s", rtol=0.02),
         ]
 
 
@@ -141,17 +142,13 @@ SECTOR_PATTERNS = {   # key -> (description, byte offset of lane t, item size)
 
 
 class PredictSectors(Predict):
-    def questions(self):
-        from ..trace_analysis import sectors
+    patterns = SECTOR_PATTERNS
 
-        out = []
-        for key, (what, offset, size) in SECTOR_PATTERNS.items():
-            touched = [b for t in range(32) for b in range(offset(t), offset(t) + size, 4)]
-            s = sectors(touched)
-            out.append(Question(key, f"sectors per request of a warp reading {what}", s,
-                                f"the 32 lanes touch bytes {offset(0)}..{offset(31) + size - 1}"
-                                f"; count the distinct 32-byte sectors: {s}"))
-        return out
+    def questions(self):
+        return [Question(key, f"sectors per request of a warp reading {what}",
+                         f"write down the bytes lanes 0..31 touch (lane t starts at byte "
+                         f"offset(t)); count the distinct 32-byte sectors (byte // 32)")
+                for key, (what, _offset, _size) in SECTOR_PATTERNS.items()]
 
 
 # ---------------------------------------------------------------------------------------
@@ -168,17 +165,14 @@ BANK_PATTERNS = {     # key -> (description, byte offset of lane t, item size)
 
 
 class PredictBankWays(Predict):
-    def questions(self):
-        from ..trace_analysis import wavefronts
+    patterns = BANK_PATTERNS
 
-        out = []
-        for key, (what, offset, size) in BANK_PATTERNS.items():
-            w = wavefronts([offset(t) for t in range(32)], size)
-            out.append(Question(key, f"wavefronts (1 = no conflict) of a warp reading {what}",
-                                w, f"word index mod 32 is the bank; the most distinct words in "
-                                   f"one bank is {w} (one word read by many lanes is a "
-                                   "broadcast, not a conflict)"))
-        return out
+    def questions(self):
+        return [Question(key, f"wavefronts (1 = no conflict) of a warp reading {what}",
+                         "word index mod 32 is the bank; the answer is the most distinct "
+                         "words any one bank must serve (one word read by many lanes is a "
+                         "broadcast, not a conflict)")
+                for key, (what, _offset, _size) in BANK_PATTERNS.items()]
 
 
 # ---------------------------------------------------------------------------------------
@@ -190,39 +184,38 @@ OCCUPANCY_CONFIGS = {  # key -> (threads per block, registers per thread, shared
 
 
 class PredictOccupancy(Predict):
+    configs = OCCUPANCY_CONFIGS
+
     def questions(self):
-        from ..occupancy import LIMITERS, blocks_per_sm
+        from ..occupancy import LIMITERS
 
         out = []
         for key, (t, r, s) in OCCUPANCY_CONFIGS.items():
-            fit = blocks_per_sm(t, r, s, "H100")
             what = f"{t} threads, {r} registers/thread, {s // 1024} KB shared per block"
-            rule = "; ".join(f"{k}: {v}" for k, v in fit.by_limit.items())
-            out.append(Question(f"{key}_blocks", f"H100 blocks per SM ({what})", fit.blocks,
-                                f"blocks each limit allows - {rule}; the smallest wins"))
-            out.append(Question(f"{key}_limiter", f"what limits it ({what})", fit.limiter,
-                                f"the limit that allows the fewest blocks ({rule})",
-                                choices=LIMITERS))
+            out.append(Question(f"{key}_blocks", f"H100 blocks per SM ({what})",
+                                "blocks each limit allows (course.occupancy.SM_LIMITS['H100']: "
+                                "warps, block slots, registers given to a warp in units of "
+                                "256, shared memory plus 1 KB reserved per block); the "
+                                "smallest wins"))
+            out.append(Question(f"{key}_limiter", f"what limits it ({what})",
+                                "the limit that allows the fewest blocks", choices=LIMITERS))
         return out
 
 
 class PredictIntensity(Predict):
-    def questions(self):
-        from ..kernels.matmul import flops, formulas
+    N, V, L = 4096, 8, 128
 
-        n, V, L = 4096, 8, 128
-        f = formulas(n, V, L)
-        fl = flops(n, n, n)
-        naive, tiled = 4 * f["v1_naive"]["global"], 4 * f["v3_shared_tiled"]["global"]
+    def questions(self):
+        n, L = self.N, self.L
         return [
-            Question("flops", f"floating-point operations of C = A @ B, N = {n}", fl,
-                     f"2 N^3 = {fl:,} (a multiply and an add per term)"),
-            Question("naive_bytes", "global bytes the naive kernel (v1) reads", naive,
-                     "each of the N^3 terms reads one float of A and one of B: 2 N^3 x 4 B"),
+            Question("flops", f"floating-point operations of C = A @ B, N = {n}",
+                     "a multiply and an add for each of the N^3 terms"),
+            Question("naive_bytes", "global bytes the naive kernel (v1) reads",
+                     "each of the N^3 terms reads one float of A and one of B (4 bytes each)"),
             Question("naive_intensity", "its arithmetic intensity in FLOP per global byte",
-                     fl / naive, f"{fl:,} / {naive:,}", rtol=0.01),
+                     "FLOPs / bytes read", rtol=0.01),
             Question("tiled_intensity", f"FLOP per global byte of v3 with L = {L} tiles",
-                     fl / tiled, "v3 reads 2 N^3 / L floats: 2 N^3 / (2 N^3 / L x 4 B) = L / 4",
+                     "v3 reads each float of A and B N / L times instead of N times",
                      rtol=0.01),
         ]
 
@@ -231,23 +224,23 @@ class PredictIntensity(Predict):
 # lesson 07: covariance work and CGMA
 
 class PredictCGMA(Predict):
-    def questions(self):
-        from ..kernels.faces import cgma
+    M, PIXELS = 202_599, 2_475
 
-        m, n = 202_599, 2_475
-        full = 2 * m * n * n
+    def questions(self):
+        m, n = self.M, self.PIXELS
         return [
             Question("flops", f"FLOPs of the full covariance D^T D (m = {m:,}, n = {n:,})",
-                     full, "n^2 entries x m multiply-adds x 2 FLOPs = 2 m n^2"),
+                     "n^2 entries, each m multiply-adds of 2 FLOPs"),
             Question("symmetric_flops", "FLOPs when only the entries with x >= y are computed",
-                     m * n * (n + 1), "n (n + 1) / 2 entries x 2 m FLOPs"),
+                     "n (n + 1) / 2 entries, each 2 m FLOPs"),
             Question("naive_cgma", "FLOPs per global load of the naive kernel (2 loads, "
-                     "1 multiply-add per term)", 1.0, "2 FLOPs / 2 loads = 1", rtol=0.01),
+                     "1 multiply-add per term)", "FLOPs of one term / loads of one term",
+                     rtol=0.01),
             Question("tiled_cgma_8", "FLOPs per global load with chunk_size = 8 tiles",
-                     cgma(8), "a block loads 2 c^2 floats per chunk and does 2 c^3 FLOPs: "
-                              "CGMA = c", rtol=0.01),
-            Question("tiled_cgma_32", "... with chunk_size = 32", cgma(32),
-                     "CGMA = chunk_size", rtol=0.01),
+                     "a block loads 2 c^2 floats per chunk and does 2 c^3 FLOPs on them",
+                     rtol=0.01),
+            Question("tiled_cgma_32", "... with chunk_size = 32",
+                     "the same ratio with c = 32", rtol=0.01),
         ]
 
 
@@ -255,22 +248,21 @@ class PredictCGMA(Predict):
 # lesson 08: attention FLOPs and bytes
 
 class PredictAttention(Predict):
-    def questions(self):
-        from ..kernels.attention import flops, traffic_bytes
+    SHAPE = (4, 64, 8192, 128)            # the CS149 leaderboard shape (B, H, N, d)
 
-        b, h, n, d = 4, 64, 8192, 128            # the CS149 leaderboard shape
-        tb = traffic_bytes(b, h, n, d, itemsize=2)
+    def questions(self):
+        b, h, n, d = self.SHAPE
         return [
             Question("flops", f"FLOPs of attention, (B, H, N, d) = ({b}, {h}, {n}, {d})",
-                     flops(b, h, n, d), "two products of 2 N^2 d FLOPs per head: 4 B H N^2 d"),
+                     "two products (Q K^T and P V) of 2 N^2 d FLOPs per head"),
             Question("causal_flops", "... with a causal mask, counting only the (query, key) "
-                     "pairs inside the mask", flops(b, h, n, d, causal=True),
-                     "query i sees keys 0..i: N (N + 1) / 2 pairs, 4 d FLOPs each"),
+                     "pairs inside the mask",
+                     "query i sees keys 0..i: N (N + 1) / 2 pairs per head, 4 d FLOPs each"),
             Question("score_bytes", "bytes of the float32 score matrices S of all heads",
-                     tb["score_matrix"], "B H N^2 x 4 bytes"),
+                     "one N x N matrix per head, 4 bytes an entry"),
             Question("flash_bytes", "bytes flash attention must move (float16 Q, K, V, O "
-                     "once, plus a float32 log-sum-exp per row)", tb["flash"],
-                     "4 x B H N d x 2 bytes + B H N x 4 bytes"),
+                     "once, plus a float32 log-sum-exp per row)",
+                     "four B H N d arrays of 2-byte floats, plus 4 bytes per row of each head"),
         ]
 
 
@@ -278,24 +270,22 @@ class PredictAttention(Predict):
 # lesson 09: global atomics of a histogram
 
 class PredictHistogram(Predict):
-    def questions(self):
-        from math import ceil
+    LENGTH, CHANNELS, CPB, RPB = 1 << 20, 512, 4, 64
 
-        length, ch, cpb, rpb = 1 << 20, 512, 4, 64
-        blocks = ceil(ch / cpb) * ceil(length / rpb)
+    def questions(self):
+        length, ch, cpb, rpb = self.LENGTH, self.CHANNELS, self.CPB, self.RPB
         return [
             Question("global_atomics", f"global atomic adds of the one-atomic-per-byte kernel "
-                     f"on {length:,} rows x {ch} channels", length * ch,
-                     "one per input byte"),
+                     f"on {length:,} rows x {ch} channels", "one per input byte"),
             Question("blocks", f"blocks of the privatized kernel ({cpb} channels x {rpb} rows "
-                     "per block)", blocks, f"ceil({ch}/{cpb}) x ceil({length:,}/{rpb})"),
+                     "per block)", "ceil(channels / 4) x ceil(rows / 64)"),
             Question("max_flush_atomics", "at most how many global atomic adds its blocks "
-                     "make when they add their shared bins to hist", blocks * cpb * 256,
-                     "each block adds at most 256 bins per channel: blocks x 4 x 256"),
+                     "make when they add their shared bins to hist",
+                     "each block adds at most 256 bins for each of its channels"),
             Question("worst_bank_ways", "bank-conflict ways of 32 lanes that all add to the "
-                     "same shared bin (a constant channel)", 1,
-                     "one word in one bank: the hardware serializes the atomics on it, but "
-                     "it is not a bank conflict (1 wavefront per request)"),
+                     "same shared bin (a constant channel)",
+                     "the hardware serializes atomics on one word, but one word in one bank "
+                     "is not a bank conflict: count wavefronts as for a broadcast"),
         ]
 
 

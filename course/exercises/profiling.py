@@ -34,44 +34,37 @@ def _row(name: str, kernel: str) -> dict:
 
 
 class PredictProfile(Predict):
-    def questions(self):
-        import json
+    """Read the committed H100 profiles; the key reads them with the same code."""
 
+    def questions(self):
         from ..profiling import LIMITS
 
         limiters = tuple(LIMITS.values()) + ("none (100 % theoretical)",)
         flash = _row("attention-flash_tiled", "flash_fwd")
         tuned = _row("histogram-tuned", "histogram_tuned")
         three = committed("attention-three_kernels").rows
-        worst = max(three, key=lambda r: (r["shared_st_conflicts"] or 0))["kernel"]
-        mean = _row("faces-mean_split", "mean_split")
-        faster = "memory" if mean["sol_memory_pct"] >= mean["sol_compute_pct"] else "compute"
-        calls = json.loads((PROFILES / f"{DEVICE}-breakdown.json").read_text())["calls"]
-        part = max(PARTS, key=lambda k: calls["faces-mean_split"][k])
         stalls = tuple(sorted({s for p in ("faces-mean_split", "attention-flash_tiled")
                                for r in committed(p).rows for s, _v in r["top_stalls"]}))
         return [
             Question("flash_limiter", "flash attention (flash_fwd): what limits its occupancy?",
-                     flash["occupancy_limiter"], f"theoretical occupancy "
-                     f"{flash['theoretical_occupancy_pct']:.0f} %, "
-                     f"{flash['registers_per_thread']:.0f} registers per thread",
-                     choices=limiters),
+                     f"theoretical occupancy {flash['theoretical_occupancy_pct']:.0f} %, "
+                     f"{flash['registers_per_thread']:.0f} registers per thread: read its "
+                     "occupancy section", choices=limiters),
             Question("histogram_tuned_limiter", "histogram_tuned: what limits its occupancy?",
-                     tuned["occupancy_limiter"], f"{tuned['shared_bytes_per_block']:.0f} B "
-                     "of shared memory per block", choices=limiters),
+                     f"{tuned['shared_bytes_per_block']:.0f} B of shared memory per block: "
+                     "read its occupancy section", choices=limiters),
             Question("most_store_conflicts", "of the three attention kernels, which has the "
-                     "most shared-store bank conflicts?", worst,
+                     "most shared-store bank conflicts?",
                      "compare 'shared store bank conflicts' of the three profiles",
                      choices=tuple(r["kernel"] for r in three)),
             Question("mean_sol", "mean face kernel: is its memory or its compute speed of "
-                     "light higher?", faster, f"memory {mean['sol_memory_pct']:.0f} %, compute "
-                     f"{mean['sol_compute_pct']:.0f} %", choices=("memory", "compute")),
+                     "light higher?", "compare the two speed-of-light rows of its profile",
+                     choices=("memory", "compute")),
             Question("mean_top_stall", "mean face kernel: its top warp stall reason",
-                     mean["top_stalls"][0][0], "long_scoreboard = waiting for global memory",
-                     choices=stalls),
+                     "the first row of its warp-stall table (long_scoreboard = waiting for "
+                     "global memory)", choices=stalls),
             Question("mean_call_part", "mean face host call: where does most of its time go?",
-                     PARTS[part], "the breakdown table: " + ", ".join(
-                         f"{PARTS[k]} {calls['faces-mean_split'][k]:.2f} ms" for k in PARTS),
+                     "the largest part of the host call's breakdown table",
                      choices=tuple(PARTS.values())),
         ]
 
@@ -91,20 +84,15 @@ ACCESS = {   # key -> (description, byte offset of lane t, item size, "sectors"|
 
 
 class PredictAccess(Predict):
-    def questions(self):
-        from ..trace_analysis import sectors, wavefronts
+    patterns = ACCESS
 
+    def questions(self):
         out = []
-        for key, (what, off, size, unit) in ACCESS.items():
-            if unit == "sectors":
-                v = sectors([b for t in range(32) for b in range(off(t), off(t) + size)])
-                why = "count the distinct 32-byte sectors the 32 lanes touch"
-            else:
-                v = wavefronts([off(t) for t in range(32)], size)
-                why = ("bank = 4-byte word mod 32; the most distinct words in one bank (a word "
-                       "read by several lanes is a broadcast)")
-            out.append(Question(key, f"{unit} per request of a warp reading {what}", v,
-                                f"{v}: {why}"))
+        for key, (what, _off, _size, unit) in ACCESS.items():
+            why = ("count the distinct 32-byte sectors the 32 lanes touch" if unit == "sectors"
+                   else "bank = 4-byte word mod 32; the most distinct words in one bank (a "
+                        "word read by several lanes is a broadcast)")
+            out.append(Question(key, f"{unit} per request of a warp reading {what}", why))
         return out
 
 

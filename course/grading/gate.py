@@ -168,13 +168,26 @@ def gate() -> Gate:
 # ---------------------------------------------------------------------------------------
 # the compiler process
 
+HINTS = (   # what the compiler's words usually mean for a student's kernel
+    (("array_allocate", "_ol_array_allocate", "array_empty"),
+     "arithmetic on whole arrays or slices allocates a new array, which a kernel cannot: "
+     "work element by element"),
+    (("NRT required", "DictType", "ListType", "unicode_type", "reflected list"),
+     "a kernel cannot make Python objects (dict, list, str): only numbers, arrays and "
+     "cuda.local/cuda.shared arrays"),
+)
+
+
 def why_not(exc: BaseException, unit: dict) -> str:
-    """numba's error as one sentence with the kernel's line."""
+    """numba's error as one sentence: its reason, the construct it could not type, a hint,
+    and the kernel's line where numba names one."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     lines = [l.strip() for l in text.splitlines() if l.strip()]
     skip = ("Failed in ", "During:", "File ", "^", "Enable logging", "This error may",
-            "For more information", "- Resolution", "raise ", "next(", "Rewrite ")
+            "For more information", "- Resolution", "raise ", "next(", "Rewrite ", ">>>")
     reason = next((l for l in lines if not l.startswith(skip)), type(exc).__name__)
+    construct = next((l[3:].strip() for l in lines if l.startswith(">>>")), "")
+    hint = next((h for words, h in HINTS if any(w in text for w in words)), "")
     where = ""
     m = re.search(r'File "<kernel [^>]*>", line (\d+)', text)
     loc = getattr(getattr(exc, "loc", None), "line", None)
@@ -184,7 +197,9 @@ def why_not(exc: BaseException, unit: dict) -> str:
         i = n - unit["firstline"]
         code = src[i].strip() if 0 <= i < len(src) else ""
         where = f" (line {n}" + (f": `{code}`" if code else "") + ")"
-    return f"{type(exc).__name__}: {reason[:300]}{where}"
+    return (f"{type(exc).__name__}: {reason[:300]}" + (f" {construct[:200]}" if construct
+                                                        else "")
+            + where + (f" - {hint}" if hint else ""))
 
 
 def _compile(req: dict) -> dict:

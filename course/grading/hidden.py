@@ -2,8 +2,9 @@
 
 An instructor keeps them in a folder named by ``$COURSE_HIDDEN_DIR`` (default:
 ``instructor/hidden`` beside ``notebooks/`` when it exists): one file per exercise,
-``<exercise>.py``, defining ``cases(exercise) -> list[Case]`` and optionally ``POINTS``
-(what the exercise is worth in ``python -m course grade``; default 1).
+``<exercise>.py``, defining ``cases(exercise) -> list[Case]`` (or, for a predict exercise,
+its answer key ``answers(exercise) -> dict``) and optionally ``POINTS`` (what the exercise
+is worth in ``python -m course grade``; default 1).
 
 Students do not have that folder, yet their check report must say that more cases run at
 grading.  So which exercises *have* hidden cases is public: :data:`ANNOUNCED` below (or
@@ -35,8 +36,8 @@ ANNOUNCED = frozenset({
     "tune_vector_add", "tune_reduction", "tune_covariance", "tune_matmul",  # tune exercises
     "tune_centering", "tune_histogram", "tune_transpose",
 })
-# Predict exercises have none: their questions are fixed numbers the student answers (a
-# hidden case cannot ask a question the student never saw).
+# Predict exercises have no hidden cases (a hidden case cannot ask a question the student
+# never saw); their hidden file holds the answer key instead: ``answers(exercise) -> dict``.
 
 
 def hidden_dir() -> Path | None:
@@ -84,12 +85,21 @@ def _module(name: str):
 def cases_for(exercise) -> list:
     """The hidden cases of ``exercise`` (each marked hidden), or [] when there are none."""
     mod = _module(exercise.name)
-    if mod is None:
+    if mod is None or not hasattr(mod, "cases"):
         return []
     cases = list(mod.cases(exercise))
     for c in cases:
         c.hidden = True
     return cases
+
+
+def answers_for(exercise) -> dict | None:
+    """The answer key of a *predict* exercise (``answers(exercise)`` in its hidden file), or
+    None where there is none (a student's copy): the package itself holds no key."""
+    mod = _module(exercise.name)
+    if mod is None or not hasattr(mod, "answers"):
+        return None
+    return dict(mod.answers(exercise))
 
 
 def points_for(name: str) -> float:

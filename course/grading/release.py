@@ -262,7 +262,8 @@ def validate(sources: list[Path], copies: list[Path], timeout: int = 600,
             for ex, _fn in nbk.check_calls(c.source):
                 if ex not in known:
                     problems.append(f"{src.name} {c.label}: checks unknown exercise {ex!r}")
-                elif hidden.file_for(ex) and not hidden.announced(known[ex]):
+                elif hidden.file_for(ex) and known[ex].kind != "predict" and \
+                        not hidden.announced(known[ex]):
                     problems.append(f"{ex} has hidden cases ({hidden.file_for(ex)}) but students "
                                     "are not told: add it to ANNOUNCED in "
                                     "course/grading/hidden.py")

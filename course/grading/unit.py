@@ -234,7 +234,9 @@ def rebuild(unit: dict, _depth: int = 0):
 
     validate(unit, _depth)
     fdef = parse(unit["source"], unit["name"])
-    fdef.decorator_list = []
+    if any(not _is_jit(d.func if isinstance(d, ast.Call) else d) for d in fdef.decorator_list):
+        raise UnitError(f"`{unit['name']}` has a decorator other than @cuda.jit")
+    fdef.decorator_list = []        # the options come from the unit, never from running it
     fdef.returns = None
     for a in ast.walk(fdef.args):
         if isinstance(a, ast.arg):
