@@ -1,6 +1,6 @@
 """Build step: a wheel carries the checkout's notebooks, faces, hidden cases and profiles.
 
-Everything else is in pyproject.toml.  ``course/resources.py`` lists what is carried
+Everything else is in pyproject.toml.  ``course/platform/resources.py`` lists what is carried
 (``CARRIED``) and finds it again at run time, in the checkout or under ``course/_files``.
 An editable install (``pip install -e .``) needs none of this: it reads the checkout.
 """
@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 
 def _resources():
     spec = importlib.util.spec_from_file_location("_course_resources",
-                                                  HERE / "course" / "resources.py")
+                                                  HERE / "course" / "platform" / "resources.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

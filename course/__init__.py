@@ -4,6 +4,13 @@
 kernels run on a real NVIDIA GPU (``course.MODE == "gpu"``) or in numba's CPU simulator
 (``course.MODE == "sim"``).  That is its only side effect.
 
+The package is built in floors, each a subpackage that imports only from the floors below
+it (``tests/test_layout.py`` checks): ``platform`` (mode, device, files) -> ``measure``
+(timing, ceilings, tables) -> ``sim`` (the simulator's warp intrinsics and tracer) ->
+``hardware`` (Nsight Compute, profiles, occupancy) -> ``kernels`` (one module per lesson) ->
+``exercises`` (specs) -> ``grading`` (checks and grading) -> ``show`` (plots, widgets,
+figures) -> ``bench`` (reports from a GPU).
+
 Everything else is imported on first use::
 
     course.check("vector_add", add)      # auto-graded check -> CheckResult
@@ -12,12 +19,12 @@ Everything else is imported on first use::
     course.profile(kernel[grid, block], *args)   # Nsight Compute / the simulator's tracer
     course.size(lecture=1 << 20, sim=2000)
 """
-from . import runtime as _runtime
+from .platform import runtime as _runtime
 
 MODE = _runtime.select_mode()
 _runtime.silence_known_noise()
 if MODE == "sim":
-    from . import simwarp as _simwarp
+    from .sim import warp as _simwarp
 
     _simwarp.install()  # warp shuffles & co. for the simulator, which lacks them
 
@@ -27,9 +34,9 @@ banner = _runtime.banner
 _LAZY = {
     "check": ("course.grading", "check"),
     "progress": ("course.grading", "progress"),
-    "benchmark": ("course.timing", "benchmark"),
-    "device_info": ("course.runtime", "device_info"),
-    "profile": ("course.profiling", "profile"),
+    "benchmark": ("course.measure.timing", "benchmark"),
+    "device_info": ("course.platform.runtime", "device_info"),
+    "profile": ("course.hardware.profiling", "profile"),
 }
 
 __all__ = ["MODE", "size", "banner", *_LAZY]

@@ -7,17 +7,17 @@ import sys
 
 # command -> (module, function, one-line help); each function takes the parsed args.
 COMMANDS = {
-    "doctor": ("course.doctor", "main", "check the set-up: GPU or simulator, versions, fixes"),
+    "doctor": ("course.platform.doctor", "main", "check the set-up: GPU or simulator, versions, fixes"),
     "bench": ("course.bench.cli", "main", "time every lesson's variants (GPU, lecture sizes)"),
-    "figures": ("course.figures", "main", "redraw the figures in assets/"),
+    "figures": ("course.show.figures", "main", "redraw the figures in assets/"),
     "release": ("course.grading.release", "main", "write student copies of the notebooks"),
     "grade": ("course.grading.batch", "main", "grade submitted notebooks to a CSV"),
     "progress": ("course.grading.progress", "main", "show which checks passed"),
     "checktimes": ("course.grading.solutions", "main", "time course.check on every solution"),
-    "validate": ("course.validation", "main", "the tracer against Nsight Compute (report)"),
-    "profiles": ("course.profile_capture", "main", "capture the profiles lesson 10 shows (GPU)"),
-    "notebooks": ("course.resources", "main", "copy the notebooks into a folder (wheel installs)"),
-    "colab": ("course.hosting", "main", "the README's Open-in-Colab links; a fork's Colab cells"),
+    "validate": ("course.bench.validation", "main", "the tracer against Nsight Compute (report)"),
+    "profiles": ("course.bench.profile_capture", "main", "capture the profiles lesson 10 shows (GPU)"),
+    "notebooks": ("course.grading.distribute", "notebooks_main", "copy the notebooks into a folder (wheel installs)"),
+    "colab": ("course.grading.distribute", "colab_main", "the README's Open-in-Colab links; a fork's Colab cells"),
     "gradescope": ("course.grading.gradescope", "main", "write a Gradescope autograder zip"),
 }
 

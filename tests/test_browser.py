@@ -54,7 +54,7 @@ VIEWPORT = {"width": 1400, "height": 1100}
 # Screenshots copied to $COURSE_SCREENSHOTS (for the README); all others stay artifacts.
 README_SHOTS = ["00_start_here.png", "01_vector_add-panel.png", "01_vector_add-check.png",
                 "01_vector_add-student-check.png", "04_matmul-panel.png"]
-MODE_WORD = course.runtime.mode_label()  # "simulator" here, "GPU" on a GPU machine
+MODE_WORD = course.platform.runtime.mode_label()  # "simulator" here, "GPU" on a GPU machine
 CODE_CELL = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell"
 CHECK_CALL = re.compile(r"""\bcheck\(\s*['"]([A-Za-z_]\w*)['"]""")
 
@@ -153,7 +153,7 @@ def lab():
 
     # `import course` (conftest) set NUMBA_ENABLE_CUDASIM for this process; a person's
     # kernel chooses by itself, so pass the variable on only if it was set before that.
-    chosen = not course.runtime.MODE_REASON.startswith("NUMBA_ENABLE_CUDASIM")
+    chosen = not course.platform.runtime.MODE_REASON.startswith("NUMBA_ENABLE_CUDASIM")
     log = ARTIFACTS / f"jupyter-lab{'-' + worker if worker else ''}.log"
     server = JupyterLab(root, home, log, drop_env=("NUMBA_ENABLE_CUDASIM",) if chosen else ())
     pw = browser = None

@@ -1,11 +1,11 @@
-"""course.data: the shipped real faces, resizing, deterministic augmentation, clear errors."""
+"""course.platform.data: the shipped real faces, resizing, deterministic augmentation, clear errors."""
 import hashlib
 import shutil
 
 import numpy as np
 import pytest
 
-from course import data
+from course.platform import data
 
 
 def test_shipped_file_matches_its_checksum():

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from course import hosting
+from course.platform import hosting
 from course.__main__ import COMMANDS
 
 HUB = REPO / "instructor" / "jupyterhub"
@@ -137,7 +137,7 @@ def test_gpu_mig_and_cpu_profiles(hub):
 
 
 def test_post_start_hook_copies_student_notebooks_and_keeps_work(hub, tmp_path):
-    from course.resources import main
+    from course.platform.resources import main
 
     cmd = hub["singleuser"]["lifecycleHooks"]["postStart"]["exec"]["command"]
     assert cmd[:4] == ["python", "-m", "course", "notebooks"] and "--student" in cmd

@@ -430,7 +430,7 @@ def test_covariance_tiled_mutants_rejected(mutant):
 
 @pytest.mark.gpu
 def test_lecture_sizes_on_gpu():
-    from course.data import load_faces
+    from course.platform.data import load_faces
 
     D = load_faces(20_000)
     m, n = D.shape

@@ -1,5 +1,5 @@
 """Every figure in assets/ is drawn by code in the repo (python -m course figures)."""
-from course import figures
+from course.show import figures
 from conftest import REPO
 
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from course.grading import hidden
 from course.grading import notebook as nbk
-from course.grading.batch import student_name
+from course.grading.intake import student_name
 
 SUBMISSIONS = REPO / "tests" / "fixtures" / "submissions"
 HIDDEN = REPO / "instructor" / "hidden"
@@ -186,8 +187,12 @@ def test_every_hidden_file_is_announced_and_tested():
     from course.exercises import all_exercises
     from course.grading.hidden import ANNOUNCED
 
-    files = {p.stem for p in HIDDEN.glob("*.py")}
-    assert files <= set(all_exercises()), files - set(all_exercises())
+    every = {p.stem for p in HIDDEN.glob("*.py")}
+    assert every <= set(all_exercises()), every - set(all_exercises())
+    keys = {n for n in every if all_exercises()[n].kind == "predict"}   # answer keys
+    assert keys == {n for n, e in all_exercises().items() if e.kind == "predict"}, \
+        "every predict exercise needs its answer key beside the hidden cases"
+    files = every - keys
     assert files <= ANNOUNCED, f"hidden cases students are not told about: {files - ANNOUNCED}"
     # the exercises added with the kinds are run with their hidden cases, against their
     # solution and three mutants each, by test_practice.py
@@ -212,7 +217,7 @@ def test_hidden_cases_pass_the_solution_and_reject_a_mutant(name, monkeypatch):
 
     module, solution, mutant = HIDDEN_CHECKS[name]
     spec = _hidden_only(monkeypatch, name)
-    n_hidden = len(spec.hidden_cases())
+    n_hidden = len(hidden.cases_for(spec))
     assert n_hidden >= 3, f"{name}: only {n_hidden} hidden cases"
 
     good = course.check(name, _kernel(module, solution), hidden=True, record=False)

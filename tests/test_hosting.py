@@ -1,4 +1,4 @@
-"""Where the course runs: a MIG slice, Colab, JupyterHub (course.hosting, runtime.banner)."""
+"""Where the course runs: a MIG slice, Colab, JupyterHub (course.platform.hosting, runtime.banner)."""
 import json
 import subprocess
 import sys
@@ -12,7 +12,8 @@ except ImportError:  # Python 3.10
     import tomli as tomllib
 
 from conftest import REPO
-from course import hosting, runtime
+from course.grading import distribute
+from course.platform import hosting, runtime
 
 
 @pytest.mark.parametrize("name, want", [
@@ -137,9 +138,9 @@ def test_colab_write_points_a_fork_at_the_fork(tmp_path):
           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     p = tmp_path / "x.ipynb"
     p.write_text(json.dumps(nb))
-    assert hosting.set_colab_cell(p, hosting.colab_cell("me/fork", "dev"))
-    assert not hosting.set_colab_cell(p, hosting.colab_cell("me/fork", "dev"))   # idempotent
+    assert distribute.set_colab_cell(p, hosting.colab_cell("me/fork", "dev"))
+    assert not distribute.set_colab_cell(p, hosting.colab_cell("me/fork", "dev"))   # idempotent
     cells = json.loads(p.read_text())["cells"]
     assert "me/fork@dev" in "".join(cells[0]["source"]) and cells[1]["source"] == ["import course\n"]
-    assert hosting.set_colab_cell(p, hosting.COLAB_CELL)                           # replaced
+    assert distribute.set_colab_cell(p, hosting.COLAB_CELL)                           # replaced
     assert len(json.loads(p.read_text())["cells"]) == 2

@@ -26,12 +26,12 @@ def test_committed_without_outputs(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_colab_cell_then_import_course_first(path):
     """Cell 1: the Colab install cell (the same in every notebook); cell 2: `import course`."""
-    from course.hosting import COLAB_CELL
+    from course.platform.hosting import COLAB_CELL
 
     nb = json.loads(path.read_text())
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert "".join(code[0]["source"]) == COLAB_CELL, \
-        f"{path.name}: the first code cell must be course.hosting.COLAB_CELL (python -m course colab --write)"
+        f"{path.name}: the first code cell must be course.platform.hosting.COLAB_CELL (python -m course colab --write)"
     first = "".join(code[1]["source"]).strip().splitlines()
     imports = [l for l in first if l.startswith(("import ", "from "))]
     assert imports and imports[0] == "import course", f"{path.name}: `import course` must be first"

@@ -111,12 +111,12 @@ def read(x, out, stride, offset):
 
 
 def test_predict_answers_match_the_tracer():
-    """The sectors and wavefronts the course expects are what course.trace counts."""
+    """The sectors and wavefronts the course expects are what course.sim.trace counts."""
     if course.MODE != "sim":
         pytest.skip("the tracer runs in the simulator")
     import numpy as np
 
-    from course import trace
+    from course.sim import trace
 
     x = np.arange(32 * 33 + 8, dtype=np.float32)
     expected = _key(EXERCISES["predict_sectors"])

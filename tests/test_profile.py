@@ -9,8 +9,8 @@ from numba import cuda
 
 import course
 from conftest import REPO
-from course import ncu
-from course.profiling import FIELDS, Profile, from_ncu
+from course.hardware import ncu
+from course.hardware.profiling import FIELDS, Profile, from_ncu
 
 FIXTURE = REPO / "tests" / "fixtures" / "ncu" / "h100-three-kernels.csv"   # + .py: the program
 
@@ -82,7 +82,7 @@ def test_ncu_errors_are_explained(tmp_path, monkeypatch, script, words):
 
 def test_missing_ncu_is_explained(monkeypatch):
     monkeypatch.setattr(ncu, "find", lambda: None)
-    with pytest.raises(ncu.NcuError, match="was not found.*course.trace"):
+    with pytest.raises(ncu.NcuError, match="was not found.*course.sim.trace"):
         ncu.run(REPO / "x.pkl", timeout=1, launches=1, clock_control="none")
 
 

@@ -15,7 +15,7 @@ from course.kernels import reduction as lesson
 WARP = pytest.mark.skipif(
     not lesson.warp_intrinsics_available(),
     reason="warp intrinsics (cuda.syncwarp / cuda.shfl_down_sync) are missing in this "
-           "simulator: course.simwarp has not installed them")
+           "simulator: course.sim.warp has not installed them")
 
 
 def random_input(n, dtype, rng):

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import course
-from course import doctor, runtime
+from course.platform import doctor, runtime
 
 
 def run_py(code, **env):
@@ -23,7 +23,7 @@ def test_no_gpu_selects_simulator_and_sets_the_variable():
 
 
 def test_explicit_variable_is_respected():
-    p = run_py("import course; print(course.MODE, course.runtime.MODE_REASON)",
+    p = run_py("import course; print(course.MODE, course.platform.runtime.MODE_REASON)",
                NUMBA_ENABLE_CUDASIM="1")
     assert p.stdout.startswith("sim") and "set by you" in p.stdout
 

@@ -1,4 +1,4 @@
-"""Warp intrinsics in the simulator (course/simwarp.py): each checked against its definition."""
+"""Warp intrinsics in the simulator (course/sim/warp.py): each checked against its definition."""
 import numpy as np
 import pytest
 from numba import cuda, int32, float32
@@ -234,7 +234,7 @@ def test_syncwarp_orders_shared_memory():
 def test_install_is_idempotent_and_bit_helpers_see_32_bits():
     from numba.cuda.simulator.kernelapi import FakeCUDAModule
 
-    from course import simwarp
+    from course.sim import warp as simwarp
 
     simwarp.install()
     simwarp.install()

@@ -3,9 +3,10 @@ import math
 
 import pytest
 
-from course import perf, plots, tables
+from course.measure import perf, tables
+from course.show import plots
 from course.bench import Report
-from course.timing import Timing, benchmark
+from course.measure.timing import Timing, benchmark
 
 
 def test_benchmark_in_simulator_is_marked_and_warms_up():
@@ -97,7 +98,7 @@ def test_bench_rows_name_their_low_occupancy_instead_of_printing_it(capsys):
     from numba.core.errors import NumbaPerformanceWarning
 
     from course.bench import Report
-    from course.timing import benchmark
+    from course.measure.timing import benchmark
 
     rep = Report("x", quiet=True)
     with warnings.catch_warnings(record=True) as caught:

@@ -1,4 +1,4 @@
-"""course.trace: known answers for every counter, planted races found, correct kernels clean."""
+"""course.sim.trace: known answers for every counter, planted races found, correct kernels clean."""
 import time
 
 import numpy as np
@@ -9,7 +9,7 @@ import course
 
 pytestmark = pytest.mark.skipif(course.MODE != "sim", reason="the tracer needs the simulator")
 
-from course import trace  # noqa: E402
+from course.sim import trace  # noqa: E402
 
 TPB = 128
 
@@ -286,7 +286,9 @@ def test_counts_plot_and_summary():
     reads, writes = t.counts("x")
     assert reads.shape == (2, TPB) and (reads == 1).all() and (writes == 0).all()
     assert "problems: none found" in t.summary()
-    fig = t.plot("x")
+    from course.show.figures.trace import trace_figure
+
+    fig = trace_figure(t, "x")
     assert len(fig.axes) >= 2
     with pytest.raises(KeyError):
         t.counts("nope")
@@ -334,7 +336,7 @@ def test_check_fails_a_race_that_the_values_hide():
     r = course.check("vector_add", add_with_shared_scratch_race, record=False)
     assert not r.passed
     bad = [c for c in r.cases if not c.passed]
-    assert len(bad) == 1 and "race found by course.trace" in bad[0].message
+    assert len(bad) == 1 and "race found by course.sim.trace" in bad[0].message
     assert "scratch[0]" in bad[0].message and "line 6 of add_with_shared_scratch_race" in \
         bad[0].message and bad[0].message.count("thread ") >= 2
     assert course.check("vector_add", add_grid_stride, record=False).passed

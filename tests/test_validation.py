@@ -8,7 +8,8 @@ import pytest
 
 import course
 from conftest import REPO
-from course.validation import MATCHED, counted, matches
+from course.bench.validation import counted
+from course.hardware.validation import MATCHED, matches
 
 REPORTS = sorted((REPO / "assets" / "profiles").glob("validation-*.json"))
 pytestmark = pytest.mark.skipif(course.MODE != "sim", reason="traces in the simulator")

@@ -1,8 +1,8 @@
 """The slider panel, driven from code as a user would drive it."""
 import pytest
 
-from course.timing import Timing
-from course.widgets import SliderPanel
+from course.measure.timing import Timing
+from course.show.widgets import SliderPanel
 
 
 def fake_run(calls):

@@ -1,5 +1,9 @@
 """``python -m course bench``: time every lesson's variants at lecture sizes in one run.
 
+Floor 8, the top (may import every floor): the reports made on a real GPU - benchmarks,
+the profiles lesson 10 reads (``profile_capture``), the tracer-vs-Nsight validation
+(``validation``), the notebooks' memory (``notebook_memory``).
+
 Each lesson has a module here with ``TITLE`` and ``run(report)``; ``run`` adds rows to a
 :class:`Report`, which sets every time beside the floor (bytes / measured copy bandwidth,
 FLOPs / measured FP32 rate) and the peers (CuPy, PyTorch) and writes a markdown table,
@@ -14,8 +18,9 @@ import pkgutil
 import time
 from pathlib import Path
 
-from .. import perf, runtime
-from .. import timing as _timing
+from ..measure import perf
+from ..platform import runtime
+from ..measure import timing as _timing
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "benchmarks"
 
@@ -149,7 +154,7 @@ class Report:
         return [md, js, png]
 
     def plot(self, path: Path) -> None:
-        from .. import plots
+        from ..show import plots
 
         fig, ax = plots.figure(figsize=(8, 0.45 * len(self.rows) + 1.5))
         plots.time_bars([r["name"] + (f" ({r['note']})" if r["kind"] == "lecture" else "")

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .. import runtime
+from ..platform import runtime
 from ..kernels import attention as A
-from ..timing import Timing, benchmark
+from ..measure.timing import Timing, benchmark
 
 TITLE = "Lesson 08 - attention to flash attention"
 # CS149 leaderboard shape (batch, heads, N, d), float16; TileLang 13.6 ms on an H100.
@@ -109,7 +109,7 @@ def run(report) -> None:
 
 def _add_sdpa(report, shape) -> dict:
     """SDPA rows; returns {causal: median ms} (empty without PyTorch)."""
-    from .. import perf
+    from ..measure import perf
 
     torch = perf.peer("torch")
     if torch is None:
@@ -133,7 +133,7 @@ def recount(report) -> int:
     """Redo the FLOP-derived columns of a saved attention report with :func:`A.flops`
     (the times are measurements and stay; only the count of useful work changes): 4 d FLOPs
     per (query, key) pair inside the mask.  Returns the number of rows changed."""
-    from .. import perf
+    from ..measure import perf
 
     changed = 0
     for r in report.rows:

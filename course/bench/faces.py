@@ -11,10 +11,10 @@ import math
 import numpy as np
 from numba import cuda
 
-from .. import runtime
+from ..platform import runtime
 from ..kernels import covariance as COV
 from ..kernels import faces as K
-from ..timing import Timing, benchmark
+from ..measure.timing import Timing, benchmark
 from . import fastest
 
 TITLE = "Lessons 05-07 - faces: mean, centering, covariance (CSE P 524 Lecture 9)"
@@ -28,14 +28,14 @@ _CACHE: dict = {}
 
 def sizes() -> tuple[int, tuple[int, int]]:
     """(m, image shape): the lecture's on a GPU, tiny in the simulator."""
-    from ..data import LECTURE_M, LECTURE_SHAPE
+    from ..platform.data import LECTURE_M, LECTURE_SHAPE
 
     return (LECTURE_M, LECTURE_SHAPE) if runtime.profile() == "lecture" else (16, (4, 3))
 
 
 def faces_matrix() -> np.ndarray:
     """The (m, n) float32 face matrix at benchmark size (loaded once per process)."""
-    from ..data import load_faces
+    from ..platform.data import load_faces
 
     m, shape = sizes()
     if ("D", m, shape) not in _CACHE:
@@ -175,7 +175,7 @@ def run(report) -> None:
 
 
 def _peers(report, D, host_mean, nb, flops, size):
-    from .. import perf
+    from ..measure import perf
 
     torch = perf.peer("torch")
     if torch is not None:
@@ -204,7 +204,7 @@ def _peers(report, D, host_mean, nb, flops, size):
 def cublas_cov(Dc) -> dict:
     """label -> callable computing cuBLAS's covariance of Dc on the GPU through CuPy: the full
     GEMM ``Dc.T @ Dc / m`` and SYRK (the lower triangle, scaled by 1/m). {} without CuPy."""
-    from .. import perf
+    from ..measure import perf
 
     cp = perf.peer("cupy")
     if cp is None:
@@ -231,7 +231,7 @@ _KINDS = (("syrk_covariance_kernel", "syrk"), ("register_tiled_covariance_kernel
 def recount(report) -> int:
     """Redo the FLOP columns of a saved faces report's covariance rows with
     ``covariance.flops_performed`` (times stay: they are measurements). Rows changed."""
-    from .. import perf
+    from ..measure import perf
 
     changed = 0
     for r in report.rows:

@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 
-from .. import runtime
-from ..timing import benchmark
+from ..platform import runtime
+from ..measure.timing import benchmark
 
 TITLE = "Lesson 04 - matmul v1 -> v3 and v4, N = 4096 float32 (no tensor cores)"
 SWEEP = {"L": (32, 64, 128, 256), "V": (2, 4, 8), "S": (4, 8, 16, 32)}
@@ -95,7 +95,7 @@ def run(report) -> None:
 
 
 def _cupy_fn(n):
-    from .. import perf
+    from ..measure import perf
 
     cp = perf.peer("cupy")
     if cp is None:
@@ -110,7 +110,7 @@ def _cupy_fn(n):
 
 
 def _torch_fn(n):
-    from .. import perf
+    from ..measure import perf
 
     torch = perf.peer("torch")
     if torch is None:

@@ -6,7 +6,7 @@ Runs each notebook top to bottom headless (nbclient, GPU mode, lecture sizes) wh
 ``nvidia-smi`` samples the GPU's used memory every 100 ms, and writes the peak per notebook
 (less the idle baseline before it started: what the notebook's process added, CUDA context
 and the CuPy/PyTorch memory pools included) to ``notebook-memory-<device>-<date>.{md,json}``.
-``course.hosting.LECTURE_NEEDS_GIB`` is set from it.
+``course.platform.hosting.LECTURE_NEEDS_GIB`` is set from it.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-from ..resources import path as course_path
-from ..runtime import device_slug
+from ..platform.resources import path as course_path
+from ..platform.runtime import device_slug
 from . import ASSETS
 
 

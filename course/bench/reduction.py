@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .. import perf, runtime
+from ..measure import perf
+from ..platform import runtime
 from ..kernels import reduction as lesson
-from ..tables import speedup_table
-from ..timing import Timing, benchmark
+from ..measure.tables import speedup_table
+from ..measure.timing import Timing, benchmark
 
 TITLE = "02 parallel reduction (CSE P 524 Lecture 9)"
 def device_time(fn, batch: int = 10, repeat: int = 15, label: str = "") -> Timing:

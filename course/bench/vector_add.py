@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .. import runtime
+from ..platform import runtime
 from ..kernels import vector_add as lesson
 from . import fastest
-from ..timing import Timing, benchmark
+from ..measure.timing import Timing, benchmark
 
 TITLE = "01 vector add (CSE P 524 Lecture 9)"
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import runtime
-from ..timing import Timing, benchmark
+from ..platform import runtime
+from ..measure.timing import Timing, benchmark
 
 TITLE = "Lesson 03 - window average (conv1d), N = 2^26 on a GPU"
 TPBS = (128, 256, 512, 1024)
@@ -74,7 +74,7 @@ def run(report) -> None:
 
 
 def _cupy_fn(n):
-    from .. import perf
+    from ..measure import perf
 
     cp = perf.peer("cupy")
     if cp is None:

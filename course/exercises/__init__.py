@@ -1,5 +1,8 @@
 """Exercise specs: what ``course.check(name, kernel)`` runs a student's kernel against.
 
+Floor 5 (may import the kernels and every floor below; never ``grading``, which uses these
+specs: the hidden cases and predict answer keys are grading's, passed in).
+
 An exercise says, for each *case* (an input size and a launch configuration):
 - which host inputs to make (fresh random values, never zeros),
 - which outputs the kernel writes (the checker poisons them and adds a guard band),
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import runtime
+from ..platform import runtime
 
 
 @dataclass
@@ -120,26 +123,6 @@ class Exercise:
 
     def prepare(self, case: Case, args: dict) -> None:
         """Called before each launch, after outputs are poisoned (e.g. zero a histogram)."""
-
-    # -- hidden cases (instructor-only) ------------------------------------------------
-    def hidden_cases(self) -> list[Case]:
-        """Cases only the grader runs; see course.grading.hidden."""
-        from ..grading import hidden
-
-        return hidden.cases_for(self)
-
-    @property
-    def has_hidden_cases(self) -> bool:
-        """True when the grader runs more cases than ``cases()`` (the report says so)."""
-        from ..grading import hidden
-
-        if self.kind == "predict":      # its hidden file is the answer key, not cases
-            return False
-        return hidden.announced(self) or hidden.file_for(self.name) is not None
-
-    def all_cases(self, include_hidden: bool) -> list[Case]:
-        public = self.cases()
-        return public + (self.hidden_cases() if include_hidden else [])
 
 
 # ---------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import threading
 
 import numpy as np
 
-from .. import runtime
+from ..platform import runtime
 from . import EXACT, Case, Exercise, prime_near, sim
 
 DEFAULTS = {"CHANNELS_PER_BLOCK": 4, "ROWS_PER_BLOCK": 64}

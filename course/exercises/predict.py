@@ -9,7 +9,7 @@ The questions are public; **the answer key is not in this package.**  It sits wi
 instructor's hidden cases (``instructor/hidden/predict_*.py``, an ``answers(exercise)``
 function), computed there by the course's own calculators - launch arithmetic
 (``blocks_for``), the tracer's definitions of sectors and bank wavefronts
-(``course.trace_analysis``), the occupancy calculator (``course.occupancy``), the lecture's
+(``course.sim.trace_analysis``), the occupancy calculator (``course.hardware.occupancy``), the lecture's
 matmul traffic formulas and the ``perf`` floor - which the lessons teach and a student may
 call too.  The grader loads the key before any student code runs.  A wrong answer is told
 how to get the right one, never the value.  A student's copy has no key: its check says the
@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 
 from . import Exercise
-from ..grading.report import CaseResult
+from .outcome import CaseResult
 
 
 @dataclass
@@ -48,17 +48,16 @@ class Predict(Exercise):
     def cases(self):
         return []
 
-    def judge_answer(self, answer, hidden: bool = False) -> list[CaseResult]:
-        """One CaseResult per question; never raises."""
-        from ..grading.hidden import answers_for
-
+    def judge_answer(self, answer, key: dict | None) -> list[CaseResult]:
+        """One CaseResult per question against ``key`` (the instructor's answers, which the
+        grader passes: ``course.grading.hidden.answers_for``; None in a student's copy);
+        never raises."""
         qs = self.questions()
         if not isinstance(answer, dict):
             res = CaseResult("your answer", "")
             res.fail(f"expected a dict with the keys {', '.join(repr(q.key) for q in qs)}; "
                      f"got a {type(answer).__name__}")
             return [res]
-        key = answers_for(self)
         return [_judge(q, answer.get(q.key, None), key) for q in qs]
 
 
@@ -146,8 +145,8 @@ class PredictSectors(Predict):
 
     def questions(self):
         return [Question(key, f"sectors per request of a warp reading {what}",
-                         f"write down the bytes lanes 0..31 touch (lane t starts at byte "
-                         f"offset(t)); count the distinct 32-byte sectors (byte // 32)")
+                         "write down the bytes lanes 0..31 touch (lane t starts at byte "
+                         "offset(t)); count the distinct 32-byte sectors (byte // 32)")
                 for key, (what, _offset, _size) in SECTOR_PATTERNS.items()]
 
 
@@ -187,13 +186,13 @@ class PredictOccupancy(Predict):
     configs = OCCUPANCY_CONFIGS
 
     def questions(self):
-        from ..occupancy import LIMITERS
+        from ..hardware.occupancy import LIMITERS
 
         out = []
         for key, (t, r, s) in OCCUPANCY_CONFIGS.items():
             what = f"{t} threads, {r} registers/thread, {s // 1024} KB shared per block"
             out.append(Question(f"{key}_blocks", f"H100 blocks per SM ({what})",
-                                "blocks each limit allows (course.occupancy.SM_LIMITS['H100']: "
+                                "blocks each limit allows (course.hardware.occupancy.SM_LIMITS['H100']: "
                                 "warps, block slots, registers given to a warp in units of "
                                 "256, shared memory plus 1 KB reserved per block); the "
                                 "smallest wins"))

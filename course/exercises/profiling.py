@@ -2,7 +2,7 @@
 (sectors and wavefronts of access patterns) and ``tune_transpose`` (remove a bank conflict).
 
 ``predict_profile``'s answers are read from the profiles in ``assets/profiles/`` by the same
-code that shows them (``course.profiling``), so a new capture changes the questions' answers
+code that shows them (``course.hardware.profiling``), so a new capture changes the questions' answers
 and the check together.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .. import resources
+from ..platform import resources
 from . import Case, Exercise, blocks_for, random_floats, sim
 from .predict import Predict, Question
 from .tune import Tune
@@ -24,7 +24,7 @@ PARTS = {"h2d_ms": "host-to-device copy", "kernels_ms": "kernels",
 
 def committed(name: str):
     """The committed H100 profile ``name`` (e.g. 'histogram-tuned') as a Profile."""
-    from ..profiling import Profile
+    from ..hardware.profiling import Profile
 
     return Profile.load(PROFILES / f"{DEVICE}-{name}.json")
 
@@ -37,7 +37,7 @@ class PredictProfile(Predict):
     """Read the committed H100 profiles; the key reads them with the same code."""
 
     def questions(self):
-        from ..profiling import LIMITS
+        from ..hardware.profiling import LIMITS
 
         limiters = tuple(LIMITS.values()) + ("none (100 % theoretical)",)
         flash = _row("attention-flash_tiled", "flash_fwd")

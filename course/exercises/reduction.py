@@ -135,7 +135,7 @@ class GridStride(Exercise):
 
     def launch(self, kernel, case, args):
         # In the simulator blocks run one after another, so a plain `out[0] += v` cannot lose
-        # an update there; the traced repeat run (course.trace) reports it as a race between
+        # an update there; the traced repeat run (course.sim.trace) reports it as a race between
         # blocks instead, which is what it is on a GPU.
         kernel[case.grid, case.block, 0, case.shared_bytes](args["x"], args["out"])
 

@@ -3,7 +3,7 @@
 The student copy gives a kernel that already passes every correctness case; the check then
 measures one launch and compares the figure with a target stated in the spec:
 
-- in the simulator, a figure the tracer counts (``course.trace``): global bytes moved per
+- in the simulator, a figure the tracer counts (``course.sim.trace``): global bytes moved per
   element, memory efficiency (bytes used / bytes moved), shared-memory replays (bank
   conflicts), global atomics per element, global bytes read per FLOP;
 - on a GPU, the time of the launch (CUDA events, after warm-up) as a fraction of the
@@ -20,11 +20,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 
 from . import Case, Exercise
-from .. import runtime
-from ..grading.report import CaseResult
+from ..platform import runtime
+from .outcome import CaseResult
 
 SIM_METRICS = {   # name -> (what it is, "<=" or ">=")
     "bytes_per_element": ("global bytes moved (32-byte sectors) per element", "<="),
@@ -100,7 +99,7 @@ class Tune(Exercise):
         a class is graded, in your notebook for ``course.check``."""
         if runtime.MODE == "sim":
             return _traced_figures(self, fn, case, args)
-        from ..timing import benchmark
+        from ..measure.timing import benchmark
 
         t = benchmark(lambda: self.launch(fn, case, args), repeat=30)   # warms up first
         return {"ms": float(t.min_ms), "median_ms": float(t.median_ms),
@@ -142,7 +141,7 @@ class Tune(Exercise):
         _n, nbytes, flops = self.work(self.gpu_case)
         ms = _finite(f["ms"])
         if ceil is None:
-            from ..perf import measured_ceilings
+            from ..measure.perf import measured_ceilings
 
             ceil = measured_ceilings()
         if self.gpu_metric == "copy_fraction":
@@ -177,8 +176,8 @@ def _finite(v) -> float:
 def _traced_figures(spec, fn, case, args) -> dict:
     from numba import cuda
 
-    from .. import trace
-    from ..trace_analysis import ATOMIC, SECTOR
+    from ..sim import trace
+    from ..sim.trace_analysis import ATOMIC, SECTOR
 
     with trace.recording() as traces:
         spec.launch(fn, case, args)

@@ -1,5 +1,15 @@
-"""Checks and grading: ``course.check`` (check.py), its report (report.py), local
-progress (progress.py), hidden cases (hidden.py)."""
+"""Checks and grading: everything between a student's kernel and a verdict.
+
+Floor 6 (may import ``exercises`` and every floor below).  In the order a check runs:
+``unit`` (a kernel as data), ``gate`` (it must compile for a real GPU), ``judge`` (inputs,
+references, verdicts), ``launch`` (guarded buffers on the device), ``check``
+(``course.check``), ``report`` (what it shows), ``progress``.  Grading a class:
+``prepare`` and ``intake`` (read once, before any student code), ``session`` (the judge's
+side), ``worker`` (the student's cells), ``measurer`` (only the kernel), ``isolate`` (the
+sandbox), ``batch``/``executors`` (``python -m course grade``), ``scoring``, ``feedback``,
+``lms``/``gradescope`` (exports), ``release``/``distribute``/``notebook`` (student copies),
+``hidden`` (hidden cases and answer keys), ``solutions`` (``checktimes``), ``wire`` (pipes).
+"""
 from .check import check
 from .progress import progress
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import re
 import secrets
 import sys
 import time
@@ -29,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import notebook as nbk
-from .intake import MAX_CELL_MB
+from .intake import MAX_CELL_MB, find_lesson, student_name
 
 MAX_CELL = MAX_CELL_MB << 20
 
-from ..resources import ROOT as REPO
+from ..platform.resources import ROOT as REPO
 
 
 @dataclass
@@ -64,36 +63,6 @@ class Graded:
 
 # ---------------------------------------------------------------------------------------
 # reading a submission (trusted side: parsing only, nothing from it runs here)
-
-def student_name(path: Path, lessons) -> str:
-    """alice_01_vector_add.ipynb -> alice; alice/01_vector_add.ipynb -> alice."""
-    stem = path.stem
-    for lesson in sorted(lessons, key=len, reverse=True):
-        if lesson in stem:
-            rest = re.sub(r"^[\W_]+|[\W_]+$", "", stem.replace(lesson, ""))
-            return rest or path.parent.name or stem
-    return stem
-
-
-def find_lesson(nb: dict | None, path: Path, plans: dict, forced: str | None) -> str | None:
-    """Which lesson a submission answers (None when nothing tells)."""
-    if forced:
-        return forced
-    meta = (nb or {}).get("metadata", {})
-    lesson = meta.get("course", {}).get("lesson") if isinstance(meta, dict) and \
-        isinstance(meta.get("course"), dict) else None
-    if lesson in plans:
-        return lesson
-    for name in sorted(plans, key=len, reverse=True):
-        if name in path.name or name == path.parent.name:
-            return name
-    if nb is not None:
-        checked = {ex for c in nbk.cells(nb) for ex, _ in nbk.check_calls(c.source)}
-        hits = [name for name, p in plans.items() if checked & set(p.exercises)]
-        if len(hits) == 1:
-            return hits[0]
-    return None
-
 
 def locate(cells: list[nbk.Cell], ex: nbk.Exercise) -> tuple[list[nbk.Cell], str]:
     """The student's cells for exercise ``ex``, and how they were found."""

@@ -8,7 +8,7 @@ For every case of a kernel exercise (kinds ``write``, ``debug`` and ``tune``) th
 4. compares every output with the float64 reference (tolerance stated), checks the guard
    band and that the inputs came back unchanged; cases marked ``repeats`` run again with
    fresh poison (in the simulator with a tiny thread switch interval, and traced by
-   course.trace, which fails the case on a data race, an uninitialized shared-memory read
+   course.sim.trace, which fails the case on a data race, an uninitialized shared-memory read
    or a syncthreads not reached by the whole block) to expose races.
 
 Steps 1, 2 and 4 are ``judge.py`` (trusted), step 3 is ``launch.py``.  A ``predict``
@@ -27,7 +27,8 @@ import time
 import numpy as np
 
 from .. import exercises as _ex
-from .. import runtime
+from ..platform import runtime
+from . import hidden as hidden_mod
 from . import judge
 from .launch import TIME_LIMIT_S, run_launch
 from .report import CaseResult, CheckResult
@@ -49,7 +50,7 @@ def check(exercise: str, fn, *, hidden: bool = False, seed: int | None = None,
     except KeyError as exc:
         return CheckResult(exercise, False, runtime.MODE, seed, error=str(exc.args[0]))
     if spec.kind == "predict":
-        results = spec.judge_answer(fn, hidden=hidden)
+        results = spec.judge_answer(fn, hidden_mod.answers_for(spec))
         error = ""
     else:
         error = not_a_kernel(fn, spec) or ""
@@ -95,7 +96,7 @@ def gate_error(spec, unit: dict, seed: int) -> str | None:
     from .unit import constants
 
     kernel = SimpleNamespace(py_func=SimpleNamespace(__globals__=constants(unit)))
-    cases = spec.all_cases(include_hidden=False) or spec.all_cases(include_hidden=True)
+    cases = hidden_mod.all_cases(spec, False) or hidden_mod.all_cases(spec, True)
     if not cases and spec.kind != "tune":
         return None                 # nothing will be launched
     case = cases[0] if cases else spec.measured_case()
@@ -131,7 +132,7 @@ def run_cases(spec, fn, seed: int, hidden: bool, time_limit: float | None,
     is graded (``session.py`` passes one that asks the worker)."""
     limit = time_limit or TIME_LIMIT_S[runtime.MODE]
     results = []
-    for i, case in enumerate(spec.all_cases(include_hidden=hidden)):
+    for i, case in enumerate(hidden_mod.all_cases(spec, hidden)):
         if any(r.timed_out for r in results):
             # A kernel that hung once hangs again; on a GPU the context is still busy.
             results.append(skipped(case))

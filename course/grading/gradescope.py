@@ -150,7 +150,7 @@ def build_wheel(project: Path, dest: Path) -> Path:
 def bundle(out: Path, timeout: int = 900, isolation: str = "auto",
            wheel: Path | None = None) -> list[str]:
     """Write the autograder zip; returns the names it holds."""
-    from ..resources import INSTALLED, IMPORT_ROOT
+    from ..platform.resources import INSTALLED, IMPORT_ROOT
     from . import hidden
 
     if wheel is None and INSTALLED:

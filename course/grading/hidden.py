@@ -17,7 +17,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from ..resources import ROOT as REPO
+from ..platform.resources import ROOT as REPO
 
 # Exercises graded with hidden cases (names only: the cases themselves stay private).
 ANNOUNCED = frozenset({
@@ -106,3 +106,17 @@ def points_for(name: str) -> float:
     """What exercise ``name`` is worth when graded (``POINTS`` in its hidden file; 1)."""
     mod = _module(name)
     return float(getattr(mod, "POINTS", 1.0)) if mod is not None else 1.0
+
+
+def has_hidden_cases(exercise) -> bool:
+    """True when the grader runs more cases than ``exercise.cases()`` (the report says so).
+    A predict exercise's hidden file is its answer key, not cases."""
+    if exercise is None or getattr(exercise, "kind", "") == "predict":
+        return False
+    return announced(exercise) or file_for(exercise.name) is not None
+
+
+def all_cases(exercise, include_hidden: bool) -> list:
+    """The exercise's public cases, then (``include_hidden``) the instructor's hidden ones."""
+    public = exercise.cases()
+    return public + (cases_for(exercise) if include_hidden else [])

@@ -23,6 +23,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import notebook as nbk
+
 MAX_NOTEBOOK_MB = 64
 MAX_CELL_MB = 1
 
@@ -147,3 +149,33 @@ def safe(name: str) -> str:
     """A file name for a student: letters, digits, ``-_.`` only; never hidden or empty."""
     out = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "student"
     return out[:100]
+
+
+def student_name(path: Path, lessons) -> str:
+    """alice_01_vector_add.ipynb -> alice; alice/01_vector_add.ipynb -> alice."""
+    stem = path.stem
+    for lesson in sorted(lessons, key=len, reverse=True):
+        if lesson in stem:
+            rest = re.sub(r"^[\W_]+|[\W_]+$", "", stem.replace(lesson, ""))
+            return rest or path.parent.name or stem
+    return stem
+
+
+def find_lesson(nb: dict | None, path: Path, plans: dict, forced: str | None) -> str | None:
+    """Which lesson a submission answers (None when nothing tells)."""
+    if forced:
+        return forced
+    meta = (nb or {}).get("metadata", {})
+    lesson = meta.get("course", {}).get("lesson") if isinstance(meta, dict) and \
+        isinstance(meta.get("course"), dict) else None
+    if lesson in plans:
+        return lesson
+    for name in sorted(plans, key=len, reverse=True):
+        if name in path.name or name == path.parent.name:
+            return name
+    if nb is not None:
+        checked = {ex for c in nbk.cells(nb) for ex, _ in nbk.check_calls(c.source)}
+        hits = [name for name, p in plans.items() if checked & set(p.exercises)]
+        if len(hits) == 1:
+            return hits[0]
+    return None

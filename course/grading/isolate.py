@@ -122,7 +122,7 @@ NONE_MESSAGE = ("worker sandbox: NONE ({why}). Verdicts are still decided only b
 def for_grading(hide: list, run_dir: Path) -> tuple[Isolation | None, str]:
     """The grading sandbox: hidden cases, instructor notebooks and ``hide`` (submissions,
     outputs) covered; everything else read-only; ``run_dir`` becomes the scratch tmpfs."""
-    from ..resources import ROOT
+    from ..platform.resources import ROOT
     from . import hidden
 
     covered = [hidden.hidden_dir(), ROOT / "notebooks", ROOT / "instructor", *hide]

@@ -14,10 +14,10 @@ import threading
 import time
 import traceback
 
-from .. import runtime
+from ..platform import runtime
 
 TIME_LIMIT_S = {"sim": 60.0, "gpu": 10.0}
-# Simulator: repeat runs of cases with ``repeats > 1`` go through course.trace, and these
+# Simulator: repeat runs of cases with ``repeats > 1`` go through course.sim.trace, and these
 # findings fail the case (an exercise can opt out with a class attribute ``trace = False``).
 TRACE_REPEATS = True
 TRACE_FAILS = ("race", "uninitialized", "syncthreads")
@@ -115,11 +115,11 @@ def _launch_limited(spec, fn, case, views, limit: float, race_hunt: bool):
 
 
 def _traced_launch(spec, fn, case, views) -> str | None:
-    """Launch under course.trace (simulator repeat runs): a race, an uninitialized shared
+    """Launch under course.sim.trace (simulator repeat runs): a race, an uninitialized shared
     read or a partial syncthreads becomes the case's failure message."""
     from numba import cuda
 
-    from .. import trace
+    from ..sim import trace
 
     with trace.recording() as traces:
         spec.launch(fn, case, views)
@@ -130,7 +130,7 @@ def _traced_launch(spec, fn, case, views) -> str | None:
                 hint = (" - use cuda.atomic.add (or another cuda.atomic op) where several "
                         "blocks update the same element" if "different blocks" in p.message
                         else "")
-                return f"{p.kind} found by course.trace: {p.message}{hint}"
+                return f"{p.kind} found by course.sim.trace: {p.message}{hint}"
     return None
 
 

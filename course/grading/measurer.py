@@ -47,7 +47,7 @@ def device_lock(enabled: bool = True):
 
 def measure_ceilings() -> dict:
     """The measured copy bandwidth (GB/s) and FP32 rate (TFLOP/s) of this GPU, now."""
-    from .. import perf
+    from ..measure import perf
 
     copy_gbps, _ = perf._measure_copy_gbps()
     fp32, _ = perf._measure_fp32_tflops()
@@ -65,7 +65,7 @@ def measure_launch(spec, fn, case, arrays, shapes, scalars) -> tuple[dict, dict]
     """(figures, buffers after the verified launch) of a tune exercise's measured launch."""
     from numba import cuda
 
-    from .. import runtime
+    from ..platform import runtime
     from .launch import views_of
 
     dev, views = views_of(arrays, shapes, scalars)

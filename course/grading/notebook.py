@@ -256,7 +256,7 @@ def exercise_cells(cells: list[Cell]) -> dict:
 
 
 def is_colab_cell(source: str) -> bool:
-    """The Colab install cell (``course.hosting.colab_cell``): not part of any grading."""
+    """The Colab install cell (``course.platform.hosting.colab_cell``): not part of any grading."""
     return source.lstrip().startswith("# On Google Colab only") and "google.colab" in source
 
 

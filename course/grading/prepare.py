@@ -23,16 +23,15 @@ from . import notebook as nbk
 
 def before_workers(opts, plans: dict) -> tuple[list, list[str]]:
     """(the submissions, read and keyed; the summary's lines so far)."""
-    from .batch import find_lesson, student_name
-
     subs = intake.collect(opts.submissions)
     for sub in subs:
         try:
             nb = nbk.loads(sub.data, sub.name) if sub.data is not None else None
         except nbk.NotebookError:
             nb = None
-        sub.lesson = find_lesson(nb, sub.path, plans, opts.lesson)
-    summary = intake.keys(subs, lambda s: s.lesson, lambda s: student_name(s.path, plans))
+        sub.lesson = intake.find_lesson(nb, sub.path, plans, opts.lesson)
+    summary = intake.keys(subs, lambda s: s.lesson,
+                          lambda s: intake.student_name(s.path, plans))
     hidden.preload(e for p in plans.values() for e in p.exercises)
     run_dir = Path(tempfile.mkdtemp(prefix="course-grade-run-"))
     atexit.register(shutil.rmtree, run_dir, True)

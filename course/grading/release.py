@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import notebook as nbk
 
-from ..resources import INSTALLED, PACKAGE, ROOT as REPO
+from ..platform.resources import INSTALLED, PACKAGE, ROOT as REPO
 RESULT_MARK = "@@COURSE-RELEASE-CHECK@@"
 
 

@@ -36,7 +36,7 @@ from .launch import TIME_LIMIT_S
 from .report import CaseResult
 from .wire import Channel, WireError
 
-from ..resources import IMPORT_ROOT as REPO
+from ..platform.resources import IMPORT_ROOT as REPO
 
 
 class Tampered(Exception):
@@ -245,7 +245,9 @@ def _judge_answer(worker, n: int, spec, name: str) -> list:
         res = CaseResult("your answer", "-")
         res.fail(f"`{name}` holds a {reply['unreadable']}, not a number, a string or a list")
         return [res]
-    return spec.judge_answer(reply.get("value"), hidden=True)
+    from .hidden import answers_for
+
+    return spec.judge_answer(reply.get("value"), answers_for(spec))
 
 
 class _Child:

@@ -17,7 +17,7 @@ from pathlib import Path
 from . import notebook as nbk
 from .unit import run_cell
 
-from ..resources import ROOT as REPO
+from ..platform.resources import ROOT as REPO
 
 
 @functools.lru_cache(maxsize=None)
@@ -59,11 +59,11 @@ def main(argv=None) -> int:
     from ..exercises import all_exercises
 
     warnings.simplefilter("ignore", NumbaPerformanceWarning)   # small launches are the point
-    from ..runtime import device_info
+    from ..platform.runtime import device_info
 
     ceilings = ""
     if course.MODE == "gpu":     # measured once per device and cached: not a check's cost
-        from ..perf import measured_ceilings
+        from ..measure.perf import measured_ceilings
 
         t0 = time.perf_counter()
         measured_ceilings()

@@ -236,12 +236,16 @@ def rebuild(unit: dict, _depth: int = 0):
     fdef = parse(unit["source"], unit["name"])
     if any(not _is_jit(d.func if isinstance(d, ast.Call) else d) for d in fdef.decorator_list):
         raise UnitError(f"`{unit['name']}` has a decorator other than @cuda.jit")
-    fdef.decorator_list = []        # the options come from the unit, never from running it
+    # the options come from the unit, never from running the source's decorator; an
+    # identity decorator in its place keeps the function's first line where it was
+    fdef.decorator_list = [ast.copy_location(ast.Name("_unit_keeps_lines", ast.Load()), d)
+                           for d in fdef.decorator_list]
     fdef.returns = None
     for a in ast.walk(fdef.args):
         if isinstance(a, ast.arg):
             a.annotation = None
-    ns = {"__builtins__": builtins, "__name__": f"course_unit_{unit['name']}"}
+    ns = {"__builtins__": builtins, "__name__": f"course_unit_{unit['name']}",
+          "_unit_keeps_lines": lambda f: f}
     for name, desc in unit["globals"].items():
         ns[name] = _value(desc, _depth)
     module = ast.Module([fdef], [])

@@ -19,13 +19,46 @@ import math
 import numpy as np
 from numba import cuda, float32, uint64
 
-from .. import runtime
-from .attention_common import (  # noqa: F401 - re-exported: attention.Br, .validate, ...
-    D_MAX, D_PAD, FLASH_SHARED, FLASH_THREADS, LOG2E, NEG_INF, OPT, P_PAD, ROW_GROUPS,
-    ROW_LANES, ROW_THREADS, RPT, SKV_AT, SOFTMAX_TPB, SP_AT, SPT, SQ_AT, TILE, Bc, Br,
-    allow_big_shared, flops, mask, pairs, reference, rel_error, traffic_bytes, validate, visible)
-from .attention_tuned import (  # noqa: F401 - re-exported
-    TUNED_DIMS, as_pairs, flash_fwd_tuned, make_flash_tuned, reused_buffer, tuned_kernel)
+from ..platform import runtime
+from .attention_common import (
+    D_MAX,
+    D_PAD,
+    FLASH_SHARED,
+    FLASH_THREADS,
+    LOG2E,
+    NEG_INF,
+    OPT,
+    P_PAD,
+    ROW_GROUPS,
+    ROW_LANES,
+    ROW_THREADS,
+    RPT,
+    SKV_AT,
+    SOFTMAX_TPB,
+    SP_AT,
+    SPT,
+    SQ_AT,
+    TILE,
+    Bc,
+    Br,
+    allow_big_shared,
+    flops,
+    mask,
+    pairs,
+    reference,
+    rel_error,
+    traffic_bytes,
+    validate,
+    visible,
+)
+from .attention_tuned import (
+    TUNED_DIMS,
+    as_pairs,
+    flash_fwd_tuned,
+    make_flash_tuned,
+    reused_buffer,
+    tuned_kernel,
+)
 
 NOTEBOOKS = ["08_flash_attention"]
 

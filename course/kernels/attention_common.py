@@ -12,7 +12,7 @@ import math
 import numpy as np
 from numba import cuda, float32
 
-from .. import runtime
+from ..platform import runtime
 
 NOTEBOOKS = ["08_flash_attention"]
 

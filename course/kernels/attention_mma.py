@@ -28,9 +28,15 @@ import math
 
 from numba import cuda, float32, int64
 
-from .. import runtime
+from ..platform import runtime
 from .attention_common import (
-    LOG2E, NEG_INF, allow_big_shared, half_word_args, on_tensor_cores, visible)
+    LOG2E,
+    NEG_INF,
+    allow_big_shared,
+    half_word_args,
+    on_tensor_cores,
+    visible,
+)
 from .matmul_tuned import bounds
 
 NOTEBOOKS = ["08_flash_attention"]

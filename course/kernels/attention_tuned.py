@@ -11,11 +11,21 @@ import math
 import numpy as np
 from numba import cuda, float32, float64, uint64
 
-from .. import runtime
-from ..pairs import pack2, unpack2
+from ..platform import runtime
+from ..measure.pairs import pack2, unpack2
 from .attention_common import (
-    Bc, Br, D_MAX, FLASH_THREADS, LOG2E, NEG_INF, ROW_GROUPS, ROW_LANES, RPT, SPT,
-    visible)
+    Bc,
+    Br,
+    D_MAX,
+    FLASH_THREADS,
+    LOG2E,
+    NEG_INF,
+    ROW_GROUPS,
+    ROW_LANES,
+    RPT,
+    SPT,
+    visible,
+)
 from .matmul_tuned import load4
 
 NOTEBOOKS = ["08_flash_attention"]
@@ -37,7 +47,7 @@ def make_flash_tuned(D: int):
       loops run a known number of times, and ``while`` loops of 8 steps are unrolled by the
       compiler (numba's ``range`` loops with big bodies are not), so shared-memory addresses
       become constants added to one register;
-    - every shared slot is a float64 holding two float32 values (course/pairs.py): Q and K
+    - every shared slot is a float64 holding two float32 values (course/measure/pairs.py): Q and K
       pairs along the head dim, V pairs along its columns, P pairs of rows;
     - Q, K, V are read from global memory as float32 pairs too (``as_pairs`` makes the
       float64 view, widening float16 first);

@@ -14,8 +14,8 @@ import math
 import numpy as np
 from numba import cuda, float32, uint64
 
-from .. import runtime
-from ..data import face_matrix as _validate
+from ..platform import runtime
+from ..platform.data import face_matrix as _validate
 from .matmul_tuned import ALIGN, bounds, load4
 
 NOTEBOOKS = ["07_covariance_pca"]

@@ -14,16 +14,22 @@ import math
 import numpy as np
 from numba import cuda, float32
 
-from .. import runtime
-from ..data import face_matrix as _validate
-from ..pairs import pack2, unpack2
+from ..platform import runtime
+from ..platform.data import face_matrix as _validate
+from ..measure.pairs import pack2, unpack2
 from . import covariance as _cov
 from .covariance import zero_kernel
-from .covariance import (  # noqa: F401 - lesson 07's names, re-exported for notebook 07
-    REGISTER_TILES, cgma, covariance_kernel, flops_performed, launch_cov,
+from .covariance import (
+    REGISTER_TILES,
+    cgma,
+    covariance_kernel,
+    flops_performed,
+    launch_cov,
     register_tiled_covariance_kernel,
-    register_tiled_covariance_kernel_8, shared_covariance_kernel,
-    symmetric_covariance_kernel)
+    register_tiled_covariance_kernel_8,
+    shared_covariance_kernel,
+    symmetric_covariance_kernel,
+)
 
 NOTEBOOKS = ["05_mean_face", "06_centering_coalescing"]
 
@@ -276,7 +282,7 @@ def mean_face_split(D, split: int | None = None, threads_per_block: int = 128,
 
 def timing_breakdown(D, pinned: bool = False) -> dict:
     """The lecture's breakdown for the mean face, in ms: H2D copy, kernel, D2H copy."""
-    from ..timing import benchmark
+    from ..measure.timing import benchmark
 
     D = _validate(D)
     m, n = D.shape

@@ -17,10 +17,18 @@ import math
 import numpy as np
 from numba import cuda, int32
 
-from .. import runtime
-from .histogram_tuned import (  # noqa: F401 - the tuned kernels, shown in notebook 09 too
-    LANES, MAX_TUNED_ROWS, NUM_BINS, TUNED_KERNELS, W4_SHARED, W8_SHARED, histogram_pairs,
-    histogram_tuned, histogram_tuned_wide)
+from ..platform import runtime
+from .histogram_tuned import (
+    LANES,
+    MAX_TUNED_ROWS,
+    NUM_BINS,
+    TUNED_KERNELS,
+    W4_SHARED,
+    W8_SHARED,
+    histogram_pairs,
+    histogram_tuned,
+    histogram_tuned_wide,
+)
 
 NOTEBOOKS = ["09_histogram"]
 NOT_SHOWN = {"zero_fill"}          # a helper that zeroes the output before atomics

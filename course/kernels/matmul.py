@@ -20,8 +20,14 @@ import numpy as np
 from numba import cuda, float32
 
 from . import matmul_tuned
-from .matmul_tuned import (MIN_BLOCKS_DEFAULT, TUNED_DEFAULT, V4_DEFAULT, V4_MIN_BLOCKS,  # noqa: F401
-                           v3_tuned_invalid, v4_invalid)
+from .matmul_tuned import (
+    MIN_BLOCKS_DEFAULT,
+    TUNED_DEFAULT,
+    V4_DEFAULT,
+    V4_MIN_BLOCKS,
+    v3_tuned_invalid,
+    v4_invalid,
+)
 from .window import counting, counting_shared, in_simulator
 
 NOTEBOOKS = ["04_matmul"]

@@ -18,7 +18,7 @@ import inspect
 import numpy as np
 from numba import config, cuda, float32, uint64
 
-from ..pairs import unpack2
+from ..measure.pairs import unpack2
 
 NOTEBOOKS = ["04_matmul"]
 NOT_SHOWN = {"matmul_v3_tuned"}       # GPU tuning of v3; notebook 04 shows v4 instead
@@ -36,7 +36,7 @@ if config.ENABLE_CUDASIM:
 
     def load4(array, i):
         """array[i : i + 4] as four floats (on a GPU: one ld.shared.v4.f32); of a float64
-        array of float32 pairs (course/pairs.py), the pairs in slots i and i + 1."""
+        array of float32 pairs (course/measure/pairs.py), the pairs in slots i and i + 1."""
         if array.dtype == np.float64:
             return (*unpack2(array[i]), *unpack2(array[i + 1]))
         return array[i], array[i + 1], array[i + 2], array[i + 3]
@@ -54,7 +54,7 @@ else:
         """array[i : i + 4] of a 16-byte aligned shared float32 array, i a multiple of 4:
         the element's address, marked as shared (address space 3), loaded as one
         <4 x float> vector - PTX ld.shared.v4.f32 - and unpacked into four floats.  Of a
-        float64 array of float32 pairs (course/pairs.py), i even: the pairs in slots i and
+        float64 array of float32 pairs (course/measure/pairs.py), i even: the pairs in slots i and
         i + 1, the same 16 bytes."""
         if not (isinstance(array, types.Array) and array.ndim == 1
                 and array.dtype in (types.float32, types.float64)

@@ -19,9 +19,14 @@ import math
 import numpy as np
 from numba import cuda
 
-from .. import runtime
-from .reduction_single_pass import (  # noqa: F401 - kernel 8, re-exported for the notebook
-    SINGLE_PASS_KERNELS, block_sum, reduce8, reduce8_x4, single_pass_buffers)
+from ..platform import runtime
+from .reduction_single_pass import (
+    SINGLE_PASS_KERNELS,
+    block_sum,
+    reduce8,
+    reduce8_x4,
+    single_pass_buffers,
+)
 
 NOTEBOOKS = ["02_reduction"]
 
@@ -425,7 +430,7 @@ _WARP_OK = None
 
 
 def warp_intrinsics_available() -> bool:
-    """True on a GPU, and in the simulator once course.simwarp provides shuffles/syncwarp."""
+    """True on a GPU, and in the simulator once course.sim.warp provides shuffles/syncwarp."""
     global _WARP_OK
     if runtime.MODE == "gpu":
         return True

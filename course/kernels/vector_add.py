@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from .. import runtime
+from ..platform import runtime
 
 NOTEBOOKS = ["01_vector_add"]
 NOT_SHOWN = {"add_grid_stride", "matrix_add"}  # solutions of exercises 1 and 2: the notebook

@@ -218,7 +218,7 @@ GRID_THREADS_PER_SM = {"global_x4": 4096, "shared_x4": 4096}
 
 
 def _on_gpu() -> bool:
-    from .. import runtime
+    from ..platform import runtime
 
     return runtime.MODE == "gpu"
 
@@ -324,7 +324,7 @@ class counting_shared:
 
 def count_block_reads(threads_per_blk: int = THREADS_PER_BLK) -> dict:
     """Global and shared reads of one block of v1 and v2 (simulator only; a GPU cannot count)."""
-    from .. import runtime
+    from ..platform import runtime
 
     if runtime.MODE != "sim":
         raise RuntimeError("counting runs kernels in the simulator: use count_reads_anywhere")
@@ -349,11 +349,11 @@ def in_simulator(module: str, func: str, **kwargs):
     import subprocess
     import sys
 
-    from .. import runtime
+    from ..platform import runtime
 
     if runtime.MODE == "sim":
         return getattr(importlib.import_module(module), func)(**kwargs)
-    from ..resources import IMPORT_ROOT
+    from ..platform.resources import IMPORT_ROOT
 
     root = str(IMPORT_ROOT)
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
@@ -376,7 +376,7 @@ def block_resources(kernel, threads: int, dynamic_shared: int = 0) -> dict | Non
     """Per-block needs of an already-launched kernel, from numba's inspection (GPU only):
     threads, registers per thread, shared bytes, local bytes per thread, constant bytes.
     Returns None in the simulator, which compiles nothing and so has nothing to inspect."""
-    from .. import runtime
+    from ..platform import runtime
 
     if runtime.MODE != "gpu":
         return None

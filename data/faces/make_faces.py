@@ -44,7 +44,7 @@ def main() -> int:
     print(f"scikit-image {skimage.__version__}: {src}")
     print(f"wrote {OUT.name}: {faces_u8.shape} uint8, {OUT.stat().st_size} bytes, "
           f"max rounding error {err:.2e}")
-    print(f"sha256 {digest}  (update FACES_SHA256 in course/data.py if it changed)")
+    print(f"sha256 {digest}  (update FACES_SHA256 in course/platform/data.py if it changed)")
     return 0
 
 

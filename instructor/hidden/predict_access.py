@@ -1,5 +1,5 @@
 """Answer key of ``predict_access`` (lesson 10): the tracer's sectors and wavefronts."""
-from course.trace_analysis import sectors, wavefronts
+from course.sim.trace_analysis import sectors, wavefronts
 
 
 def answers(ex):

@@ -1,5 +1,5 @@
 """Answer key of ``predict_bank_ways`` (lesson 02): the tracer's own wavefront count."""
-from course.trace_analysis import wavefronts
+from course.sim.trace_analysis import wavefronts
 
 
 def answers(ex):

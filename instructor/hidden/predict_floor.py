@@ -1,5 +1,5 @@
 """Answer key of ``predict_floor`` (lesson 05): bytes moved and the ``perf`` floor."""
-from course.perf import floor_ms
+from course.measure.perf import floor_ms
 
 
 def answers(ex):

@@ -1,5 +1,5 @@
 """Answer key of ``predict_occupancy`` (lesson 04): the course's occupancy calculator."""
-from course.occupancy import blocks_per_sm
+from course.hardware.occupancy import blocks_per_sm
 
 
 def answers(ex):

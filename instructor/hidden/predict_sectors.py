@@ -1,5 +1,5 @@
 """Answer key of ``predict_sectors`` (lesson 06): the tracer's own sector count."""
-from course.trace_analysis import sectors
+from course.sim.trace_analysis import sectors
 
 
 def answers(ex):

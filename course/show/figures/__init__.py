@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 from pathlib import Path
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+ASSETS = Path(__file__).resolve().parents[3] / "assets"
 
 
 def registry() -> dict:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-OUT = Path(__file__).resolve().parents[1] / "assets" / "profiles"
+OUT = Path(__file__).resolve().parents[2] / "assets" / "profiles"
 
 
 def inputs():
@@ -58,8 +58,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     opts = ap.parse_args(argv)
     import course
-    from .kernels import attention, faces, histogram
-    from .runtime import device_info, device_slug
+    from ..kernels import attention, faces, histogram
+    from ..platform.runtime import device_info, device_slug
 
     if course.MODE != "gpu":
         print("profiles: needs a GPU (the committed JSON files are what the simulator shows)")

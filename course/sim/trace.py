@@ -2,24 +2,27 @@
 
 Simulator mode only (``course.MODE == "sim"``)::
 
-    t = course.trace.run(kernel, grid, block, *args)   # launches kernel[grid, block](*args)
+    t = course.sim.trace.run(kernel, grid, block, *args)   # launches kernel[grid, block](*args)
     print(t.summary())          # one paragraph: accesses, coalescing, conflicts, problems
     t.coalescing()              # Table per global array: requests, 32-B sectors, 128-B lines
     t.bank_conflicts()          # Table per shared array: requests, wavefronts, replays
     t.races()                   # list[Problem]: data races (both threads + source lines)
     t.problems()                # races + uninitialized shared reads + partial syncthreads
     t.counts("x")               # per-thread (reads, writes) of one array: (blocks, threads)
-    fig = t.plot("x")           # read/write count grid + access map coloured by warp
 
-    with course.trace.recording() as traces:     # trace launches made by other code
-        host_function(x)                         # -> traces: list[Trace]
+The drawing of a trace (read/write count grid, access map coloured by warp) is display, one
+floor up: ``course.show.figures.trace.trace_figure(t, "x")``.  This module imports nothing
+from there.
+
+    with course.sim.trace.recording() as traces:   # trace launches made by other code
+        host_function(x)                           # -> traces: list[Trace]
 
 Arguments are passed as to a normal launch (numpy arrays are written back; ``cuda.to_device``
 arrays work too); ``shared_bytes=`` sets dynamic shared memory.  Each access of an array
 argument or of a ``cuda.shared.array`` is recorded with (block, thread, warp, array, index,
 read/write/atomic, barrier epoch, source line).
 
-The counting and the problem finding live in :mod:`course.trace_analysis`, with the
+The counting and the problem finding live in :mod:`course.sim.trace_analysis`, with the
 definitions of a warp request, coalescing, bank conflicts, barrier epochs, races,
 uninitialized reads and partial syncthreads.
 
@@ -34,7 +37,7 @@ occupancy and stalls - ``course.profile`` shows those on a GPU only.
 
 Limits: blocks run one after another and the order between blocks is not simulated (only
 reported as global races); warps are not executed in lock step (so "requests" are rebuilt, see
-course.trace_analysis, and a warp-synchronous race without ``syncwarp`` is reported, as it
+course.sim.trace_analysis, and a warp-synchronous race without ``syncwarp`` is reported, as it
 should be); memory fences, ``volatile`` and caches (L1/L2 hits) are not modelled; accesses
 through ``cuda.local``/``cuda.const`` arrays and through raw pointers are not recorded; a
 launch of a few thousand threads takes a few seconds.
@@ -48,7 +51,8 @@ import threading
 
 import numpy as np
 
-from . import runtime, trace_analysis
+from ..platform import runtime
+from . import trace_analysis
 from .trace_analysis import ATOMIC, READ, WRITE, Problem
 
 __all__ = ["run", "recording", "Trace", "Problem"]
@@ -240,7 +244,7 @@ def _traced_launch(kernel, grid, block, shared_bytes, args, launch) -> "Trace":
     """Wrap the array arguments, call ``launch(wrapped_args)`` with recording on."""
     from numba.cuda.errors import normalize_kernel_dimensions
 
-    from . import simwarp
+    from . import warp as simwarp
 
     simwarp.install()
     grid_dim, block_dim = normalize_kernel_dimensions(grid, block)
@@ -267,7 +271,7 @@ def _traced_launch(kernel, grid, block, shared_bytes, args, launch) -> "Trace":
 
 def _require_sim():
     if runtime.MODE != "sim":
-        raise RuntimeError("course.trace runs kernels in the simulator only; this session "
+        raise RuntimeError("course.sim.trace runs kernels in the simulator only; this session "
                            "uses a real GPU (set NUMBA_ENABLE_CUDASIM=1 before import course)")
 
 
@@ -283,7 +287,7 @@ def run(kernel, grid, block, *args, shared_bytes: int = 0) -> "Trace":
 def recording():
     """Trace every kernel launched inside the ``with`` block (however it is launched)::
 
-        with course.trace.recording() as traces:
+        with course.sim.trace.recording() as traces:
             my_host_function(x)          # launches kernels the usual way
         for t in traces: print(t.summary())
     """
@@ -334,7 +338,7 @@ class Trace:
         """'line 5 of kernel: `source`' (line counted from the def, like course.check)."""
         return trace_analysis.site_line(self.sites, sid)
 
-    # -- counts (definitions in course.trace_analysis) --------------------------------------
+    # -- counts (definitions in course.sim.trace_analysis) --------------------------------------
     def coalescing_counts(self) -> dict:
         """{array name: dict(requests, lanes, sectors, min_sectors, lines, bytes)} (global)."""
         return trace_analysis.coalescing_counts(self)
@@ -381,10 +385,3 @@ class Trace:
         return trace_analysis.summary(self)
 
     __repr__ = summary
-
-    def plot(self, array: str | None = None, *, max_threads: int = 1024):
-        """Figure: per-thread read/write counts of ``array`` and an access map (which warp
-        touched which element).  Returns the matplotlib figure (show with course.plots.show)."""
-        from .figures.trace import trace_figure
-
-        return trace_figure(self, array, max_threads=max_threads)

@@ -1,5 +1,5 @@
 """The tracer against Nsight Compute: the same lesson kernels, launched the same way, counted
-twice - by ``course.trace`` in the simulator and by ncu on a GPU.
+twice - by ``course.sim.trace`` in the simulator and by ncu on a GPU.
 
     python -m course validate                  # GPU: measure, write assets/profiles/*.json
     python -m course validate --report FILE    # simulator: trace, compare, write .md + .png
@@ -18,19 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+from ..hardware.validation import COMPARED, MATCHED, matches
+
+REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "assets" / "profiles"
-COMPARED = ("ld_sectors_per_request", "st_sectors_per_request",
-            "shared_ld_wavefronts_per_request", "shared_st_wavefronts_per_request")
-ALL = COMPARED + ("shared_ld_conflicts_per_request", "shared_st_conflicts_per_request")
-TOTALS = ("shared_ld_wavefronts", "shared_st_wavefronts", "shared_ld_conflicts",
-          "shared_st_conflicts")
-# What must be equal: global sectors per request, and shared wavefronts and bank conflicts
-# per launch (their per-request averages differ where the hardware counts predicated-off
-# instructions as requests: shown, and explained in the report)
-MATCHED = ("ld_sectors_per_request", "st_sectors_per_request") + TOTALS
-
-
 def _rand(*shape, dtype=np.float32):
     return np.random.default_rng(7).uniform(0.5, 1.5, size=shape).astype(dtype)
 
@@ -39,7 +30,7 @@ def run(case: str) -> None:
     """Launch the kernel of ``case`` once (inputs made here, so a subprocess can do it)."""
     from numba import cuda
 
-    from .kernels import faces, histogram, matmul, profiling, reduction, window
+    from ..kernels import faces, histogram, matmul, profiling, reduction, window
 
     n = 2048
     if case.startswith("copy"):
@@ -95,7 +86,7 @@ CASES = {
 
 def counted(case: str) -> dict:
     """The compared fields of ``case``'s kernel, from course.profile (ncu or the tracer)."""
-    from .profiling import profile
+    from ..hardware.profiling import profile
 
     p = profile(run, case)
     if p.error:
@@ -118,14 +109,6 @@ def counted(case: str) -> dict:
     return out
 
 
-def matches(measured, traced, tol: float = 0.02) -> bool:
-    """Equal within 2 % (ncu's per-request averages are ratios of sums), both absent, or
-    the hardware saw no requests of that kind where the tracer saw none either."""
-    if measured is None or traced is None:
-        return (measured or 0) == (traced or 0)
-    return abs(measured - traced) <= tol * max(1.0, abs(measured))
-
-
 def main(argv=None) -> int:
     """``python -m course validate [--report FILE] [--out DIR]``"""
     ap = argparse.ArgumentParser(prog="python -m course validate", description=__doc__.split(
@@ -134,7 +117,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     opts = ap.parse_args(argv)
     import course
-    from .runtime import device_info, device_slug
+    from ..platform.runtime import device_info, device_slug
 
     if opts.report is None:
         if course.MODE != "gpu":
@@ -161,7 +144,7 @@ def main(argv=None) -> int:
                         for k in MATCHED}
         print(f"{row['case']:26s} {'all match' if all(row['match'].values()) else row['match']}")
     opts.report.write_text(json.dumps(data, indent=1))
-    from .figures.profiles import draw_validation
+    from ..show.figures.profiles import draw_validation
 
     md = opts.report.with_suffix(".md")
     md.write_text(report_markdown(data))
@@ -187,7 +170,7 @@ def report_markdown(data: dict) -> str:
     lines = [f"# The tracer against Nsight Compute ({data['device']}, {data['date']})", "",
              "Each lesson kernel launched once with the same grid, block and inputs on both "
              "sides; every cell reads *measured by Nsight Compute (`course.profile` on the GPU) "
-             "/ traced by `course.trace` in the simulator*. Global memory: 32-byte sectors per "
+             "/ traced by `course.sim.trace` in the simulator*. Global memory: 32-byte sectors per "
              "warp request, loads and stores. Shared memory: wavefronts and bank conflicts per "
              f"launch, loads and stores. **{n} of {len(data['rows'])} kernels match on every "
              "one of these counts.** Made by `python -m course validate` (GPU) and `python -m "

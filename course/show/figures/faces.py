@@ -24,7 +24,7 @@ def face_grid(images, *, axes, cols: int = 10, title: str = "", cmap: str = "gra
 
 def draw_samples(path) -> None:
     """20 real faces (top) and 20 augmented copies (bottom) at the lecture's 55 x 45."""
-    from .. import data
+    from ...platform import data
 
     D = data.load_faces(220, progress=False)
     imgs = data.as_images(D)
@@ -77,7 +77,7 @@ def draw_cache_lines(path) -> None:
 
 def draw_eigenfaces(path) -> None:
     """Mean face and the first 9 eigenfaces of the 100 real faces (numpy on the host)."""
-    from .. import data
+    from ...platform import data
 
     D = data.load_faces().astype(np.float64)
     mu = D.mean(axis=0)

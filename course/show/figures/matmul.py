@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .. import plots
 
-SWEEP_JSON = Path(__file__).resolve().parents[2] / "assets" / "benchmarks" / \
+SWEEP_JSON = Path(__file__).resolve().parents[3] / "assets" / "benchmarks" / \
     "matmul-sweep-nvidia-h200.json"
 
 
@@ -43,7 +43,7 @@ def draw_sweep(path) -> None:
 
 def draw_traffic(path) -> None:
     """Bars: the lecture's global-read formulas at N = 4096 (V = 8, L = 128), log scale."""
-    from ..kernels import matmul
+    from ...kernels import matmul
 
     n, V, L = 4096, 8, 128
     f = matmul.formulas(n, V, L)

@@ -16,7 +16,7 @@ import struct as _struct
 import numpy as np
 from numba import cuda
 
-from . import runtime
+from ..platform import runtime
 
 if runtime.MODE == "gpu":
     from numba.cuda import libdevice as _ld

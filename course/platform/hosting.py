@@ -8,13 +8,12 @@
   (``COURSE_SIZE=lecture`` forces them).
 - Google Colab: every notebook opens with :data:`COLAB_CELL`, which installs the course from
   its repository there (and nowhere else) and turns on ipywidgets 8; the course then reads
-  its data from the installed package (:mod:`course.resources`), not from the repository's
+  its data from the installed package (:mod:`course.platform.resources`), not from the repository's
   folders.  ``python -m course colab`` prints the README's "Open in Colab" table, and with
   ``--repo OWNER/NAME --write`` points a fork's notebooks at the fork.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -102,47 +101,3 @@ def colab_table(notebooks, repo: str = REPOSITORY, branch: str = BRANCH) -> str:
     for nb in notebooks:
         rows.append(f"| `{Path(nb).stem}` | [Open in Colab]({colab_url(Path(nb).name, repo, branch)}) |")
     return "\n".join(rows)
-
-
-def set_colab_cell(path: Path, cell: str) -> bool:
-    """Make ``cell`` the first code cell of the notebook at ``path``; True if it changed."""
-    from .grading import notebook as nbk
-
-    nb = nbk.load(path)
-    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    lines = cell.splitlines(keepends=True)
-    if code and nbk.is_colab_cell("".join(code[0]["source"])):
-        if "".join(code[0]["source"]) == cell:
-            return False
-        code[0]["source"] = lines
-    else:
-        first = nb["cells"].index(code[0]) if code else len(nb["cells"])
-        nb["cells"].insert(first, {"cell_type": "code", "execution_count": None,
-                                   "id": "colab-install", "metadata": {}, "outputs": [],
-                                   "source": lines})
-    nbk.save(nb, path)
-    return True
-
-
-def main(argv=None) -> int:
-    """``python -m course colab [--repo OWNER/NAME] [--branch B] [--write]``"""
-    from .resources import path
-
-    ap = argparse.ArgumentParser(prog="python -m course colab",
-                                 description="Print the README's 'Open in Colab' table; with "
-                                             "--write, set every notebook's Colab cell.")
-    ap.add_argument("--repo", default=REPOSITORY, help=f"OWNER/NAME (default {REPOSITORY})")
-    ap.add_argument("--branch", default=BRANCH)
-    ap.add_argument("--write", action="store_true",
-                    help="rewrite the first code cell of notebooks/*.ipynb for this repo")
-    opts = ap.parse_args(argv)
-    if not re.fullmatch(r"[\w.-]+/[\w.-]+", opts.repo):
-        print(f"colab: --repo must be OWNER/NAME, not {opts.repo!r}", file=sys.stderr)
-        return 2
-    notebooks = sorted(path("notebooks").glob("*.ipynb"))
-    if opts.write:
-        cell = colab_cell(opts.repo, opts.branch)
-        changed = [p.name for p in notebooks if set_colab_cell(p, cell)]
-        print(f"Colab cell set in {len(changed)} notebook(s)", file=sys.stderr)
-    print(colab_table(notebooks, opts.repo, opts.branch))
-    return 0

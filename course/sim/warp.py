@@ -23,7 +23,7 @@ here it returns the caller's own value and is recorded in :data:`NOTES`.  There 
 lanes of the warp that have not exited (the simulator has no divergence, so this is what a
 converged warp reports).  ``ballot_sync`` returns int32 like numba-cuda on a GPU (all 32
 lanes -> -1); ``cuda.popc``/``ffs``/``clz``/``brev`` are patched to treat negative numbers
-as 32/64-bit patterns like the GPU does (:mod:`course.simwarp_bits`).
+as 32/64-bit patterns like the GPU does (:mod:`course.sim.warp_bits`).
 
 Errors a GPU would hide or hang on are raised with a clear message (:class:`WarpError`): the
 caller not in its mask; lanes of one rendezvous calling different intrinsic families
@@ -31,7 +31,7 @@ caller not in its mask; lanes of one rendezvous calling different intrinsic fami
 ``syncthreads()`` or in a warp call with another mask.
 
 ``install()`` is idempotent; it only touches the simulator's classes (nothing on a GPU).
-Tools (``course.trace``) can observe every completed rendezvous with :func:`add_listener`.
+Tools (``course.sim.trace``) can observe every completed rendezvous with :func:`add_listener`.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ import threading
 
 import numpy as np
 
-from . import simwarp_bits
+from . import warp_bits as simwarp_bits
 
 FULL = 0xFFFFFFFF
 WARP = 32

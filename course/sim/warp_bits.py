@@ -4,7 +4,7 @@ computes them.
 The simulator's own versions format the value as a binary string, which goes wrong for
 negative numbers (a minus sign, no two's complement) and for 64-bit values; here a value is
 first taken as the 32- or 64-bit pattern the GPU holds (numpy integers keep their own width; a
-Python int is 32 bits if it fits, else 64). :func:`course.simwarp.install` adds these to the
+Python int is 32 bits if it fits, else 64). :func:`course.sim.warp.install` adds these to the
 simulator's ``FakeCUDAModule`` (``self`` is that fake ``cuda`` module).
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from . import runtime
+from ..platform import runtime
 
 
 @dataclass

@@ -6,8 +6,8 @@ from .. import plots
 
 
 def draw_validation(data: dict, path) -> None:
-    """Scatter of measured (ncu) vs traced (course.trace) per-request counts, log-log."""
-    from ..validation import MATCHED, matches
+    """Scatter of measured (ncu) vs traced (course.sim.trace) per-request counts, log-log."""
+    from ...hardware.validation import MATCHED, matches
 
     fig, ax = plots.figure(figsize=(6.5, 4.2))
     names = {"ld_sectors_per_request": "global load sectors per request",
@@ -28,7 +28,7 @@ def draw_validation(data: dict, path) -> None:
     ax.set_ylabel("traced in the simulator")
     ok = sum(all(matches(r["measured"].get(k), r["traced"].get(k)) for k in MATCHED)
              for r in data["rows"])
-    ax.set_title(f"course.trace vs hardware counters: {ok} of {len(data['rows'])} kernels "
+    ax.set_title(f"course.sim.trace vs hardware counters: {ok} of {len(data['rows'])} kernels "
                  "match", fontsize=10)
     ax.legend(fontsize=8)
     fig.savefig(path, dpi=110)

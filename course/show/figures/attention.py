@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import plots
-from ..kernels import attention as A
+from ...kernels import attention as A
 
 
 def online_softmax_trace(x: np.ndarray, tile: int):

@@ -14,7 +14,7 @@ import os
 import time
 from pathlib import Path
 
-from . import runtime
+from ..platform import runtime
 
 CACHE_DIR = Path(os.environ.get("COURSE_CACHE_DIR", Path.home() / ".cache" / "numba-course"))
 

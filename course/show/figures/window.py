@@ -5,7 +5,7 @@ from .. import plots
 
 
 def draw_reads(path) -> None:
-    from ..kernels import window
+    from ...kernels import window
 
     tpbs = [32, 64, 128, 256]
     counts = [window.in_simulator("course.kernels.window", "count_block_reads",

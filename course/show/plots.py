@@ -14,7 +14,7 @@ matplotlib.use("Agg", force=False)
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
 
-from . import runtime  # noqa: E402
+from ..platform import runtime  # noqa: E402
 
 COLORS = {"numba": "#1f77b4", "peer": "#7f7f7f", "lecture": "#bcbd22", "floor": "#d62728",
           "current": "#ff7f0e"}

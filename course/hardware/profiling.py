@@ -4,10 +4,10 @@
     p = course.profile(lesson.VARIANTS["kernel3"], x)    # or a host function
     p                     # a table per kernel: plain words, value, ncu's metric name
     p.rows                # one dict per kernel launched
-    p.save("add.json"); course.profile.load("add.json")     # (this module: course.profiling)
+    p.save("add.json"); course.profile.load("add.json")     # (this module: course.hardware.profiling)
 
-On a GPU the call runs once under Nsight Compute in a separate process (``course/ncu.py``);
-in the simulator the tracer (``course.trace``) counts the same things it can see - sectors
+On a GPU the call runs once under Nsight Compute in a separate process (``course/hardware/ncu.py``);
+in the simulator the tracer (``course.sim.trace``) counts the same things it can see - sectors
 per request, bank-conflict wavefronts, reads and writes per thread - and every other figure
 says "needs a GPU".  Nothing raises for a student's mistake: the Profile says what went
 wrong instead.
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import runtime
+from ..platform import runtime
 
 # key -> (plain words, ncu metric or formula, can the tracer count it?)
 FIELDS = {
@@ -97,7 +97,7 @@ class Profile:
     # -- views ---------------------------------------------------------------------------
     def _title(self) -> str:
         how = ("Nsight Compute" if self.source == "ncu" else
-               "course.trace in the simulator: simulated counts")
+               "course.sim.trace in the simulator: simulated counts")
         return f"profile ({how}; {self.device or '?'}; {self.when or '?'}; {self.seconds:.1f} s)"
 
     def __repr__(self) -> str:
@@ -197,7 +197,7 @@ def profile(fn, *args, timeout: float = 120, launches: int = 20, clock_control: 
 
 
 def from_ncu(r: dict) -> dict:
-    """The vocabulary's fields from one parsed ncu row (see course/ncu.py)."""
+    """The vocabulary's fields from one parsed ncu row (see course/hardware/ncu.py)."""
     def ratio(a, b):
         a, b = r.get(a), r.get(b)
         return a / b if isinstance(a, float) and isinstance(b, float) and b else None
@@ -253,8 +253,8 @@ def _limiter(limits: dict, theoretical) -> str | None:
 def _traced_rows(fn, args, kwargs) -> list[dict]:
     import numpy as np
 
-    from . import trace
-    from .trace_analysis import request_counts
+    from ..sim import trace
+    from ..sim.trace_analysis import request_counts
 
     with trace.recording() as traces:
         fn(*args, **kwargs)
@@ -293,7 +293,7 @@ def compare(rows: dict, keys=("duration_us", "dram_pct_peak", "ld_sectors_per_re
                              "occupancy_limiter", "sol_memory_pct", "sol_compute_pct",
                              "top_stalls"), title: str = "", note: str = ""):
     """A Table with one column per profiled kernel: ``rows`` maps a label to a Profile row."""
-    from .tables import Table
+    from ..measure.tables import Table
 
     t = Table(["", *rows], title=title, note=note)
     for key in keys:

@@ -1,4 +1,4 @@
-"""Pictures of a traced launch (course.trace): per-thread access counts and an access map.
+"""Pictures of a traced launch (course.sim.trace): per-thread access counts and an access map.
 
 ``trace_figure(trace, array)`` is what ``Trace.plot`` returns; ``FIGURES`` draws the demo
 ``assets/trace-coalescing.png`` (a coalesced copy beside a strided one).
@@ -72,7 +72,7 @@ def trace_figure(trace, array: str | None = None, *, max_threads: int = 1024):
 
 
 def _demo(path):
-    import course.trace as trace
+    import course.sim.trace as trace
 
     src = np.arange(32 * 64, dtype=np.float32)     # 64 lines of 128 bytes
     dst = np.zeros(64, dtype=np.float32)

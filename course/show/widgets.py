@@ -1,6 +1,6 @@
 """The one slider panel every lesson uses.
 
-    panel = course.widgets.SliderPanel(
+    panel = course.show.widgets.SliderPanel(
         {"grid-stride": run_add},                    # name -> run(**params) -> Timing
         sliders={"threads_per_block": [32, 64, 128, 256, 512, 1024],
                  "blocks": [1, 8, 64, 512]},
@@ -18,8 +18,10 @@ import itertools
 
 import ipywidgets as W
 
-from . import perf, plots, runtime
-from .timing import Timing
+from ..measure import perf
+from . import plots
+from ..platform import runtime
+from ..measure.timing import Timing
 
 
 class SliderPanel:

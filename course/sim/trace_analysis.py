@@ -1,6 +1,6 @@
-"""What course.trace computes from the recorded accesses of one launch: counts and problems.
+"""What course.sim.trace computes from the recorded accesses of one launch: counts and problems.
 
-``course.trace`` records; this module reads a :class:`course.trace.Trace` (its ``records``,
+``course.sim.trace`` records; this module reads a :class:`course.sim.trace.Trace` (its ``records``,
 ``arrays``, ``sites``, ``threads``, ``grid``, ``block``) and never runs a kernel.
 
 Definitions
@@ -139,7 +139,7 @@ def coalescing_counts(tr) -> dict:
 
 def coalescing_table(tr):
     """Table: per global array, sectors per request vs the minimum, efficiency %."""
-    from .tables import Table
+    from ..measure.tables import Table
 
     t = Table(["array", "requests", "lanes/request", "sectors/request", "minimum",
                "lines/request", "efficiency %"], title=f"global memory of {tr.kernel_name}",
@@ -171,7 +171,7 @@ def bank_counts(tr) -> dict:
 
 def bank_table(tr):
     """Table: per shared array, wavefronts per request and replays (conflicts)."""
-    from .tables import Table
+    from ..measure.tables import Table
 
     t = Table(["array", "requests", "wavefronts/request", "ideal", "replays", "worst"],
               title=f"shared memory of {tr.kernel_name}",

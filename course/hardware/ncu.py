@@ -4,7 +4,7 @@ The notebook's own process is never profiled.  ``course.profile`` pickles what t
 needs - the function (numba's cloudpickle: a notebook's function travels by value, a course
 function by name; a configured launch ``kernel[grid, block]`` as the kernel's Python source,
 its jit options and the launch shape) and the arguments (device arrays are copied to the host
-first) - into a file, and runs ``ncu ... python -m course.ncu PAYLOAD``, which loads it and
+first) - into a file, and runs ``ncu ... python -m course.hardware.ncu PAYLOAD``, which loads it and
 makes the call once.  ncu prints one CSV row per kernel launched (``--page raw --csv
 --print-units base``); :func:`parse` turns them into dicts of floats.
 """
@@ -64,17 +64,17 @@ def find() -> str | None:
 
 
 def run(payload: Path, timeout: float, launches: int, clock_control: str) -> str:
-    """Profile ``python -m course.ncu PAYLOAD`` and return ncu's stdout (the CSV)."""
+    """Profile ``python -m course.hardware.ncu PAYLOAD`` and return ncu's stdout (the CSV)."""
     exe = find()
     if exe is None:
         raise NcuError(
             "Nsight Compute (`ncu`) was not found. It comes with the CUDA toolkit (cuda-nsight-"
             "compute, or the Nsight Compute installer from NVIDIA); put its folder on PATH. "
-            "Without it, course.trace shows the same memory counts in the simulator.")
+            "Without it, course.sim.trace shows the same memory counts in the simulator.")
     cmd = [exe, "--csv", "--print-units", "base", "--page", "raw", "--target-processes", "all",
            "--launch-count", str(launches), "--clock-control", clock_control,
            "--metrics", ",".join(METRICS + [STALLS]),
-           sys.executable, "-m", "course.ncu", str(payload)]
+           sys.executable, "-m", "course.hardware.ncu", str(payload)]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -136,7 +136,7 @@ def _short_name(mangled: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# the subprocess side: python -m course.ncu PAYLOAD
+# the subprocess side: python -m course.hardware.ncu PAYLOAD
 
 def write_payload(fn, args, kwargs, folder: Path) -> Path:
     """Pickle what the subprocess needs to make the call once (see the module docstring)."""

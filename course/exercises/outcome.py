@@ -1,0 +1,23 @@
+"""The outcome of one case of a check: what exercises produce and grading collects.
+
+It lives with the exercises (a tune exercise's target and a predict exercise's questions
+make them too); ``course/grading/report.py`` shows a list of them as a check's report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class CaseResult:
+    """The outcome of one case: its name, launch, and the first problem found (if any)."""
+
+    name: str
+    launch: str
+    passed: bool = True
+    message: str = ""
+    timed_out: bool = False
+    hidden: bool = False
+
+    def fail(self, message: str, timed_out: bool = False) -> None:
+        self.passed, self.message, self.timed_out = False, message, timed_out

@@ -1,0 +1,7 @@
+"""The simulator's microscope: what numba's CUDA simulator lacks, and what it can show.
+
+Floor 2 (may import ``platform`` and ``measure``).  ``warp`` (+ ``warp_bits``) adds warp
+shuffles and votes to the simulator; ``trace`` records every memory access of a simulated
+launch; ``trace_analysis`` counts 32-byte sectors, bank wavefronts, races and uninitialized
+reads from those records - the definitions the tune and predict exercises use.
+"""
