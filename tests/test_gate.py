@@ -182,3 +182,27 @@ def test_gpu_figures_use_the_ceilings_given_and_say_when_the_gpu_was_shared():
     noisy = spec.judge_figures({"ms": ms, "median_ms": ms * 1.6}, "gpu",
                                {"copy_gbps": 3000.0, "fp32_tflops": 50.0})
     assert noisy.passed and "another program was using this GPU" in noisy.message
+
+
+def test_the_timed_launch_gets_plain_contiguous_arrays():
+    """A guarded 2-D buffer's view is strided, and numba compiles slower indexing for it: the
+    tune figure would then measure the check, not the kernel (tune_transpose fell from 0.50
+    to below its 0.485 target on an H100 that way).  The measured launch's arrays are plain;
+    its outputs are still judged (a poisoned, unwritten output fails)."""
+    import numpy as np
+
+    from course.exercises import Case, get
+    from course.grading import judge
+    from course.grading.check import measured_rng
+
+    spec = get("tune_transpose")                  # its GPU case's shape, smaller
+    case = Case("m x n = 64 x 96", {"m": 64, "n": 96}, (3, 2), (32, 8))
+    prep = judge.prepare(spec, case, measured_rng(1), guard=False)
+    bufs = prep.buffers()
+    assert all(b.shape == prep.shapes[k] and b.flags.c_contiguous for k, b in bufs.items())
+    assert np.isnan(bufs["B"]).all()                      # poisoned until written
+    assert judge.judge(spec, case, prep, bufs) is not None
+    done = dict(bufs, B=prep.host["A"].T.copy())
+    assert judge.judge(spec, case, prep, done) is None
+    guarded = judge.prepare(spec, case, measured_rng(1)).buffers()
+    assert guarded["A"].shape != prep.shapes["A"]           # the cases keep their guard bands

@@ -19,8 +19,11 @@ from course.grading.intake import student_name
 
 SUBMISSIONS = REPO / "tests" / "fixtures" / "submissions"
 HIDDEN = REPO / "instructor" / "hidden"
-pytestmark = pytest.mark.skipif(not (REPO / "notebooks" / "01_vector_add.ipynb").exists(),
-                                reason="needs notebooks/01_vector_add.ipynb")
+pytestmark = [
+    pytest.mark.xdist_group("grade-fixtures"),       # one grading run, one worker
+    pytest.mark.skipif(not (REPO / "notebooks" / "01_vector_add.ipynb").exists(),
+                       reason="needs notebooks/01_vector_add.ipynb"),
+]
 TIMEOUT_S = 30        # per submission; the endless-loop fixtures run into it
 
 

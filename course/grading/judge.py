@@ -34,15 +34,17 @@ class Prepared:
     expected: dict                   # output/inout name -> float64 (or exact) reference
     out_specs: dict                  # pure output name -> (shape, dtype)
     shapes: dict = field(default_factory=dict)   # array name -> its shape inside the buffer
+    guard: bool = True               # False: plain contiguous arrays (a timed launch)
 
     def buffers(self) -> dict:
-        """Fresh guarded host buffers for one launch (outputs poisoned, guards set)."""
+        """Fresh host buffers for one launch: outputs poisoned and, unless ``guard`` is off,
+        a guard band around every array."""
         bufs = {}
         for name, value in self.host.items():
             if isinstance(value, np.ndarray):
-                bufs[name] = guarded(value.shape, value.dtype, fill=value)
+                bufs[name] = guarded(value.shape, value.dtype, fill=value, band=self.guard)
         for name, (shape, dtype) in self.out_specs.items():
-            bufs[name] = guarded(shape, np.dtype(dtype))
+            bufs[name] = guarded(shape, np.dtype(dtype), band=self.guard)
         return bufs
 
     def scalars(self) -> dict:
@@ -50,14 +52,18 @@ class Prepared:
         return {k: v for k, v in self.host.items() if not isinstance(v, np.ndarray)}
 
 
-def prepare(spec, case, rng) -> Prepared:
-    """Inputs, reference and output shapes of one case (raises if the spec is broken)."""
+def prepare(spec, case, rng, guard: bool = True) -> Prepared:
+    """Inputs, reference and output shapes of one case (raises if the spec is broken).
+
+    ``guard=False`` is for a tune exercise's timed launch: its arrays are plain and
+    contiguous, as a program would pass them (a view into a guarded 2-D buffer is strided,
+    and numba compiles slower index arithmetic for it); its outputs are still judged."""
     host = spec.make_inputs(case, rng)
     expected = spec.reference(case, {k: _copy(v) for k, v in host.items()})
     out_specs = spec.outputs(case)
     shapes = {k: v.shape for k, v in host.items() if isinstance(v, np.ndarray)}
     shapes.update({k: tuple(s) for k, (s, _d) in out_specs.items()})
-    return Prepared(host, expected, out_specs, shapes)
+    return Prepared(host, expected, out_specs, shapes, guard)
 
 
 def judge(spec, case, prep: Prepared, returned: dict, rep: int = 0) -> str | None:
@@ -122,10 +128,15 @@ def guard_value(dtype):
     return poison(dtype)
 
 
-def guarded(shape, dtype, fill=None) -> np.ndarray:
+def guarded(shape, dtype, fill=None, band: bool = True) -> np.ndarray:
     """A host buffer: data (``fill``, or the poison) plus a sentinel guard band after
-    (1-D) or around (2-D+) it."""
-    full = (shape[0] + GUARD,) if len(shape) == 1 else tuple(s + GUARD_2D for s in shape)
+    (1-D) or around (2-D+) it (none when ``band`` is off)."""
+    if not band:
+        full = tuple(shape)
+    elif len(shape) == 1:
+        full = (shape[0] + GUARD,)
+    else:
+        full = tuple(s + GUARD_2D for s in shape)
     buf = np.full(full, guard_value(dtype), dtype=dtype)
     buf[_region(shape)] = poison(dtype) if fill is None else fill
     return buf

@@ -63,10 +63,13 @@ class Judge:
     start_measurer: object              # () -> a started _Child running measurer.py
     measurer: object = None
 
-    def fresh_measurer(self):
-        self.close_measurer()
-        self.measurer = self.start_measurer()
-        self.measurer.greeted()
+    def ready_measurer(self):
+        """The submission's measurer: started on the first kernel exercise, kept for the
+        next one (it rebuilds each exercise's unit in place of the last), started afresh
+        after one whose kernel hung or broke it."""
+        if self.measurer is None:
+            self.measurer = self.start_measurer()
+            self.measurer.greeted()
         return self.measurer
 
     def close_measurer(self):
@@ -173,7 +176,7 @@ def _judge_kernel(jd: Judge, spec, unit, unit_error) -> tuple[str, list]:
     if why:
         return why, []
     try:
-        m = jd.fresh_measurer()
+        m = jd.ready_measurer()
         reply, _ = m.ask({"op": "load", "unit": unit}, "loaded")
         if reply.get("error"):
             return f"your kernel cannot be checked: {str(reply['error'])[:500]}", []
@@ -182,10 +185,11 @@ def _judge_kernel(jd: Judge, spec, unit, unit_error) -> tuple[str, list]:
             cases.append(_judge_measure(m, spec, jd))
     except (WireError, Tampered) as exc:
         last = jd.measurer.last_words() if jd.measurer else ""
+        jd.close_measurer()
         return (f"the kernel broke the process that measures it ({exc}"
                 + (f"; {last}" if last else "") + ")"), []
-    finally:
-        jd.close_measurer()
+    if any(c.timed_out for c in cases):
+        jd.close_measurer()          # a hung kernel may still hold the GPU: start afresh
     return "", cases
 
 
@@ -223,7 +227,7 @@ def _judge_measure(m, spec, jd: Judge) -> CaseResult:
     from .measurer import device_lock
 
     case = spec.measured_case(jd.mode)
-    prep = judge.prepare(spec, case, measured_rng(jd.seed))
+    prep = judge.prepare(spec, case, measured_rng(jd.seed), guard=False)
     with device_lock(jd.mode == "gpu"):
         reply, arrays = m.ask({"op": "measure", "exercise": spec.name,
                                "case": _case_data(case), "shapes": prep.shapes,

@@ -212,7 +212,10 @@ def launch(variant: str, d_bytes, n_ch: int, *, hist=None, threads_per_block: in
     blocks = lambda n: math.ceil(n / 256)  # noqa: E731 - one thread per output element
     if variant == "global_atomics":
         zero_fill[blocks(hist.size), 256](hist.reshape(1, n_ch, NUM_BINS))
-        histogram_global_atomics[32 * runtime.sm_count(), threads_per_block](d_bytes, hist)
+        # 32 blocks per SM, grid-stride - but no more blocks than elements to cover (a tiny
+        # input, as in the simulator, would otherwise launch thousands of idle threads)
+        grid = min(32 * runtime.sm_count(), math.ceil(d_bytes.size / threads_per_block))
+        histogram_global_atomics[max(1, grid), threads_per_block](d_bytes, hist)
     elif variant == "block_per_channel":
         histogram_block_per_channel[n_ch, threads_per_block](d_bytes, hist)
     elif variant == "two_phase":
@@ -298,7 +301,8 @@ def hist1d(x, variant: str = "shared", blocks: int | None = None, threads_per_bl
         raise ValueError(f"x must be a non-empty 1-D uint8 array; got {x.dtype} {x.shape}")
     kernel = {"global_atomics": hist1d_global_atomics, "shared": hist1d_shared}[variant]
     d_hist = cuda.to_device(np.zeros(NUM_BINS, np.int32))
-    kernel[blocks or 8 * runtime.sm_count(), threads_per_block](cuda.to_device(x), d_hist)
+    grid = blocks or max(1, min(8 * runtime.sm_count(), math.ceil(x.size / threads_per_block)))
+    kernel[grid, threads_per_block](cuda.to_device(x), d_hist)
     return d_hist.copy_to_host()
 
 
