@@ -48,16 +48,21 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str]]:
     return subs, summary
 
 
+_MEASURED: dict = {}      # this process's GPU ceilings, measured once
+
+
 def worker_ceilings(opts) -> dict | None:
-    """The GPU's ceilings, measured now under the measuring lock (None in the simulator)."""
+    """This machine's GPU ceilings, measured once per process under the measuring lock
+    (None in the simulator).  A Dask worker measures its own GPU: ceilings measured where
+    the run started would belong to another device."""
     if opts.mode != "gpu":
         return None
-    if getattr(opts, "ceilings", None):
-        return opts.ceilings
-    from .measurer import device_lock, measure_ceilings
+    if "ceilings" not in _MEASURED:
+        from .measurer import device_lock, measure_ceilings
 
-    with device_lock():
-        ceilings = measure_ceilings()
-    print(f"ceilings measured for this run: copy {ceilings['copy_gbps']:.0f} GB/s, "
-          f"FP32 {ceilings['fp32_tflops']:.1f} TFLOP/s")
-    return ceilings
+        with device_lock():
+            _MEASURED["ceilings"] = measure_ceilings()
+        c = _MEASURED["ceilings"]
+        print(f"ceilings measured for this run: copy {c['copy_gbps']:.0f} GB/s, "
+              f"FP32 {c['fp32_tflops']:.1f} TFLOP/s")
+    return _MEASURED["ceilings"]
