@@ -90,9 +90,8 @@ def gate_error(spec, unit: dict, seed: int) -> str | None:
     first launch; else the sentence the check shows."""
     from types import SimpleNamespace
 
-    from numba import cuda
-
     from .gate import GateUnavailable, gate, launch_types
+    from .launch import views_of
     from .unit import constants
 
     kernel = SimpleNamespace(py_func=SimpleNamespace(__globals__=constants(unit)))
@@ -102,10 +101,7 @@ def gate_error(spec, unit: dict, seed: int) -> str | None:
     case = cases[0] if cases else spec.measured_case()
     try:
         prep = judge.prepare(spec, case, case_rng(seed, 0))
-        bufs = prep.buffers()
-        views = dict(prep.scalars())
-        for name, buf in bufs.items():
-            views[name] = cuda.to_device(buf)[tuple(slice(0, s) for s in prep.shapes[name])]
+        _dev, views = views_of(prep.buffers(), prep.shapes, prep.scalars())
         calls = launch_types(spec, kernel, case, views)
     except Exception as exc:  # noqa: BLE001 - a broken spec must still report
         return spec_broken(exc)

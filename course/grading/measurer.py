@@ -10,9 +10,10 @@ the kernel in a fresh namespace, then answers the judge one request at a time:
 - ``measure``: a tune exercise's measured launch: traced counts in the simulator, CUDA-event
   times on a GPU (the judge holds the GPU's lock meanwhile, see :func:`device_lock`), then
   one more launch on fresh buffers whose outputs go back to be judged: a kernel that skips
-  work at the measured size gets no figure;
-- ``ceilings``: the copy bandwidth and FP32 rate that GPU figures are divided by, asked of a
-  measurer that has loaded no unit, once per grading run.
+  work at the measured size gets no figure.
+
+The ceilings GPU figures are divided by are measured by the judge itself, before any worker
+starts (``prepare.py``, with :func:`measure_ceilings` below): no student kernel runs there.
 
 Why a separate process at all: a cell's Python can patch anything in the process it runs
 in (``course``, numpy, the timing helper).  Here there is nothing of it to run.
@@ -79,8 +80,7 @@ def measure_launch(spec, fn, case, arrays, shapes, scalars) -> tuple[dict, dict]
     return figures, {name: d.copy_to_host() for name, d in dev.items()}
 
 
-_REPLY = {"load": "loaded", "launch": "launched", "measure": "measured",
-          "ceilings": "ceilings"}
+_REPLY = {"load": "loaded", "launch": "launched", "measure": "measured"}
 
 
 def main(argv=None) -> int:
@@ -120,8 +120,6 @@ def main(argv=None) -> int:
                 figures, returned = measure_launch(spec, fn, _case(req["case"]), arrays, shapes,
                                              req["scalars"])
                 chan.send({"op": "measured", "figures": figures}, returned)
-            elif op == "ceilings":
-                chan.send({"op": "ceilings", "ceilings": measure_ceilings()})
             else:  # "bye"
                 break
         except Exception as exc:  # noqa: BLE001 - the judge reports it
