@@ -8,13 +8,14 @@ The package is built in floors, each a subpackage that imports only from the flo
 it (``tests/test_layout.py`` checks): ``platform`` (mode, device, files) -> ``measure``
 (timing, ceilings, tables) -> ``sim`` (the simulator's warp intrinsics and tracer) ->
 ``hardware`` (Nsight Compute, profiles, occupancy) -> ``kernels`` (one module per lesson) ->
-``exercises`` (specs) -> ``grading`` (checks and grading) -> ``show`` (plots, widgets,
-figures) -> ``bench`` (reports from a GPU).
+``exercises`` (specs) -> ``grading`` (checks and grading) -> ``leaderboard`` (the class
+service) -> ``show`` (plots, widgets, figures) -> ``bench`` (reports from a GPU).
 
 Everything else is imported on first use::
 
     course.check("vector_add", add)      # auto-graded check -> CheckResult
     course.progress()                    # which checks passed, in which mode, when
+    course.submit("tune_vector_add", add_fast)   # the class leaderboard (GPU time, rank)
     course.benchmark(fn)                 # timing (CUDA events on a GPU)
     course.profile(kernel[grid, block], *args)   # Nsight Compute / the simulator's tracer
     course.size(lecture=1 << 20, sim=2000)
@@ -37,6 +38,7 @@ _LAZY = {
     "benchmark": ("course.measure.timing", "benchmark"),
     "device_info": ("course.platform.runtime", "device_info"),
     "profile": ("course.hardware.profiling", "profile"),
+    "submit": ("course.leaderboard.client", "submit"),
 }
 
 __all__ = ["MODE", "size", "banner", *_LAZY]

@@ -18,6 +18,8 @@ COMMANDS = {
     "profiles": ("course.bench.profile_capture", "main", "capture the profiles lesson 10 shows (GPU)"),
     "notebooks": ("course.grading.distribute", "notebooks_main", "copy the notebooks into a folder (wheel installs)"),
     "colab": ("course.grading.distribute", "colab_main", "the README's Open-in-Colab links; a fork's Colab cells"),
+    "leaderboard": ("course.leaderboard.cli", "main", "the class leaderboard: serve, tokens, export"),
+    "submit": ("course.leaderboard.client", "main", "submit a kernel file to the class leaderboard"),
     "gradescope": ("course.grading.gradescope", "main", "write a Gradescope autograder zip"),
 }
 

@@ -49,6 +49,24 @@ def test_results_of_a_graded_row_validate_and_mark_hidden_cases():
     assert va["name"] == "vector_add (write)" and va["status"] == "failed"
     assert "(hidden case)" in va["output"] and "hidden-cases" in va["tags"]
     assert r["tests"][1]["status"] == "passed"
+    assert "leaderboard" not in r                     # no tune exercise timed
+
+
+def test_the_leaderboard_field_holds_each_timed_tune_exercise():
+    g = Graded("bob", "01_vector_add.ipynb", "01_vector_add", "gpu", seed=3,
+               points={"tune_vector_add": 1.0, "vector_add": 1.0},
+               max_points={"tune_vector_add": 1.0, "vector_add": 1.0})
+    ok = {"name": "n = 1", "launch": "[1, 32]", "passed": True, "hidden": False, "message": ""}
+    timed = {"name": "tune target (GPU)", "launch": "", "passed": True, "hidden": False,
+             "message": "", "figures": {"ms": 0.29, "mean_ms": 0.2912, "std_ms": 0.001}}
+    g.results["tune_vector_add"] = {"cases": [ok, timed]}
+    g.results["vector_add"] = {"cases": [ok]}
+    r = gradescope.results(g, 1.0)
+    jsonschema.validate(r, gradescope.SCHEMA)
+    assert r["leaderboard"] == [{"name": "tune_vector_add (ms)", "value": 0.2912,
+                                 "order": "asc"}]
+    g.results["tune_vector_add"]["cases"][0] = dict(ok, passed=False)   # a wrong kernel
+    assert "leaderboard" not in gradescope.results(g, 1.0)
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from conftest import REPO
 PACKAGE = REPO / "course"
 # bottom to top; "course" is the package root (the mode switch every layer may ask for)
 FLOORS = ["platform", "measure", "sim", "course", "hardware", "kernels", "exercises",
-          "grading", "show", "bench", "__main__"]
-FORBIDDEN = {("show", "grading")}       # display may use anything below but grading
+          "grading", "leaderboard", "show", "bench", "__main__"]
+FORBIDDEN = {("show", "grading"), ("show", "leaderboard")}   # display: not grading or service
 MAX_ROOT_MODULES = 8
 
 

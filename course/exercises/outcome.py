@@ -18,6 +18,7 @@ class CaseResult:
     message: str = ""
     timed_out: bool = False
     hidden: bool = False
+    figures: dict | None = None    # a measured launch's raw figures (times, counts)
 
     def fail(self, message: str, timed_out: bool = False) -> None:
         self.passed, self.message, self.timed_out = False, message, timed_out

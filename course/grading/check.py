@@ -21,6 +21,7 @@ everything becomes a failed case with a message.
 """
 from __future__ import annotations
 
+import numbers
 import secrets
 import time
 
@@ -204,7 +205,10 @@ def judge_measured(spec, case, prep, returned: dict, figures: dict, mode=None,
         res = CaseResult("tune target", case.launch)
         res.fail(f"no figure: the measured launch ({case.name}) gave wrong results - {wrong}")
         return res
-    return spec.judge_figures(figures, mode, ceilings)
+    res = spec.judge_figures(figures, mode, ceilings)
+    res.figures = {k: float(v) for k, v in figures.items()
+                   if isinstance(v, numbers.Real) and not isinstance(v, bool)}
+    return res
 
 
 def measure_failed(why: str) -> CaseResult:

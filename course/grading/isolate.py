@@ -35,7 +35,7 @@ from pathlib import Path
 
 SCRATCH_MB = 256          # the writable tmpfs of one sandbox (all its files together)
 MEMORY_MB = 8192          # a cgroup's memory limit (all processes of one sandbox)
-PIDS_MAX = 256            # a cgroup's process limit
+PIDS_MAX = 4096           # a cgroup's task limit: the simulator runs a thread per CUDA thread (1,024 a block)
 
 
 class Isolation:

@@ -168,6 +168,8 @@ def compare(name: str, got: np.ndarray, expected, tol) -> str | None:
         with np.errstate(invalid="ignore"):
             wrong = ~(np.abs(got.astype(np.float64) - expected) <=
                       tol.atol + tol.rtol * np.abs(expected))
+    if expected.dtype.kind == "f":
+        wrong &= ~np.isnan(expected)     # NaN in a reference: an element not judged
     if not wrong.any():
         return None
     first = tuple(int(i) for i in np.argwhere(wrong)[0])

@@ -62,6 +62,11 @@ class Judge:
     ceilings: dict | None               # GPU: measured once per run, before any worker
     start_measurer: object              # () -> a started _Child running measurer.py
     measurer: object = None
+    on_stage: object = None             # (stage) -> None: "testing", then "timing"
+
+    def stage(self, name: str) -> None:
+        if self.on_stage is not None:
+            self.on_stage(name)
 
     def ready_measurer(self):
         """The submission's measurer: started on the first kernel exercise, kept for the
@@ -80,7 +85,7 @@ class Judge:
 
 def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
                 case_time_limit: float | None, *, mode: str, isolation=None,
-                ceilings: dict | None = None) -> Outcome:
+                ceilings: dict | None = None, on_stage=None) -> Outcome:
     """Run ``steps`` (from ``batch.make_steps``) in a worker and judge every exercise."""
     out = Outcome()
     deadline = time.monotonic() + timeout
@@ -92,7 +97,7 @@ def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
         jd = Judge(seed, case_time_limit or TIME_LIMIT_S[mode], mode, ceilings,
                    lambda: _Child("course.grading.measurer",
                                   Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
-                                  deadline, memory_mb, timeout, isolation))
+                                  deadline, memory_mb, timeout, isolation), on_stage=on_stage)
         try:
             worker.greeted()
             out.events.append({"event": "mode", "mode": mode})
@@ -114,6 +119,27 @@ def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
             worker.stop()
             jd.close_measurer()
     return out
+
+
+def judge_unit(spec, unit: dict, seed: int, timeout: float, memory_mb: int, *, mode: str,
+               isolation=None, ceilings: dict | None = None, on_stage=None,
+               limit: float | None = None) -> tuple[str, list]:
+    """(error, cases) of a kernel that arrived as a unit (data: the leaderboard's
+    ``course.submit``): no student statement to run, so no worker; the gate, then the
+    measurer runs every case and, for a tune exercise or board, the measured launch."""
+    deadline = time.monotonic() + timeout
+    run_dir = isolation.run_dir if isolation is not None else None
+    with tempfile.TemporaryDirectory(prefix="course-judge-", dir=run_dir) as tmp:
+        jd = Judge(seed, limit or TIME_LIMIT_S[mode], mode, ceilings,
+                   lambda: _Child("course.grading.measurer",
+                                  Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
+                                  deadline, memory_mb, timeout, isolation), on_stage=on_stage)
+        try:
+            return _judge_kernel(jd, spec, unit, None)
+        except Tampered as exc:
+            return f"the kernel unit is malformed ({exc})", []
+        finally:
+            jd.close_measurer()
 
 
 def _tampered(out: Outcome, message: str) -> None:
@@ -155,7 +181,8 @@ def _run_step(worker, jd: Judge, n: int, step: dict, out: Outcome) -> None:
         err, cases = _judge_kernel(jd, spec, reply.get("unit"), reply.get("unit_error"))
     out.events.append({"event": "exercise", "name": ex, "error": err, "cases": [
         {"name": c.name, "launch": c.launch, "hidden": c.hidden, "passed": c.passed,
-         "message": c.message} for c in cases]})
+         "message": c.message, "figures": c.figures, "timed_out": c.timed_out}
+        for c in cases]})
 
 
 def _judge_kernel(jd: Judge, spec, unit, unit_error) -> tuple[str, list]:
@@ -180,8 +207,10 @@ def _judge_kernel(jd: Judge, spec, unit, unit_error) -> tuple[str, list]:
         reply, _ = m.ask({"op": "load", "unit": unit}, "loaded")
         if reply.get("error"):
             return f"your kernel cannot be checked: {str(reply['error'])[:500]}", []
+        jd.stage("testing")
         cases = run_cases(spec, None, jd.seed, True, jd.limit, launch=_measured_launch(m))
         if spec.kind == "tune" and cases and all(c.passed for c in cases):
+            jd.stage("timing")
             cases.append(_judge_measure(m, spec, jd))
     except (WireError, Tampered) as exc:
         last = jd.measurer.last_words() if jd.measurer else ""

@@ -1,0 +1,132 @@
+"""``python -m course leaderboard serve | tokens | export``.
+
+    python -m course leaderboard tokens --db class.db --roster roster.csv --out tokens.csv
+    COURSE_LEADERBOARD_ADMIN_TOKEN=... python -m course leaderboard serve --db class.db \\
+        --roster roster.csv --host 0.0.0.0 --port 8000 [--scheduler tcp://host:8786]
+    python -m course leaderboard export --db class.db --out submissions.csv
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+import sys
+from pathlib import Path
+
+from .store import Store
+
+
+def _roster(path: Path | None):
+    if path is None:
+        return None
+    from ..grading.lms import RosterError, read_roster
+
+    try:
+        return read_roster(path)
+    except RosterError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+def tokens(opts) -> int:
+    roster = _roster(opts.roster)
+    if opts.out.exists():
+        print(f"error: {opts.out} exists; tokens are written once (choose another --out)",
+              file=sys.stderr)
+        return 2
+    store = Store(opts.db)
+    new, kept = store.issue_tokens(sorted(roster))
+    with open(opts.out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["student", "token"])
+        w.writerows(new)
+    print(f"{len(new)} new token(s) written to {opts.out} (only their hashes are in "
+          f"{opts.db}); {len(kept)} student(s) already had one")
+    return 0
+
+
+def export(opts) -> int:
+    store = Store(opts.db)
+    if opts.out:
+        with open(opts.out, "w", newline="") as f:
+            n = store.export_csv(f)
+        print(f"{n} submission(s) written to {opts.out}")
+    else:
+        store.export_csv(sys.stdout)
+    return 0
+
+
+def _judge(spec: str | None):
+    if not spec:
+        return None
+    module, _, func = spec.partition(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def serve(opts) -> int:
+    import uvicorn
+
+    from ..platform import runtime
+    from . import queue as queues
+    from . import runner
+    from .app import create_app, settings_from_env
+
+    store = Store(opts.db)
+    roster = _roster(opts.roster)
+    if roster is not None:
+        store.restrict_to(set(roster))
+    isolation = None
+    if opts.isolation != "none":
+        isolation, said = runner.sandbox([Path(opts.db).resolve().parent])
+        print(said)
+    judge = _judge(opts.judge)
+    if opts.scheduler:
+        q = queues.DaskQueue(store, opts.scheduler, task=judge)
+        where = f"Dask scheduler {opts.scheduler} (tasks need GPU=1)"
+    else:
+        q = queues.LocalQueue(store, judge=judge, isolation=isolation,
+                              case_time_limit=opts.case_time_limit)
+        where = "this machine, one submission at a time"
+    settings = settings_from_env(runtime.MODE, rate=opts.rate, per_s=opts.per)
+    app = create_app(store, q, settings)
+    requeued = q.start()
+    print(f"leaderboard: {opts.db}, mode {runtime.MODE} ({runtime.device_name()}), queue on "
+          f"{where}; {requeued} unfinished submission(s) queued again"
+          + ("" if settings.admin_token else "; no COURSE_LEADERBOARD_ADMIN_TOKEN: no "
+             "instructor access"), flush=True)
+    print(f"serving on http://{opts.host}:{opts.port}/boards", flush=True)
+    try:
+        uvicorn.run(app, host=opts.host, port=opts.port, root_path=opts.root_path,
+                    log_level="warning")
+    finally:
+        q.stop()
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m course leaderboard",
+                                 description="The class leaderboard service.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="run the service (HTTP API + pages)")
+    s.add_argument("--db", type=Path, required=True, help="SQLite file (made if missing)")
+    s.add_argument("--roster", type=Path, help="only these students may submit")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--scheduler", help="tcp://... of a Dask scheduler with GPU workers")
+    s.add_argument("--rate", type=int, default=6, help="submissions per student per --per s")
+    s.add_argument("--per", type=float, default=60.0)
+    s.add_argument("--root-path", default="", help="the prefix behind a proxy "
+                   "(JupyterHub service: /services/leaderboard)")
+    s.add_argument("--isolation", choices=["auto", "none"], default="auto",
+                   help="the grading sandbox for files run to find a kernel (default auto)")
+    s.add_argument("--case-time-limit", type=float, help="seconds per test case (default "
+                   "10 on a GPU, 60 in the simulator)")
+    s.add_argument("--judge", help=argparse.SUPPRESS)   # MODULE:FUNC, tests only
+    t = sub.add_parser("tokens", help="make a token for each roster student (CSV, once)")
+    t.add_argument("--db", type=Path, required=True)
+    t.add_argument("--roster", type=Path, required=True)
+    t.add_argument("--out", type=Path, required=True)
+    e = sub.add_parser("export", help="every submission as CSV")
+    e.add_argument("--db", type=Path, required=True)
+    e.add_argument("--out", type=Path)
+    opts = ap.parse_args(argv)
+    return {"serve": serve, "tokens": tokens, "export": export}[opts.cmd](opts)

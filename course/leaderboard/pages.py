@@ -1,0 +1,158 @@
+"""The leaderboard's HTML pages: plain HTML and CSS, an inline SVG chart, no build step.
+
+``/boards`` lists the boards; ``/boards/{board}`` ranks every student's fastest passing
+submission (rank, student, time ± spread, best, submission time, device), shows the seeds'
+and the course's reference times, draws the board's best time over the term, and - once
+signed in with a token at ``/signin`` (a cookie, HttpOnly) - your own submissions.
+Links carry the ASGI root path, so the pages work behind JupyterHub's proxy.
+"""
+from __future__ import annotations
+
+import html
+import time
+from urllib.parse import parse_qs
+
+from starlette.responses import HTMLResponse, RedirectResponse
+from starlette.routing import Route
+
+CSS = """body{font:15px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:62rem;color:#222}
+table{border-collapse:collapse;width:100%;margin:.5rem 0 1.5rem}th,td{padding:.3rem .6rem;
+border-bottom:1px solid #ddd;text-align:left}td.n{text-align:right;font-variant-numeric:
+tabular-nums}tr.ref td{color:#666;font-style:italic}code{background:#f4f4f4;padding:0 .2rem}
+.muted{color:#666}nav a{margin-right:1rem}svg{background:#fafafa;border:1px solid #eee}"""
+
+
+def _page(title: str, body: str, root: str, signed_in: str | None = None) -> HTMLResponse:
+    who = (f'signed in as <b>{html.escape(signed_in)}</b> · <a href="{root}/signout">sign '
+           f'out</a>' if signed_in else f'<a href="{root}/signin">sign in</a>')
+    return HTMLResponse(f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title><style>{CSS}</style></head><body>
+<nav><a href="{root}/boards">All boards</a><span class="muted">{who}</span></nav>
+<h1>{html.escape(title)}</h1>{body}</body></html>""")
+
+
+def _when(t) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:.4g} ms"
+
+
+def chart(points: list[tuple[float, float]], width: int = 640, height: int = 180) -> str:
+    """An SVG step line of the board's best time (ms) against the finish time."""
+    if not points:
+        return '<p class="muted">No timed submission yet: the curve starts with the first.</p>'
+    t0, t1 = points[0][0], max(points[-1][0], points[0][0] + 1)
+    hi, lo = max(p[1] for p in points), min(p[1] for p in points)
+    span = (hi - lo) or hi or 1.0
+    pad = 30
+
+    def xy(t, v):
+        return (pad + (t - t0) / (t1 - t0) * (width - 2 * pad),
+                height - pad - (v - lo) / span * (height - 2 * pad))
+    d, last = [], None
+    for t, v in points:
+        x, y = xy(t, v)
+        d.append(f"M{x:.1f},{y:.1f}" if last is None else f"H{x:.1f}V{y:.1f}")
+        last = (x, y)
+    d.append(f"H{width - pad}")
+    return (f'<svg role="img" aria-label="best time over the term" width="{width}" '
+            f'height="{height}" viewBox="0 0 {width} {height}"><path d="{" ".join(d)}" '
+            f'fill="none" stroke="#2a6fdb" stroke-width="2"/>'
+            f'<text x="{pad}" y="16" font-size="12">best {lo:.4g} ms (from {hi:.4g} ms)</text>'
+            f'<text x="{pad}" y="{height - 8}" font-size="11">{_when(t0)}</text>'
+            f'<text x="{width - pad}" y="{height - 8}" font-size="11" text-anchor="end">'
+            f'{_when(points[-1][0])}</text></svg>')
+
+
+def routes(store, settings, who) -> list:
+    def root(request) -> str:
+        return request.scope.get("root_path", "").rstrip("/")
+
+    def signed_in(request):
+        try:
+            return who(request, settings, store, required=False)[0]
+        except Exception:  # noqa: BLE001 - a bad cookie is no sign-in
+            return None
+
+    async def index(request):
+        return RedirectResponse(f"{root(request)}/boards", status_code=307)
+
+    async def all_boards(request):
+        r = root(request)
+        rows = []
+        for b in settings.boards.values():
+            d = b.describe(settings.mode)
+            ranked = store.ranked(b.name)
+            best = _ms(ranked[0]["mean_ms"]) if ranked else "-"
+            rows.append(f'<tr><td><a href="{r}/boards/{b.name}">{b.name}</a></td>'
+                        f'<td><code>{html.escape(d["signature"])}</code></td>'
+                        f'<td>{html.escape(d["timed_shape_gpu"])}</td><td class="n">'
+                        f'{len(ranked)}</td><td class="n">{best}</td></tr>')
+        mode = ("" if settings.mode == "gpu" else '<p class="muted">This service runs on '
+                "the simulator: submissions are tested, not timed, and nobody is ranked.</p>")
+        return _page("Leaderboards", mode + "<table><tr><th>board</th><th>your kernel</th>"
+                     "<th>timed at</th><th>students</th><th>best</th></tr>" + "".join(rows)
+                     + "</table>", r, signed_in(request))
+
+    async def one_board(request):
+        r, name = root(request), request.path_params["board"]
+        if name not in settings.boards:
+            return _page("No such board", f"<p>There is no board called "
+                         f"<code>{html.escape(name)}</code>.</p>", r, signed_in(request))
+        d = settings.boards[name].describe(settings.mode)
+        me = signed_in(request)
+        body = [f'<p>{html.escape(d["goal"])}</p><p>Define <code>{html.escape(d["signature"])}'
+                f'</code>; timed at <b>{html.escape(d["timed_shape_gpu"])}</b> '
+                f'({html.escape(d["dtypes"])}). Tests: {html.escape(d["tests"])}.</p>',
+                "<h2>Ranking</h2><table><tr><th>rank</th><th>student</th><th>time</th>"
+                "<th>best</th><th>submitted</th><th>device</th></tr>"]
+        for row in store.ranked(name):
+            body.append(f'<tr><td class="n">{row["rank"]}</td><td>'
+                        f'{html.escape(row["student"])}</td><td class="n">'
+                        f'{row["mean_ms"]:.4g} ± {row["std_ms"] or 0:.2g} ms</td>'
+                        f'<td class="n">{_ms(row["best_ms"])}</td><td>{_when(row["created"])}'
+                        f'</td><td>{html.escape(row["device"] or "")}</td></tr>')
+        for ref in d["references"]:
+            body.append(f'<tr class="ref"><td>ref</td><td>{html.escape(ref["who"])}</td>'
+                        f'<td class="n">{ref["ms"]:.4g} ms</td><td></td><td colspan="2">'
+                        f'{html.escape(ref["note"])}</td></tr>')
+        body.append("</table><h2>Best time over the term</h2>" + chart(store.best_over_time(name)))
+        if me:
+            body.append("<h2>Your submissions</h2><table><tr><th>id</th><th>status</th>"
+                        "<th>time</th><th>submitted</th><th>message</th></tr>")
+            for s in store.history(me, name):
+                body.append(f'<tr><td class="n">{s["id"]}</td><td>{s["status"]}</td>'
+                            f'<td class="n">{_ms(s["mean_ms"])}</td><td>{_when(s["created"])}'
+                            f'</td><td>{html.escape((s["message"] or "")[:300])}</td></tr>')
+            body.append("</table>")
+        return _page(f"Board: {name}", "".join(body), r, me)
+
+    async def signin(request):
+        r = root(request)
+        if request.method == "POST":
+            form = parse_qs((await request.body())[:4096].decode(errors="replace"))
+            token = (form.get("token") or [""])[0].strip()
+            ok = token and (store.student_for(token) or token == settings.admin_token)
+            if ok:
+                resp = RedirectResponse(f"{r}/boards", status_code=303)
+                resp.set_cookie("leaderboard_token", token, httponly=True, samesite="strict",
+                                max_age=120 * 86400)
+                return resp
+            msg = '<p style="color:#b00">That token is not known here.</p>'
+        else:
+            msg = ""
+        return _page("Sign in", msg + f'<form method="post" action="{r}/signin"><label>Your '
+                     'token <input name="token" type="password" size="40"></label> '
+                     '<button type="submit">Sign in</button></form>', r)
+
+    async def signout(request):
+        resp = RedirectResponse(f"{root(request)}/boards", status_code=303)
+        resp.delete_cookie("leaderboard_token")
+        return resp
+
+    return [Route("/", index), Route("/boards", all_boards),
+            Route("/boards/{board}", one_board),
+            Route("/signin", signin, methods=["GET", "POST"]), Route("/signout", signout)]

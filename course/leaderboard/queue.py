@@ -1,0 +1,149 @@
+"""Who drains the queue: one local thread (one GPU), or Dask workers (one per GPU).
+
+The database is the queue: a submission is ``queued`` in SQLite before the HTTP answer, and
+a dispatcher claims queued rows one at a time (``Store.claim`` changes a row only if it is
+still queued, so nothing runs twice).  Locally, the claimed submission is judged in this
+process's thread (``runner.judge_submission``: gate, tests, timed launch, in child
+processes).  With ``--scheduler tcp://...`` it goes to the Dask cluster as a task that needs
+the resource ``GPU=1``: start one worker per GPU with ``--resources GPU=1`` (and
+``CUDA_VISIBLE_DEVICES`` set) and several GPUs on several machines drain one queue, each
+timing one submission at a time.  Either way, a restart puts unfinished work back in the
+queue (``Store.requeue_unfinished``) and it runs again.
+"""
+from __future__ import annotations
+
+import threading
+import traceback
+
+from . import runner
+
+
+class LocalQueue:
+    """Judge queued submissions one after the other in a background thread."""
+
+    def __init__(self, store, judge=None, isolation=None, poll_s: float = 0.5,
+                 case_time_limit: float | None = None):
+        self.store, self.isolation, self.poll_s = store, isolation, poll_s
+        self.limit = case_time_limit
+        self.judge = judge or runner.judge_submission
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="leaderboard-queue",
+                                        daemon=True)
+        self.current = None
+
+    def start(self) -> int:
+        n = self.store.requeue_unfinished()
+        self._thread.start()
+        return n
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float = 5) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            for sid in self.store.queued(limit=20):
+                if self._stop.is_set():
+                    return
+                sub = self.store.claim(sid)
+                if sub is not None:
+                    self.current = sid
+                    self._run(sub)
+                    self.current = None
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+
+    def _run(self, sub: dict) -> None:
+        sid = sub["id"]
+        try:
+            result = self.judge(sub["board"], _payload(sub),
+                                on_stage=lambda st: self.store.set_status(sid, st),
+                                isolation=self.isolation, case_time_limit=self.limit)
+        except Exception as exc:  # noqa: BLE001 - the queue must go on
+            traceback.print_exc()
+            result = {"status": "error", "passed": None,
+                      "message": f"the leaderboard failed to judge this ({exc})"}
+        self.store.finish(sid, result.pop("status"), result)
+
+
+def _payload(sub: dict) -> dict:
+    return {"source": sub["source"], "function": sub["function"], "unit": sub.get("unit")}
+
+
+def judge_on_worker(board: str, payload: dict) -> dict:
+    """A Dask task: judge one submission on the worker's GPU, in that worker's sandbox."""
+    isolation = _WORKER.get("isolation")
+    if "isolation" not in _WORKER:
+        isolation, said = runner.sandbox([])
+        print(said)
+        _WORKER["isolation"] = isolation
+    return runner.judge_submission(board, payload, isolation=isolation)
+
+
+_WORKER: dict = {}
+
+
+class DaskQueue:
+    """Send queued submissions to a Dask cluster; each task holds one ``GPU`` resource."""
+
+    def __init__(self, store, scheduler: str, task=None, in_flight: int = 64,
+                 poll_s: float = 0.5):
+        from distributed import Client
+
+        self.store, self.poll_s, self.in_flight = store, poll_s, in_flight
+        self.client = Client(scheduler, set_as_default=False)
+        self.task = task or judge_on_worker
+        self._running: dict = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="leaderboard-dask",
+                                        daemon=True)
+
+    def start(self) -> int:
+        n = self.store.requeue_unfinished()
+        self._thread.start()
+        return n
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float = 5) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout)
+        self.client.close()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            room = self.in_flight - len(self._running)
+            for sid in self.store.queued(limit=max(room, 0)):
+                sub = self.store.claim(sid)
+                if sub is None:
+                    continue
+                fut = self.client.submit(self.task, sub["board"], _payload(sub),
+                                         resources={"GPU": 1}, pure=False,
+                                         key=f"leaderboard-{sid}-{sub['attempts']}")
+                with self._lock:
+                    self._running[fut.key] = sid
+                fut.add_done_callback(self._done)
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+
+    def _done(self, fut) -> None:
+        with self._lock:
+            sid = self._running.pop(fut.key, None)
+        if sid is None:
+            return
+        try:
+            result = fut.result()
+        except Exception as exc:  # noqa: BLE001 - a worker died: the row says so
+            result = {"status": "error", "passed": None,
+                      "message": f"the GPU worker failed ({type(exc).__name__}: {exc})"}
+        self.store.finish(sid, result.pop("status"), result)
+        self._wake.set()

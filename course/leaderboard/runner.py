@@ -1,0 +1,154 @@
+"""One submission, judged: the grader's judge and measurer, unchanged.
+
+A submission arrives as one of two kinds of data:
+
+- a **unit** (what ``course.submit`` sends from a notebook: the kernel's source, its jit
+  options and the constants it uses; ``course/grading/unit.py``) - nothing to run but the
+  kernel, so it goes straight to the compile gate and the measurer;
+- a **source file** and a function name (``python -m course submit``, or any HTTP client) -
+  that file is Python, so it runs in the grading worker's sandbox, which sends back the
+  function's unit; from there on the same path.
+
+Then: the compile gate (numba-cuda's real compiler, sm_75 and sm_90), the board's tests
+(the exercise's public and hidden cases) and, when they all pass, the timed launch at the
+board's shape with this GPU's measuring lock held (one timed launch per GPU at a time), its
+outputs judged.  The figures come from the measurer, which ran nothing but the gated kernel:
+a forged timer in the source file stays in the worker.  In the simulator there is no time:
+the tests run and the submission is marked "not timed".
+"""
+from __future__ import annotations
+
+import platform
+import secrets
+import tempfile
+from pathlib import Path
+
+from ..platform import runtime
+
+TIMEOUT_S = 300          # one submission, all of it
+MEMORY_MB = {"sim": 16384, "gpu": 0}   # address-space limit (CUDA's cuInit needs none);
+#                                         the sandbox's cgroup still caps real memory
+_CEILINGS: dict = {}
+
+
+def environment() -> tuple[str, dict]:
+    """(device name, versions) written beside every result."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(pkg):
+        try:
+            return version(pkg)
+        except PackageNotFoundError:
+            return "not installed"
+    return runtime.device_name(), {"numba-cuda": v("numba-cuda"), "numba": v("numba"),
+                                    "numpy": v("numpy"), "python": platform.python_version()}
+
+
+def ceilings() -> dict | None:
+    """This GPU's copy and FP32 ceilings, measured once per process (lock held)."""
+    if runtime.MODE != "gpu":
+        return None
+    if "c" not in _CEILINGS:
+        from ..grading.measurer import device_lock, measure_ceilings
+
+        with device_lock():
+            _CEILINGS["c"] = measure_ceilings()
+    return _CEILINGS["c"]
+
+
+def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
+                     timeout: float = TIMEOUT_S, seed: int | None = None,
+                     case_time_limit: float | None = None) -> dict:
+    """The verdict of one submission: ``{"status": done|rejected|error, "passed",
+    "message", "mean_ms", "std_ms", "best_ms", "median_ms", "runs", "cases", "device",
+    "versions", "mode", "figures"}``.  Never raises for anything the submission does."""
+    from ..exercises import get
+    from ..grading import session
+
+    seed = secrets.randbits(32) if seed is None else seed
+    device, versions = environment()
+    base = {"device": device, "versions": versions, "mode": runtime.MODE}
+    try:
+        spec = get(board)
+        kw = dict(mode=runtime.MODE, isolation=isolation, ceilings=ceilings())
+        if payload.get("unit") is not None:
+            error, cases = session.judge_unit(spec, payload["unit"], seed, timeout,
+                                              MEMORY_MB[runtime.MODE],
+                                              on_stage=on_stage, limit=case_time_limit, **kw)
+        else:
+            error, cases = _from_source(session, board, payload, seed, timeout, on_stage,
+                                        case_time_limit, kw)
+    except Exception as exc:  # noqa: BLE001 - the service's own failure: say so, keep going
+        return dict(base, status="error", passed=None,
+                    message=f"the leaderboard failed to judge this ({type(exc).__name__}: "
+                            f"{str(exc)[:300]}); it was not your kernel's fault")
+    return dict(base, **verdict(error, cases))
+
+
+def _from_source(session, board, payload, seed, timeout, on_stage, limit,
+                 kw) -> tuple[str, list]:
+    step = {"label": "your file", "kind": "code", "source": payload["source"],
+            "function": payload["function"], "exercise": board}
+    out = session.grade_steps([step], seed, timeout,
+                                              MEMORY_MB[runtime.MODE], limit, on_stage=on_stage, **kw)
+    if out.status != "graded":
+        why = {"timeout": f"it ran past the time limit ({timeout:.0f} s in all)",
+               "crashed": "the process running your file died"
+                          + (f" ({out.last})" if out.last else ""),
+               "tampered": "your file wrote to the judge's pipe"}[out.status]
+        return f"not judged: {why}", []
+    cell = next((e for e in out.events if e["event"] == "cell_error"), None)
+    ex = next((e for e in out.events if e["event"] == "exercise"), None)
+    if ex is None:
+        return f"your file raised an error: {cell['message'] if cell else 'unknown'}", []
+    from ..exercises.outcome import CaseResult
+
+    cases = []
+    for c in ex["cases"]:
+        r = CaseResult(c["name"], c["launch"], c["passed"], c["message"], hidden=c["hidden"])
+        r.figures = c.get("figures")
+        r.timed_out = bool(c.get("timed_out"))
+        cases.append(r)
+    return ex["error"], cases
+
+
+def verdict(error: str, cases: list) -> dict:
+    """The leaderboard's reading of the judge's case results."""
+    tests = [c for c in cases if not c.name.startswith("tune target")]
+    timed = next((c for c in cases if c.name.startswith("tune target")), None)
+    passed_tests = sum(c.passed for c in tests)
+    cases_out = [{"name": c.name, "passed": c.passed, "hidden": c.hidden,
+                  "message": c.message} for c in tests]
+    if error:
+        return {"status": "rejected", "passed": False, "message": error, "cases": cases_out}
+    if not tests or passed_tests < len(tests):
+        first = next((c for c in tests if not c.passed), None)
+        hung = any(c.timed_out for c in tests)
+        msg = (f"tests: {passed_tests} of {len(tests)} passed"
+               + (f"; first failure: {first.name}: {first.message}" if first else "")
+               + ("; the kernel hit the time limit" if hung and "time limit" not in
+                  (first.message if first else "") else ""))
+        return {"status": "rejected", "passed": False, "message": msg, "cases": cases_out}
+    out = {"status": "done", "passed": True, "cases": cases_out}
+    f = (timed.figures or {}) if timed is not None else {}
+    if timed is not None and not timed.passed and not f:
+        return dict(out, status="rejected", passed=False,
+                    message=f"tests passed, but the timed launch failed: {timed.message}")
+    if "mean_ms" in f:
+        out.update(mean_ms=f["mean_ms"], std_ms=f.get("std_ms"), best_ms=f.get("ms"),
+                   median_ms=f.get("median_ms"), runs=int(f.get("runs", 0)),
+                   message=f"tests passed ({len(tests)} of {len(tests)}); {f['mean_ms']:.4g} "
+                           f"± {f.get('std_ms', 0):.2g} ms over {int(f.get('runs', 0))} runs")
+    else:
+        out.update(figures=f, message=f"tests passed ({len(tests)} of {len(tests)}); not "
+                   "timed (simulator: no GPU here, so no time and no rank)"
+                   + (f"; simulated figure: {timed.message}" if timed and timed.message else ""))
+    return out
+
+
+def sandbox(hide: list) -> tuple[object, str]:
+    """The grading sandbox for a service's workers (the database folder hidden)."""
+    from ..grading.isolate import for_grading
+
+    run_dir = Path(tempfile.mkdtemp(prefix="course-leaderboard-run-"))
+    return for_grading(hide, run_dir)

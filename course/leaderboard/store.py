@@ -1,0 +1,216 @@
+"""The leaderboard's storage: one SQLite file in WAL mode, every submission kept.
+
+Tables: ``tokens`` (a student's name and the SHA-256 of their token; the token itself is
+written once, to the instructor's CSV, and never stored) and ``submissions`` (who, board,
+the source and kernel unit sent, status, verdict, every timing figure, the device and the
+versions it ran with, and when it was queued, started and finished).  A submission is
+written before the HTTP answer says 202, so a crash after that loses nothing: at start-up,
+work that was ``testing`` or ``timing`` when the service stopped goes back to ``queued``.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tokens (
+  hash TEXT PRIMARY KEY, student TEXT NOT NULL UNIQUE, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS submissions (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  student TEXT NOT NULL, board TEXT NOT NULL, function TEXT NOT NULL,
+  source TEXT NOT NULL, unit TEXT,
+  status TEXT NOT NULL DEFAULT 'queued',
+  passed INTEGER, message TEXT, mean_ms REAL, std_ms REAL, best_ms REAL, median_ms REAL,
+  runs INTEGER, figures TEXT, cases TEXT, device TEXT, versions TEXT, mode TEXT,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  created REAL NOT NULL, started REAL, finished REAL);
+CREATE INDEX IF NOT EXISTS by_board ON submissions (board, status);
+CREATE INDEX IF NOT EXISTS by_student ON submissions (student, created);
+"""
+STATUSES = ("queued", "testing", "timing", "done", "rejected", "error")
+RESULT_FIELDS = ("passed", "message", "mean_ms", "std_ms", "best_ms", "median_ms", "runs",
+                 "figures", "cases", "device", "versions", "mode")
+EXPORT = ("id", "student", "board", "function", "status", "passed", "mean_ms", "std_ms",
+          "best_ms", "median_ms", "runs", "device", "mode", "created", "finished", "message")
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class Store:
+    """Thread-safe access to one leaderboard database (one connection, one lock)."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self.allowed: set | None = None
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30,
+                                   isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _q(self, sql: str, args=()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def _x(self, sql: str, args=()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._db.execute(sql, args)
+
+    # -- tokens ---------------------------------------------------------------------------
+    def issue_tokens(self, students) -> tuple[list[tuple[str, str]], list[str]]:
+        """(new (student, token) pairs, students who already had one).  Only hashes stay."""
+        have = {r["student"] for r in self._q("SELECT student FROM tokens")}
+        new, kept = [], []
+        for s in students:
+            if s in have:
+                kept.append(s)
+                continue
+            token = secrets.token_urlsafe(24)
+            self._x("INSERT INTO tokens VALUES (?, ?, ?)", (hash_token(token), s, time.time()))
+            have.add(s)
+            new.append((s, token))
+        return new, kept
+
+    def restrict_to(self, students: set) -> None:
+        """Only these students' tokens open the service (a roster; dropped students out)."""
+        self.allowed = set(students)
+
+    def student_for(self, token: str) -> str | None:
+        rows = self._q("SELECT student FROM tokens WHERE hash = ?", (hash_token(token),))
+        student = rows[0]["student"] if rows else None
+        if student is not None and self.allowed is not None and student not in self.allowed:
+            return None
+        return student
+
+    # -- submissions ----------------------------------------------------------------------
+    def add(self, student: str, board: str, function: str, source: str,
+            unit: dict | None) -> int:
+        cur = self._x("INSERT INTO submissions (student, board, function, source, unit, "
+                      "created) VALUES (?, ?, ?, ?, ?, ?)",
+                      (student, board, function, source,
+                       json.dumps(unit) if unit is not None else None, time.time()))
+        return int(cur.lastrowid)
+
+    def submitted_since(self, student: str, since: float) -> int:
+        return self._q("SELECT COUNT(*) AS n FROM submissions WHERE student = ? AND "
+                       "created >= ?", (student, since))[0]["n"]
+
+    def waiting(self, student: str) -> int:
+        return self._q("SELECT COUNT(*) AS n FROM submissions WHERE student = ? AND status "
+                       "IN ('queued', 'testing', 'timing')", (student,))[0]["n"]
+
+    def requeue_unfinished(self) -> int:
+        """After a restart: work that was running goes back to the queue."""
+        return self._x("UPDATE submissions SET status = 'queued', started = NULL WHERE "
+                       "status IN ('testing', 'timing')").rowcount
+
+    def queued(self, limit: int = 100) -> list[int]:
+        return [r["id"] for r in self._q("SELECT id FROM submissions WHERE status = 'queued' "
+                                         "ORDER BY id LIMIT ?", (limit,))]
+
+    def claim(self, sid: int) -> dict | None:
+        """Mark a queued submission as started (once: None if someone else took it)."""
+        cur = self._x("UPDATE submissions SET status = 'testing', started = ?, attempts = "
+                      "attempts + 1 WHERE id = ? AND status = 'queued'", (time.time(), sid))
+        return self.get(sid) if cur.rowcount == 1 else None
+
+    def set_status(self, sid: int, status: str) -> None:
+        assert status in STATUSES
+        self._x("UPDATE submissions SET status = ? WHERE id = ? AND status IN "
+                "('testing', 'timing')", (status, sid))
+
+    def finish(self, sid: int, status: str, result: dict) -> None:
+        assert status in ("done", "rejected", "error")
+        vals = [json.dumps(result.get(k)) if k in ("figures", "cases", "versions")
+                else result.get(k) for k in RESULT_FIELDS]
+        vals[0] = None if result.get("passed") is None else int(bool(result["passed"]))
+        sets = ", ".join(f"{k} = ?" for k in RESULT_FIELDS)
+        self._x(f"UPDATE submissions SET status = ?, finished = ?, {sets} WHERE id = ?",
+                (status, time.time(), *vals, sid))
+
+    def get(self, sid: int) -> dict | None:
+        rows = self._q("SELECT * FROM submissions WHERE id = ?", (sid,))
+        return _row(rows[0]) if rows else None
+
+    def history(self, student: str, board: str | None = None) -> list[dict]:
+        sql, args = "SELECT * FROM submissions WHERE student = ?", [student]
+        if board:
+            sql, args = sql + " AND board = ?", args + [board]
+        return [_row(r) for r in self._q(sql + " ORDER BY id DESC", args)]
+
+    def counts(self) -> dict:
+        return {r["status"]: r["n"] for r in self._q(
+            "SELECT status, COUNT(*) AS n FROM submissions GROUP BY status")}
+
+    # -- ranking --------------------------------------------------------------------------
+    def ranked(self, board: str) -> list[dict]:
+        """Each student's fastest passing, timed submission, fastest first, ranked 1..n."""
+        rows = self._q("""SELECT s.* FROM submissions s JOIN (
+            SELECT student, MIN(mean_ms) AS m FROM submissions
+            WHERE board = ? AND status = 'done' AND passed = 1 AND mean_ms IS NOT NULL
+            GROUP BY student) b ON s.student = b.student AND s.mean_ms = b.m
+            WHERE s.board = ? AND s.status = 'done' AND s.passed = 1
+            ORDER BY s.mean_ms, s.finished""", (board, board))
+        out, seen = [], set()
+        for r in rows:
+            if r["student"] in seen:          # two submissions with the same time: the first
+                continue
+            seen.add(r["student"])
+            out.append(dict(_row(r), rank=len(out) + 1))
+        return out
+
+    def rank_of(self, sub: dict) -> int | None:
+        """Where this submission's time places its student among the others' best."""
+        if sub.get("status") != "done" or not sub.get("passed") or sub.get("mean_ms") is None:
+            return None
+        faster = self._q("""SELECT COUNT(*) AS n FROM (SELECT student, MIN(mean_ms) AS m
+            FROM submissions WHERE board = ? AND status = 'done' AND passed = 1 AND
+            mean_ms IS NOT NULL AND student != ? GROUP BY student) WHERE m < ?""",
+                         (sub["board"], sub["student"], sub["mean_ms"]))[0]["n"]
+        return faster + 1
+
+    def best_over_time(self, board: str) -> list[tuple[float, float]]:
+        """(time, the board's best mean so far) at each improvement: the term's curve."""
+        best, out = None, []
+        for r in self._q("SELECT finished, mean_ms FROM submissions WHERE board = ? AND "
+                         "status = 'done' AND passed = 1 AND mean_ms IS NOT NULL ORDER BY "
+                         "finished", (board,)):
+            if best is None or r["mean_ms"] < best:
+                best = r["mean_ms"]
+                out.append((r["finished"], best))
+        return out
+
+    def export_csv(self, out) -> int:
+        w = csv.writer(out)
+        w.writerow(EXPORT)
+        n = 0
+        for r in self._q(f"SELECT {', '.join(EXPORT)} FROM submissions ORDER BY id"):
+            w.writerow([r[k] for k in EXPORT])
+            n += 1
+        return n
+
+
+def _row(r: sqlite3.Row) -> dict:
+    d = dict(r)
+    for k in ("figures", "cases", "versions", "unit"):
+        if d.get(k):
+            d[k] = json.loads(d[k])
+    if d.get("passed") is not None:
+        d["passed"] = bool(d["passed"])
+    return d
