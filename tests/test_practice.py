@@ -17,7 +17,7 @@ from course.grading.solutions import defined
 EXERCISES = all_exercises()
 # exercises added with the kinds (the first 12 write exercises have their own test files)
 NEW_WRITE = ("center_coalesced", "window_constant", "matmul_epilogue", "sum_of_squares",
-             "matmul_split_k")
+             "matmul_split_k", "count_positive")
 NEW = sorted(n for n, e in EXERCISES.items() if e.kind != "write" or n in NEW_WRITE)
 
 
@@ -28,7 +28,7 @@ def test_every_exercise_has_a_kind():
     lessons = {}
     for e in EXERCISES.values():
         lessons[e.lesson] = lessons.get(e.lesson, 0) + 1
-    assert len(lessons) == 10 and min(lessons.values()) >= 3, lessons
+    assert len(lessons) == 11 and min(lessons.values()) >= 3, lessons
 
 
 def _defined(name, student: bool):
@@ -238,6 +238,18 @@ MUTANTS = {   # exercise -> three (text in the solution, replacement): each must
         ("j = k - i * n", "j = k - i * m"),
         ("if k < m * n:", "if k < m * n - 1:"),
         ("D[i, j] -= mean[j]", "D[i, j] -= mean[i % n]"),
+    ],
+    "count_positive": [
+        ("if x[i] > 0:", "if x[i] < 0:"),
+        ("cuda.atomic.add(count, 0, c)", "count[0] += c"),                  # blocks race
+        ("range(cuda.grid(1), x.shape[0], cuda.gridsize(1))",
+         "range(cuda.grid(1), x.shape[0], cuda.blockDim.x)"),
+    ],
+    "debug_max_identity": [
+        ("float32(-math.inf)", "float32(-0.25)"),                          # not the identity
+        ("cuda.atomic.max(out, 0, acc)", "out[0] = max(out[0], acc)"),       # threads race
+        ("range(cuda.grid(1), x.shape[0], cuda.gridsize(1))",
+         "range(cuda.grid(1), x.shape[0] - 1, cuda.gridsize(1))"),          # loses the tail
     ],
     "tune_histogram": [
         ("    for i in range(t, 4 * 256, cuda.blockDim.x):\n        sdata[i] = 0\n", ""),

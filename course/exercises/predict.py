@@ -288,6 +288,28 @@ class PredictHistogram(Predict):
         ]
 
 
+# ---------------------------------------------------------------------------------------
+# lesson 12: bytes of saxpy two ways (the UW lecture's saxpy_slow and saxpy_fast)
+
+class PredictSaxpy(Predict):
+    N = 1 << 26
+
+    def questions(self):
+        n = self.N
+        return [
+            Question("slow_bytes_per_element", "bytes per element saxpy_slow moves: fill temp "
+                     "with a, temp = temp * x, y = temp + y (float32)",
+                     "count each pass's reads and writes of 4-byte floats: fill writes one, "
+                     "each transform reads two and writes one"),
+            Question("fast_bytes_per_element", "bytes per element saxpy_fast moves: one "
+                     "transform y = a * x + y", "it reads x and y and writes y once"),
+            Question("slow_over_fast", "how many times longer saxpy_slow takes on a "
+                     "bandwidth-bound GPU", "the ratio of the bytes moved", rtol=0.02),
+            Question("fast_mb", f"megabytes (10^6 bytes) saxpy_fast moves for n = 2^26",
+                     "bytes per element x n / 1e6", rtol=0.01),
+        ]
+
+
 def _answer(name, lesson, goal, cls):
     return cls(name, lesson, f"{name.replace('predict_', 'answer_')} = {{...}}", goal,
                kind="predict")
@@ -312,4 +334,6 @@ EXERCISES = [
             "causal) and the bytes of the score matrix vs flash attention", PredictAttention),
     _answer("predict_histogram", "09_histogram", "predict the global atomics of a naive and "
             "a privatized histogram", PredictHistogram),
+    _answer("predict_saxpy", "12_thrust_algorithms", "predict the bytes saxpy moves through a "
+            "temporary and fused into one transform", PredictSaxpy),
 ]

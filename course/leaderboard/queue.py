@@ -18,21 +18,19 @@ import traceback
 from . import runner
 
 
-class LocalQueue:
-    """Judge queued submissions one after the other in a background thread."""
+class _Dispatcher:
+    """A background thread that takes queued submissions from the store; ``notify`` wakes
+    it at once, otherwise it looks again every ``poll_s``."""
 
-    def __init__(self, store, judge=None, isolation=None, poll_s: float = 0.5,
-                 case_time_limit: float | None = None):
-        self.store, self.isolation, self.poll_s = store, isolation, poll_s
-        self.limit = case_time_limit
-        self.judge = judge or runner.judge_submission
+    def __init__(self, store, poll_s: float):
+        self.store, self.poll_s = store, poll_s
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="leaderboard-queue",
+        self._thread = threading.Thread(target=self._loop, name=type(self).__name__,
                                         daemon=True)
-        self.current = None
 
     def start(self) -> int:
+        """Put unfinished work back in the queue, then start; how many were put back."""
         n = self.store.requeue_unfinished()
         self._thread.start()
         return n
@@ -45,6 +43,21 @@ class LocalQueue:
         self._wake.set()
         self._thread.join(timeout)
 
+    def _idle(self) -> None:
+        self._wake.wait(self.poll_s)
+        self._wake.clear()
+
+
+class LocalQueue(_Dispatcher):
+    """Judge queued submissions one after the other in a background thread."""
+
+    def __init__(self, store, judge=None, isolation=None, poll_s: float = 0.5,
+                 case_time_limit: float | None = None):
+        super().__init__(store, poll_s)
+        self.isolation, self.limit = isolation, case_time_limit
+        self.judge = judge or runner.judge_submission
+        self.current = None
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             for sid in self.store.queued(limit=20):
@@ -55,8 +68,7 @@ class LocalQueue:
                     self.current = sid
                     self._run(sub)
                     self.current = None
-            self._wake.wait(self.poll_s)
-            self._wake.clear()
+            self._idle()
 
     def _run(self, sub: dict) -> None:
         sid = sub["id"]
@@ -88,35 +100,22 @@ def judge_on_worker(board: str, payload: dict) -> dict:
 _WORKER: dict = {}
 
 
-class DaskQueue:
+class DaskQueue(_Dispatcher):
     """Send queued submissions to a Dask cluster; each task holds one ``GPU`` resource."""
 
     def __init__(self, store, scheduler: str, task=None, in_flight: int = 64,
                  poll_s: float = 0.5):
         from distributed import Client
 
-        self.store, self.poll_s, self.in_flight = store, poll_s, in_flight
+        super().__init__(store, poll_s)
+        self.in_flight = in_flight
         self.client = Client(scheduler, set_as_default=False)
         self.task = task or judge_on_worker
         self._running: dict = {}
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="leaderboard-dask",
-                                        daemon=True)
-
-    def start(self) -> int:
-        n = self.store.requeue_unfinished()
-        self._thread.start()
-        return n
-
-    def notify(self) -> None:
-        self._wake.set()
 
     def stop(self, timeout: float = 5) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout)
+        super().stop(timeout)
         self.client.close()
 
     def _loop(self) -> None:
@@ -132,8 +131,7 @@ class DaskQueue:
                 with self._lock:
                     self._running[fut.key] = sid
                 fut.add_done_callback(self._done)
-            self._wake.wait(self.poll_s)
-            self._wake.clear()
+            self._idle()
 
     def _done(self, fut) -> None:
         with self._lock:

@@ -1,0 +1,110 @@
+"""Lesson 12 - Thrust's fancy iterators as device functions of the index.
+
+An iterator here is a small tree: an array, ``counting(start)``, ``constant(value)``,
+``transform_iterator(it, op)`` or ``zip_iterator(a, b)``.  ``_reader`` compiles a tree into
+one device function ``read(i, data)`` (``data``: the tuple of the tree's arrays and scalars,
+passed to the kernel as one argument), so an algorithm's kernel reads element ``i`` of any
+iterator the same way it reads an array - and a transform iterator applies its functor as
+the element is read, with no temporary array.  The same tree compiles for the CPU through
+``numba.njit`` (the execution policies of ``algorithms.py``).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import cuda, njit
+
+NOTEBOOKS = ["12_thrust_algorithms"]
+
+
+@cuda.jit(device=True)
+def multiply_pair(t):
+    return t[0] * t[1]
+
+
+# ---------------------------------------------------------------------------------------
+# fancy iterators: a node tree; its leaves' data travel to the kernel as one tuple
+
+def _is_device(x) -> bool:
+    """A GPU array: numba's (or the simulator's) device array, or any object with the CUDA
+    array interface (CuPy, PyTorch)."""
+    return hasattr(x, "copy_to_host") or hasattr(x, "__cuda_array_interface__")
+
+
+class Iterator:
+    """A sequence whose element ``i`` a device function computes: no array behind it."""
+
+    def __init__(self, node: tuple, leaves: tuple):
+        self.node, self.leaves = node, leaves    # node: structure; leaves: arrays/scalars
+
+
+def _as_iter(x) -> Iterator:
+    if isinstance(x, Iterator):
+        return x
+    if isinstance(x, np.ndarray) or _is_device(x):
+        if x.ndim != 1:
+            raise ValueError(f"the algorithms take 1-D arrays (got shape {x.shape})")
+        return Iterator(("array",), (x,))
+    raise TypeError(f"expected an array or an iterator, got {type(x).__name__}")
+
+
+def counting(start=0) -> Iterator:
+    """start, start + 1, start + 2, ... (thrust::counting_iterator)."""
+    return Iterator(("counting",), (start,))
+
+
+def constant(value) -> Iterator:
+    """value, value, value, ... (thrust::constant_iterator)."""
+    return Iterator(("constant",), (value,))
+
+
+def transform_iterator(x, op) -> Iterator:
+    """op(x[0]), op(x[1]), ... computed when read (thrust::transform_iterator)."""
+    it = _as_iter(x)
+    return Iterator(("transform", it.node, op), it.leaves)
+
+
+def zip_iterator(a, b) -> Iterator:
+    """(a[i], b[i]) tuples (thrust::zip_iterator): a functor reads them as t[0], t[1]."""
+    ia, ib = _as_iter(a), _as_iter(b)
+    return Iterator(("zip", ia.node, ib.node, len(ia.leaves)), ia.leaves + ib.leaves)
+
+
+def _functor(op, target: str):
+    return op if target == "gpu" else _cpu_functor(op)
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_functor(op):
+    return njit(op.py_func)           # the same Python function, compiled for the CPU
+
+
+@functools.lru_cache(maxsize=None)
+def _reader(node: tuple, target: str, slot: int = 0):
+    """A compiled ``read(i, data)`` for the iterator ``node`` whose leaves start at
+    ``data[slot]``; cached per node (the functors are part of it) and target."""
+    jit = cuda.jit(device=True) if target == "gpu" else njit
+    kind, k = node[0], slot
+    if kind == "array":
+        def read(i, data):
+            return data[k][i]
+    elif kind == "counting":
+        def read(i, data):
+            return data[k] + i
+    elif kind == "constant":
+        def read(i, data):
+            return data[k]
+    elif kind == "transform":
+        inner, op = _reader(node[1], target, slot), _functor(node[2], target)
+
+        def read(i, data):
+            return op(inner(i, data))
+    elif kind == "zip":
+        ra, rb = _reader(node[1], target, slot), _reader(node[2], target, slot + node[3])
+
+        def read(i, data):
+            return (ra(i, data), rb(i, data))
+    else:
+        raise ValueError(f"unknown iterator {kind!r}")
+    return jit(read)
