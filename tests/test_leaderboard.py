@@ -50,6 +50,7 @@ class Server:
 
     def start(self):
         env = dict(os.environ, COURSE_LEADERBOARD_ADMIN_TOKEN=ADMIN,
+                   COURSE_LEADERBOARD_EXIT_WITH=str(os.getpid()),   # never outlives the tests
                    PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)]), **self.env)
         self.log = open(self.tmp / f"serve-{time.time_ns()}.log", "w")
         self.proc = subprocess.Popen(
@@ -137,6 +138,16 @@ def real(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("leaderboard")
     tokens = _tokens(tmp, 3)
     srv = Server(tmp, "--case-time-limit", "4")
+    try:
+        posts, results = _post_all(srv, tokens)
+    except BaseException:
+        srv.kill()
+        raise
+    yield {"srv": srv, "tokens": tokens, "results": results, "tmp": tmp, "ids": posts}
+    srv.kill(signal.SIGTERM)
+
+
+def _post_all(srv, tokens):
     posts = {}
     for name, src, board, fn in (
             ("good", GOOD, "tune_vector_add", "add_fast"),
@@ -149,9 +160,7 @@ def real(tmp_path_factory):
                        {"board": board, "source": src, "function": fn})
         assert code == 202, d
         posts[name] = d["id"]
-    results = {k: wait_done(srv.url, ADMIN, sid) for k, sid in posts.items()}
-    yield {"srv": srv, "tokens": tokens, "results": results, "tmp": tmp, "ids": posts}
-    srv.kill(signal.SIGTERM)
+    return posts, {k: wait_done(srv.url, ADMIN, sid) for k, sid in posts.items()}
 
 
 def test_a_correct_file_passes_its_tests_and_is_marked_not_timed(real):
@@ -434,3 +443,32 @@ def test_the_board_page_in_chromium(tmp_path):
             browser.close()
     finally:
         srv.kill(signal.SIGTERM)
+
+
+def test_a_test_server_stops_by_itself_when_its_parent_is_gone(tmp_path):
+    """COURSE_LEADERBOARD_EXIT_WITH: a server started by a process that dies does not stay."""
+    port = free_port()
+    parent = subprocess.run([sys.executable, "-c", f"""
+import os, subprocess, sys, time
+env = dict(os.environ, COURSE_LEADERBOARD_EXIT_WITH=str(os.getpid()))
+p = subprocess.Popen([sys.executable, "-m", "course", "leaderboard", "serve", "--db",
+                      {str(tmp_path / 'lb.db')!r}, "--port", "{port}", "--isolation", "none"],
+                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
+print(p.pid, flush=True)
+time.sleep(4)
+"""], cwd=REPO, capture_output=True, text=True, timeout=60)
+    pid = int(parent.stdout.split()[0])
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        try:                                  # a zombie (exited, not reaped) counts as gone
+            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                return
+        except OSError:
+            return
+        time.sleep(0.2)
+    os.kill(pid, signal.SIGKILL)
+    raise AssertionError("the server outlived its parent")

@@ -62,8 +62,31 @@ def _judge(spec: str | None):
     return getattr(importlib.import_module(module), func)
 
 
+def _exit_with(pid: int) -> None:
+    """Stop this service when process ``pid`` is gone (a test's server never outlives it)."""
+    import os
+    import threading
+    import time
+
+    def watch():
+        while True:
+            time.sleep(1)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(0)
+            except PermissionError:
+                pass
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def serve(opts) -> int:
+    import os
+
     import uvicorn
+
+    if os.environ.get("COURSE_LEADERBOARD_EXIT_WITH", "").isdigit():
+        _exit_with(int(os.environ["COURSE_LEADERBOARD_EXIT_WITH"]))
 
     from ..platform import runtime
     from . import queue as queues
