@@ -27,7 +27,7 @@ pytestmark = [
 TIMEOUT_S = 30        # per submission; the endless-loop fixtures run into it
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")   # once per worker, even if xdist interleaves modules
 def graded(tmp_path_factory):
     out = tmp_path_factory.mktemp("grades")
     t0 = time.perf_counter()

@@ -120,7 +120,7 @@ def _submission(add_src: str, matrix_src: str) -> dict:
     return nb
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")   # once per worker, even if xdist interleaves modules
 def attacked(tmp_path_factory):
     root = tmp_path_factory.mktemp("attacks")
     subs = root / "submissions"

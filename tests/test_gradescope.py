@@ -69,7 +69,7 @@ def test_the_leaderboard_field_holds_each_timed_tune_exercise():
     assert "leaderboard" not in gradescope.results(g, 1.0)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")   # once per worker, even if xdist interleaves modules
 def bundle(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gs")
     out = tmp / "autograder.zip"

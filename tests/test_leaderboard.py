@@ -133,7 +133,7 @@ DICT = GOOD.replace("        y[k] = x[k] + y[k]\n",
                     "        d = {'x': x[k]}\n        y[k] = d['x'] + y[k]\n")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")   # once per worker, even if xdist interleaves modules
 def real(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("leaderboard")
     tokens = _tokens(tmp, 3)

@@ -137,7 +137,7 @@ def _pids_with(marker: str) -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")   # once per worker, even if xdist interleaves modules
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("sandbox")
     subs, hidden = root / "submissions", root / "hidden"
