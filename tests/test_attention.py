@@ -53,7 +53,8 @@ def test_float16_inputs(name):
     ("flash_sliding_window", {"window": 40}, True, 40),
 ])
 def test_masked_variants(name, opts, causal, window):
-    Q, K, V = qkv(1, 1, 70, 32)
+    # the naive variant's 16 x 16-thread score tiles are slow to simulate: fewer rows there
+    Q, K, V = qkv(1, 1, 37 if name == "naive_three_kernels" else 70, 32)
     got = A.VARIANTS[name](Q, K, V, **opts)
     err = A.rel_error(got, A.reference(Q, K, V, causal=causal, window=window))
     assert err < 1e-6, f"{name} {opts}: relative error {err:.2e}"

@@ -44,8 +44,8 @@ def test_solution_passes_and_student_copy_fails(name):
     good, _ = _defined(name, student=False)
     r = course.check(name, good, hidden=True, record=False, seed=11)
     assert r.passed, r
-    given, _ = _defined(name, student=True)
-    bad = course.check(name, given, hidden=True, record=False, seed=11)
+    given, _ = _defined(name, student=True)      # the given bug fails the public cases
+    bad = course.check(name, given, hidden=False, record=False, seed=11)
     assert not bad.passed, f"{name}: the student's copy passes as given"
 
 
