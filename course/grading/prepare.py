@@ -52,10 +52,16 @@ _MEASURED: dict = {}      # this process's GPU ceilings, measured once
 
 
 def worker_ceilings(opts) -> dict | None:
+    """This machine's GPU ceilings for a grading run (None in the simulator); see
+    :func:`ceilings_once`."""
+    return ceilings_once(opts.mode)
+
+
+def ceilings_once(mode: str) -> dict | None:
     """This machine's GPU ceilings, measured once per process under the measuring lock
     (None in the simulator).  A Dask worker measures its own GPU: ceilings measured where
     the run started would belong to another device."""
-    if opts.mode != "gpu":
+    if mode != "gpu":
         return None
     if "ceilings" not in _MEASURED:
         from .measurer import device_lock, measure_ceilings

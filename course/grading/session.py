@@ -94,10 +94,8 @@ def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
         tmp = Path(tmp)
         worker = _Child("course.grading.worker", tmp / "worker", deadline, memory_mb,
                         timeout, isolation)
-        jd = Judge(seed, case_time_limit or TIME_LIMIT_S[mode], mode, ceilings,
-                   lambda: _Child("course.grading.measurer",
-                                  Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
-                                  deadline, memory_mb, timeout, isolation), on_stage=on_stage)
+        jd = _new_judge(seed, case_time_limit, mode, ceilings, tmp, deadline, memory_mb,
+                        timeout, isolation, on_stage)
         try:
             worker.greeted()
             out.events.append({"event": "mode", "mode": mode})
@@ -121,19 +119,26 @@ def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
     return out
 
 
+def _new_judge(seed, limit, mode, ceilings, tmp: Path, deadline, memory_mb, timeout,
+               isolation, on_stage) -> Judge:
+    """A Judge whose measurers start in their own folders under ``tmp``."""
+    return Judge(seed, limit or TIME_LIMIT_S[mode], mode, ceilings,
+                 lambda: _Child("course.grading.measurer",
+                                Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
+                                deadline, memory_mb, timeout, isolation), on_stage=on_stage)
+
+
 def judge_unit(spec, unit: dict, seed: int, timeout: float, memory_mb: int, *, mode: str,
                isolation=None, ceilings: dict | None = None, on_stage=None,
                limit: float | None = None) -> tuple[str, list]:
-    """(error, cases) of a kernel that arrived as a unit (data: the leaderboard's
+    """(error, case results) of a kernel that arrived as a unit (data: the leaderboard's
     ``course.submit``): no student statement to run, so no worker; the gate, then the
     measurer runs every case and, for a tune exercise or board, the measured launch."""
     deadline = time.monotonic() + timeout
     run_dir = isolation.run_dir if isolation is not None else None
     with tempfile.TemporaryDirectory(prefix="course-judge-", dir=run_dir) as tmp:
-        jd = Judge(seed, limit or TIME_LIMIT_S[mode], mode, ceilings,
-                   lambda: _Child("course.grading.measurer",
-                                  Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
-                                  deadline, memory_mb, timeout, isolation), on_stage=on_stage)
+        jd = _new_judge(seed, limit, mode, ceilings, Path(tmp), deadline, memory_mb, timeout,
+                        isolation, on_stage)
         try:
             return _judge_kernel(jd, spec, unit, None)
         except Tampered as exc:
@@ -179,10 +184,15 @@ def _run_step(worker, jd: Judge, n: int, step: dict, out: Outcome) -> None:
                f"(expected {spec.signature})")
     else:
         err, cases = _judge_kernel(jd, spec, reply.get("unit"), reply.get("unit_error"))
-    out.events.append({"event": "exercise", "name": ex, "error": err, "cases": [
-        {"name": c.name, "launch": c.launch, "hidden": c.hidden, "passed": c.passed,
-         "message": c.message, "figures": c.figures, "timed_out": c.timed_out}
-        for c in cases]})
+    out.events.append({"event": "exercise", "name": ex, "error": err,
+                       "cases": case_events(cases)})
+
+
+def case_events(cases: list) -> list[dict]:
+    """Case results as the events and the leaderboard carry them (plain data)."""
+    return [{"name": c.name, "launch": c.launch, "hidden": c.hidden, "passed": c.passed,
+             "message": c.message, "figures": c.figures, "timed_out": c.timed_out}
+            for c in cases]
 
 
 def _judge_kernel(jd: Judge, spec, unit, unit_error) -> tuple[str, list]:

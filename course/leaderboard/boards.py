@@ -57,14 +57,15 @@ class Board:
                 "signature": self.spec.signature, "function": self.function,
                 "goal": self.spec.goal, "shape": case.name, "timed_shape_gpu":
                 self.spec.gpu_case.name, "launch": case.launch,
-                "dtypes": _dtypes(self.spec, case),
+                "dtypes": _dtypes(self.spec),
                 "tests": f"{n_tests} public cases of {base.name} (+ the instructor's hidden "
                          "cases), then the timed launch, whose outputs are judged too",
                 "references": [r.__dict__ for r in REFERENCES.get(self.name, ())],
                 "seed": self.name in SEED_BOARDS}
 
 
-def _dtypes(spec, case) -> str:
+def _dtypes(spec) -> str:
+    """The board's argument dtypes, read off a small case's inputs and outputs."""
     import numpy as np
 
     try:

@@ -28,7 +28,6 @@ from ..platform import runtime
 TIMEOUT_S = 300          # one submission, all of it
 MEMORY_MB = {"sim": 16384, "gpu": 0}   # address-space limit (CUDA's cuInit needs none);
 #                                         the sandbox's cgroup still caps real memory
-_CEILINGS: dict = {}
 
 
 def environment() -> tuple[str, dict]:
@@ -44,18 +43,6 @@ def environment() -> tuple[str, dict]:
                                     "numpy": v("numpy"), "python": platform.python_version()}
 
 
-def ceilings() -> dict | None:
-    """This GPU's copy and FP32 ceilings, measured once per process (lock held)."""
-    if runtime.MODE != "gpu":
-        return None
-    if "c" not in _CEILINGS:
-        from ..grading.measurer import device_lock, measure_ceilings
-
-        with device_lock():
-            _CEILINGS["c"] = measure_ceilings()
-    return _CEILINGS["c"]
-
-
 def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
                      timeout: float = TIMEOUT_S, seed: int | None = None,
                      case_time_limit: float | None = None) -> dict:
@@ -64,17 +51,20 @@ def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
     "versions", "mode", "figures"}``.  Never raises for anything the submission does."""
     from ..exercises import get
     from ..grading import session
+    from ..grading.prepare import ceilings_once
 
     seed = secrets.randbits(32) if seed is None else seed
     device, versions = environment()
     base = {"device": device, "versions": versions, "mode": runtime.MODE}
     try:
         spec = get(board)
-        kw = dict(mode=runtime.MODE, isolation=isolation, ceilings=ceilings())
+        kw = dict(mode=runtime.MODE, isolation=isolation,
+                  ceilings=ceilings_once(runtime.MODE))
         if payload.get("unit") is not None:
-            error, cases = session.judge_unit(spec, payload["unit"], seed, timeout,
-                                              MEMORY_MB[runtime.MODE],
-                                              on_stage=on_stage, limit=case_time_limit, **kw)
+            error, results = session.judge_unit(spec, payload["unit"], seed, timeout,
+                                                MEMORY_MB[runtime.MODE],
+                                                on_stage=on_stage, limit=case_time_limit, **kw)
+            cases = session.case_events(results)
         else:
             error, cases = _from_source(session, board, payload, seed, timeout, on_stage,
                                         case_time_limit, kw)
@@ -89,8 +79,8 @@ def _from_source(session, board, payload, seed, timeout, on_stage, limit,
                  kw) -> tuple[str, list]:
     step = {"label": "your file", "kind": "code", "source": payload["source"],
             "function": payload["function"], "exercise": board}
-    out = session.grade_steps([step], seed, timeout,
-                                              MEMORY_MB[runtime.MODE], limit, on_stage=on_stage, **kw)
+    out = session.grade_steps([step], seed, timeout, MEMORY_MB[runtime.MODE], limit,
+                              on_stage=on_stage, **kw)
     if out.status != "graded":
         why = {"timeout": f"it ran past the time limit ({timeout:.0f} s in all)",
                "crashed": "the process running your file died"
@@ -101,39 +91,30 @@ def _from_source(session, board, payload, seed, timeout, on_stage, limit,
     ex = next((e for e in out.events if e["event"] == "exercise"), None)
     if ex is None:
         return f"your file raised an error: {cell['message'] if cell else 'unknown'}", []
-    from ..exercises.outcome import CaseResult
-
-    cases = []
-    for c in ex["cases"]:
-        r = CaseResult(c["name"], c["launch"], c["passed"], c["message"], hidden=c["hidden"])
-        r.figures = c.get("figures")
-        r.timed_out = bool(c.get("timed_out"))
-        cases.append(r)
-    return ex["error"], cases
+    return ex["error"], ex["cases"]
 
 
-def verdict(error: str, cases: list) -> dict:
-    """The leaderboard's reading of the judge's case results."""
-    tests = [c for c in cases if not c.name.startswith("tune target")]
-    timed = next((c for c in cases if c.name.startswith("tune target")), None)
-    passed_tests = sum(c.passed for c in tests)
-    cases_out = [{"name": c.name, "passed": c.passed, "hidden": c.hidden,
-                  "message": c.message} for c in tests]
+def verdict(error: str, cases: list[dict]) -> dict:
+    """The leaderboard's reading of the judge's case results (``session.case_events``)."""
+    tests = [c for c in cases if not c["name"].startswith("tune target")]
+    timed = next((c for c in cases if c["name"].startswith("tune target")), None)
+    passed_tests = sum(c["passed"] for c in tests)
+    cases_out = [{k: c[k] for k in ("name", "passed", "hidden", "message")} for c in tests]
     if error:
         return {"status": "rejected", "passed": False, "message": error, "cases": cases_out}
     if not tests or passed_tests < len(tests):
-        first = next((c for c in tests if not c.passed), None)
-        hung = any(c.timed_out for c in tests)
+        first = next((c for c in tests if not c["passed"]), None)
+        hung = any(c.get("timed_out") for c in tests)
         msg = (f"tests: {passed_tests} of {len(tests)} passed"
-               + (f"; first failure: {first.name}: {first.message}" if first else "")
+               + (f"; first failure: {first['name']}: {first['message']}" if first else "")
                + ("; the kernel hit the time limit" if hung and "time limit" not in
-                  (first.message if first else "") else ""))
+                  (first["message"] if first else "") else ""))
         return {"status": "rejected", "passed": False, "message": msg, "cases": cases_out}
     out = {"status": "done", "passed": True, "cases": cases_out}
-    f = (timed.figures or {}) if timed is not None else {}
-    if timed is not None and not timed.passed and not f:
+    f = (timed.get("figures") or {}) if timed is not None else {}
+    if timed is not None and not timed["passed"] and not f:
         return dict(out, status="rejected", passed=False,
-                    message=f"tests passed, but the timed launch failed: {timed.message}")
+                    message=f"tests passed, but the timed launch failed: {timed['message']}")
     if "mean_ms" in f:
         out.update(mean_ms=f["mean_ms"], std_ms=f.get("std_ms"), best_ms=f.get("ms"),
                    median_ms=f.get("median_ms"), runs=int(f.get("runs", 0)),
@@ -142,7 +123,8 @@ def verdict(error: str, cases: list) -> dict:
     else:
         out.update(figures=f, message=f"tests passed ({len(tests)} of {len(tests)}); not "
                    "timed (simulator: no GPU here, so no time and no rank)"
-                   + (f"; simulated figure: {timed.message}" if timed and timed.message else ""))
+                   + (f"; simulated figure: {timed['message']}"
+                      if timed and timed["message"] else ""))
     return out
 
 
