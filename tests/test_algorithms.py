@@ -123,10 +123,10 @@ out = []
 jobs = [
     (A._transform_kernel(("array",), ("array",), A.plus, 1), (types.UniTuple(f32, 2), f32)),
     (A._reduce_kernel(("transform", ("array",), A.squared), A.plus, "<f4"),
-     (types.Tuple((f32,)), types.int64, f32, types.int32[::1])),
+     (types.Tuple((f32,)), types.int64, f32)),
     (A._reduce_kernel(("transform", ("zip", ("array",), ("array",), 1), A.multiply_pair),
                       A.plus, "<f8"),
-     (types.UniTuple(f32, 2), types.int64, types.float64[::1], types.int32[::1])),
+     (types.UniTuple(f32, 2), types.int64, types.float64[::1])),
 ]
 for k, sig in jobs:
     ptx, _ = cuda.compile_ptx(k.py_func, sig, cc=(9, 0))

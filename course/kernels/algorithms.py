@@ -118,11 +118,13 @@ def _transform_kernel(node_a: tuple, node_b, op, slot_b: int):
 @functools.lru_cache(maxsize=None)
 def _reduce_kernel(node: tuple, op, dtype: str):
     """Each thread folds its grid-stride elements; the block folds the threads' values in
-    shared memory (a flag marks a thread that had none); thread 0 writes the block's."""
+    shared memory (a flag marks a thread that had none); thread 0 writes the block's.
+    The grid never has more blocks than the data needs (``_grid``), so every block has a
+    value to write."""
     read, acc_t = _reader(node, "gpu", 0), from_dtype(np.dtype(dtype))
 
     @cuda.jit
-    def reduce_blocks(data, n, partial, flags):
+    def reduce_blocks(data, n, partial):
         vals = cuda.shared.array(TPB, acc_t)
         have = cuda.shared.array(TPB, np.int32)
         t = cuda.threadIdx.x
@@ -149,7 +151,6 @@ def _reduce_kernel(node: tuple, op, dtype: str):
             s //= 2
         if t == 0:
             partial[cuda.blockIdx.x] = vals[0]
-            flags[cuda.blockIdx.x] = have[0]
     return reduce_blocks
 
 
@@ -243,10 +244,9 @@ def reduce(op, x, init, policy: str = "gpu"):
     blocks = _grid(n)
     partial = cuda.device_array(blocks + 1, dtype)           # [init, block 0, block 1, ...]
     partial[:1].copy_to_device(np.array([init], dtype=dtype))
-    flags = cuda.device_array(blocks + 1, np.int32)
-    kernel[blocks, TPB](_device_leaves(it.leaves), n, partial[1:], flags[1:])
+    kernel[blocks, TPB](_device_leaves(it.leaves), n, partial[1:])
     final = cuda.device_array(1, dtype)
-    _reduce_kernel(("array",), op, dtype.str)[1, TPB]((partial,), blocks + 1, final, flags)
+    _reduce_kernel(("array",), op, dtype.str)[1, TPB]((partial,), blocks + 1, final)
     return final.copy_to_host()[0]
 
 

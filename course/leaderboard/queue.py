@@ -56,7 +56,6 @@ class LocalQueue(_Dispatcher):
         super().__init__(store, poll_s)
         self.isolation, self.limit = isolation, case_time_limit
         self.judge = judge or runner.judge_submission
-        self.current = None
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -65,9 +64,7 @@ class LocalQueue(_Dispatcher):
                     return
                 sub = self.store.claim(sid)
                 if sub is not None:
-                    self.current = sid
                     self._run(sub)
-                    self.current = None
             self._idle()
 
     def _run(self, sub: dict) -> None:
