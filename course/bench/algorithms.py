@@ -23,7 +23,8 @@ def run(report) -> None:
     a = 2.0
     report.add("saxpy_fast (one transform)", benchmark(lambda: A.saxpy_fast(a, x, y)),
                nbytes=12 * n, flops=2 * n, size=size, note="12 bytes an element")
-    report.add("saxpy_slow (fill, multiply, add)", benchmark(lambda: A.saxpy_slow(a, x, y)),
+    t = cuda.device_array_like(x)                # the temporary, made once (as CuPy's below)
+    report.add("saxpy_slow (fill, multiply, add)", benchmark(lambda: A.saxpy_slow(a, x, y, t)),
                nbytes=28 * n, flops=2 * n, size=size,
                note="28 bytes an element: a temporary written once, read once, ...")
     report.add_peer("torch", "torch y.add_(x, alpha=a)", _torch_saxpy(n), nbytes=12 * n,
@@ -31,15 +32,19 @@ def run(report) -> None:
     report.add_peer("cupy", "cupy saxpy_slow (3 passes)", _cupy_saxpy_slow(n), nbytes=28 * n,
                     size=size)
 
-    temp = cuda.device_array_like(x)
-    report.add("norm: transform, then reduce", benchmark(lambda: _norm_two_pass(x, temp)),
+    temp, out = cuda.device_array_like(x), cuda.device_array(1, np.float32)
+    report.add("norm: transform, then reduce", benchmark(lambda: _norm_two_pass(x, temp, out)),
                nbytes=12 * n, size=size, note="x -> temp -> sum: 12 bytes an element")
-    report.add("norm: transform_reduce", benchmark(lambda: A.norm(x)), nbytes=4 * n,
-               size=size, note="one pass, 4 bytes an element")
+    report.add("norm: transform_reduce", benchmark(lambda: A.norm(x, out=out)), nbytes=4 * n,
+               size=size, note="one pass, 4 bytes an element; the norm stays on the GPU (out=)")
     report.add("norm: reduce(transform_iterator)",
                benchmark(lambda: A.reduce(A.plus, A.transform_iterator(x, A.squared),
-                                          np.float32(0))),
+                                          np.float32(0), out=out)),
                nbytes=4 * n, size=size, note="the same kernel, built from an iterator")
+    report.add("norm: transform_reduce -> host value", benchmark(lambda: A.norm(x)),
+               nbytes=4 * n, size=size,
+               note="as thrust::reduce: the value comes back, so every call waits for the GPU "
+                    "and the host's launch time between calls counts")
     report.add_peer("cupy", "cupy.linalg.norm", _cupy(n, "linalg"), nbytes=4 * n, size=size)
     report.add_peer("cupy", "cupy ReductionKernel (fused)", _cupy(n, "fused"), nbytes=4 * n,
                     size=size)
@@ -73,9 +78,10 @@ def _wall(fn, repeat: int = 5) -> list[float]:
     return out
 
 
-def _norm_two_pass(x, temp):
+def _norm_two_pass(x, temp, out):
     A.transform(A.squared, x, out=temp)
-    return np.sqrt(A.reduce(A.plus, temp, np.float32(0)))
+    A.reduce(A.plus, temp, np.float32(0), out=out)
+    return A.transform(A.square_root, out, out=out)
 
 
 def _torch_saxpy(n):

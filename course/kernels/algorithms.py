@@ -28,6 +28,7 @@ one CPU core or, with ``parallel=True`` (the OpenMP policy), for all of them.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 from numba import cuda, njit, prange
@@ -40,7 +41,7 @@ from .algorithms_iterators import (Iterator, _as_iter, _functor, _is_device,  # 
                                    zip_iterator)
 
 NOTEBOOKS = ["12_thrust_algorithms"]
-NOT_SHOWN = {"maximum", "minimum", "multiply", "negate"}   # functors like plus and square
+NOT_SHOWN = {"maximum", "minimum", "multiply", "negate", "square_root"}   # functors like plus and square
 PTX_SIGNATURES = {"sequence_kernel": "void(int64[::1], int64, int64)",
                   "fill_kernel": "void(float32[::1], float32)",
                   "replace_kernel": "void(int32[::1], int32, int32)"}
@@ -64,6 +65,11 @@ def squared(x):
 
 
 @cuda.jit(device=True)
+def square_root(x):
+    return math.sqrt(x)
+
+
+@cuda.jit(device=True)
 def multiply(a, b):
     return a * b
 
@@ -83,9 +89,11 @@ def minimum(a, b):
     return a if a < b else b
 
 
+@functools.lru_cache(maxsize=None)
 def saxpy_functor(a):
     """Thrust's ``saxpy_functor``: a functor that carries a value (here baked into the
-    compiled code: one compile per distinct ``a``)."""
+    compiled code: one compile per distinct ``a``, so the functor is cached per ``a`` - a
+    new one each call would compile each call)."""
     a = np.float32(a)
 
     @cuda.jit(device=True)
@@ -103,39 +111,51 @@ def _transform_kernel(node_a: tuple, node_b, op, slot_b: int):
     if node_b is None:
         @cuda.jit
         def transform_1(data, out):
-            for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+            i = cuda.grid(1)
+            while i < out.shape[0]:
                 out[i] = op(ra(i, data))
+                i += cuda.gridsize(1)
         return transform_1
     rb = _reader(node_b, "gpu", slot_b)
 
     @cuda.jit
     def transform_2(data, out):
-        for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        i = cuda.grid(1)
+        while i < out.shape[0]:
             out[i] = op(ra(i, data), rb(i, data))
+            i += cuda.gridsize(1)
     return transform_2
 
 
 @functools.lru_cache(maxsize=None)
 def _reduce_kernel(node: tuple, op, dtype: str):
-    """Each thread folds its grid-stride elements; the block folds the threads' values in
-    shared memory (a flag marks a thread that had none); thread 0 writes the block's.
-    The grid never has more blocks than the data needs (``_grid``), so every block has a
-    value to write."""
+    """Each thread folds its grid-stride elements, four independent reads a step (the memory
+    system serves them together: one read at a time leaves the GPU waiting on latency); the
+    block folds the threads' values in shared memory (a flag marks a thread that had none:
+    nothing stands in for an identity); thread 0 writes the block's value, or, in the
+    finishing launch (``last`` = 1), ``op(init, value)``."""
     read, acc_t = _reader(node, "gpu", 0), from_dtype(np.dtype(dtype))
 
     @cuda.jit
-    def reduce_blocks(data, n, partial):
+    def reduce_blocks(data, n, partial, init, last):
         vals = cuda.shared.array(TPB, acc_t)
         have = cuda.shared.array(TPB, np.int32)
         t = cuda.threadIdx.x
+        i, g = cuda.grid(1), cuda.gridsize(1)
         acc = acc_t(0)
         mine = 0
-        for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-            if mine:
-                acc = acc_t(op(acc, read(i, data)))
-            else:
-                acc = acc_t(read(i, data))
-                mine = 1
+        if i < n:                                   # the thread's first element starts it
+            acc = acc_t(read(i, data))
+            mine = 1
+            i += g
+        while i + 3 * g < n:                        # four reads in flight
+            a = acc_t(op(acc_t(read(i, data)), acc_t(read(i + g, data))))
+            b = acc_t(op(acc_t(read(i + 2 * g, data)), acc_t(read(i + 3 * g, data))))
+            acc = acc_t(op(acc, acc_t(op(a, b))))
+            i += 4 * g
+        while i < n:                                # the tail: fewer than four left
+            acc = acc_t(op(acc, acc_t(read(i, data))))
+            i += g
         vals[t] = acc
         have[t] = mine
         cuda.syncthreads()
@@ -150,16 +170,30 @@ def _reduce_kernel(node: tuple, op, dtype: str):
             cuda.syncthreads()
             s //= 2
         if t == 0:
-            partial[cuda.blockIdx.x] = vals[0]
+            partial[cuda.blockIdx.x] = op(init, vals[0]) if last else vals[0]
     return reduce_blocks
 
 
 def _grid(n: int) -> int:
-    """Blocks for n elements: no more than needed, no more than fill the GPU (4 in the
-    simulator, where each block is CPU threads)."""
-    most = 4 if runtime.MODE == "sim" else \
-        BLOCKS_PER_SM * cuda.get_current_device().MULTIPROCESSOR_COUNT
-    return max(1, min(most, -(-n // TPB)))
+    """Blocks for n elements: no more than fill the GPU (each thread of a grid-stride loop
+    then takes several elements: on the H100 as fast as one element a thread, and a
+    reduction needs few blocks), never more than the data needs, so every block has work;
+    4 in the simulator, where each block is CPU threads."""
+    return max(1, min(_most_blocks(), -(-n // TPB)))
+
+
+@functools.lru_cache(maxsize=None)
+def _most_blocks() -> int:
+    if runtime.MODE == "sim":
+        return 4
+    return BLOCKS_PER_SM * cuda.get_current_device().MULTIPROCESSOR_COUNT
+
+
+@functools.lru_cache(maxsize=None)
+def _scratch(blocks: int, dtype: str):
+    """The per-block partial results of a reduction, allocated once per size and dtype:
+    launches on one stream run in order, so the next call may reuse them."""
+    return cuda.device_array(blocks, np.dtype(dtype))
 
 
 # ---------------------------------------------------------------------------------------
@@ -218,42 +252,56 @@ def transform(op, *inputs, out=None, policy: str = "gpu"):
             out.copy_to_device(host_out)
         return out
     d_out = out if _is_device(out) else cuda.to_device(out)
-    _transform_kernel(its[0].node, nb, op, slot_b)[_grid(n), TPB](_device_leaves(leaves),
-                                                                   d_out[:n])
+    _transform_kernel(its[0].node, nb, op, slot_b)[_grid(n), TPB](
+        _device_leaves(leaves), d_out if len(d_out) == n else d_out[:n])
     if _is_device(out):
         return out
     d_out.copy_to_host(out)
     return out
 
 
-def reduce(op, x, init, policy: str = "gpu"):
+def reduce(op, x, init, policy: str = "gpu", out=None):
     """init (+) x[0] (+) x[1] (+) ... with (+) = ``op``; the result has ``init``'s type
-    (``0`` sums in int64, ``np.float32(0)`` in float32), as in thrust::reduce."""
+    (``0`` sums in int64, ``np.float32(0)`` in float32), as in thrust::reduce, which returns
+    it to the host (the call waits for the GPU).  ``out``: a one-element device array of
+    that type to write the result into instead - nothing waits, as with CUB's DeviceReduce
+    or CuPy and PyTorch reductions, whose results stay on the GPU; ``out`` is returned."""
     _check_policy(policy)
     it = _as_iter(x)
     n = _length([it], None)
     dtype = np.asarray(init).dtype
     if policy != "gpu":
         chunks = 64 if policy == "parallel" else 1
-        return dtype.type(_cpu_reduce(it.node, op, policy == "parallel")(
+        value = dtype.type(_cpu_reduce(it.node, op, policy == "parallel")(
             _host_leaves(it.leaves), n, dtype.type(init), np.empty(chunks, dtype),
             np.zeros(chunks, np.int64)))
+        return value if out is None else _store(out, value)
     if n == 0:
-        return dtype.type(init)
-    kernel = _reduce_kernel(it.node, op, dtype.str)
+        return dtype.type(init) if out is None else _store(out, dtype.type(init))
+    if out is not None and (not _is_device(out) or len(out) != 1 or out.dtype != dtype):
+        raise ValueError(f"out must be a one-element device array of {dtype} (init's type)")
     blocks = _grid(n)
-    partial = cuda.device_array(blocks + 1, dtype)           # [init, block 0, block 1, ...]
-    partial[:1].copy_to_device(np.array([init], dtype=dtype))
-    kernel[blocks, TPB](_device_leaves(it.leaves), n, partial[1:])
-    final = cuda.device_array(1, dtype)
-    _reduce_kernel(("array",), op, dtype.str)[1, TPB]((partial,), blocks + 1, final)
-    return final.copy_to_host()[0]
+    partial = _scratch(blocks, dtype.str)
+    final = out if out is not None else cuda.device_array(1, dtype)
+    init = dtype.type(init)
+    _reduce_kernel(it.node, op, dtype.str)[blocks, TPB](_device_leaves(it.leaves), n,
+                                                        partial, init, 0)
+    _reduce_kernel(("array",), op, dtype.str)[1, TPB]((partial,), blocks, final, init, 1)
+    return final if out is not None else final.copy_to_host()[0]
 
 
-def transform_reduce(unary, binary, x, init, policy: str = "gpu"):
+def _store(out, value):
+    if _is_device(out):
+        cuda.as_cuda_array(out).copy_to_device(np.array([value]))
+    else:
+        out[0] = value
+    return out
+
+
+def transform_reduce(unary, binary, x, init, policy: str = "gpu", out=None):
     """init (+) unary(x[0]) (+) unary(x[1]) ...: one pass, no temporary (a transform
-    iterator read by reduce)."""
-    return reduce(binary, transform_iterator(x, unary), init, policy=policy)
+    iterator read by reduce); ``out`` as in :func:`reduce`."""
+    return reduce(binary, transform_iterator(x, unary), init, policy=policy, out=out)
 
 
 def sequence(n: int, start=0, step=1, dtype=np.int64):
@@ -269,21 +317,27 @@ def sequence(n: int, start=0, step=1, dtype=np.int64):
 
 @cuda.jit
 def sequence_kernel(out, start, step):
-    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+    i = cuda.grid(1)
+    while i < out.shape[0]:
         out[i] = start + step * i
+        i += cuda.gridsize(1)
 
 
 @cuda.jit
 def fill_kernel(x, value):
-    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+    i = cuda.grid(1)
+    while i < x.shape[0]:
         x[i] = value
+        i += cuda.gridsize(1)
 
 
 @cuda.jit
 def replace_kernel(x, old, new):
-    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+    i = cuda.grid(1)
+    while i < x.shape[0]:
         if x[i] == old:
             x[i] = new
+        i += cuda.gridsize(1)
 
 
 def _in_place(kernel, x, *args):
@@ -358,16 +412,21 @@ def saxpy_fast(a, x, y):
     return transform(saxpy_functor(a), x, y, out=y)
 
 
-def saxpy_slow(a, x, y):
-    """The same through a temporary: fill, multiply, add (28 bytes an element)."""
-    temp = fill(cuda.device_array_like(x), np.float32(a))       # temp <- a        4 B
+def saxpy_slow(a, x, y, temp=None):
+    """The same through a temporary: fill, multiply, add (28 bytes an element); ``temp``: a
+    device array like ``x`` to reuse (made here when not given)."""
+    temp = fill(cuda.device_array_like(x) if temp is None else temp, np.float32(a))  # 4 B
     transform(multiply, temp, x, out=temp)                      # temp <- temp * x 12 B
     return transform(plus, temp, y, out=y)                      # y <- temp + y    12 B
 
 
-def norm(x, policy: str = "gpu"):
-    """sqrt(sum x[i]^2) as one transform_reduce (float32 in, float32 sum)."""
-    return np.sqrt(transform_reduce(squared, plus, x, np.float32(0), policy=policy))
+def norm(x, policy: str = "gpu", out=None):
+    """sqrt(sum x[i]^2) as one transform_reduce (float32 in, float32 sum); ``out`` (a
+    one-element float32 device array): the norm stays on the GPU, nothing waits."""
+    if out is None:
+        return np.sqrt(transform_reduce(squared, plus, x, np.float32(0), policy=policy))
+    transform_reduce(squared, plus, x, np.float32(0), policy=policy, out=out)
+    return transform(square_root, out, out=out, policy=policy)
 
 
 def reference_norm(x) -> float:
