@@ -17,7 +17,7 @@ from course.grading.solutions import defined
 EXERCISES = all_exercises()
 # exercises added with the kinds (the first 12 write exercises have their own test files)
 NEW_WRITE = ("center_coalesced", "window_constant", "matmul_epilogue", "sum_of_squares",
-             "matmul_split_k", "count_positive")
+             "matmul_split_k", "count_positive", "layernorm_warp")
 NEW = sorted(n for n, e in EXERCISES.items() if e.kind != "write" or n in NEW_WRITE)
 
 
@@ -28,7 +28,7 @@ def test_every_exercise_has_a_kind():
     lessons = {}
     for e in EXERCISES.values():
         lessons[e.lesson] = lessons.get(e.lesson, 0) + 1
-    assert len(lessons) == 11 and min(lessons.values()) >= 3, lessons
+    assert len(lessons) == 12 and min(lessons.values()) >= 3, lessons
 
 
 def _defined(name, student: bool):
@@ -244,6 +244,19 @@ MUTANTS = {   # exercise -> three (text in the solution, replacement): each must
         ("cuda.atomic.add(count, 0, c)", "count[0] += c"),                  # blocks race
         ("range(cuda.grid(1), x.shape[0], cuda.gridsize(1))",
          "range(cuda.grid(1), x.shape[0], cuda.blockDim.x)"),
+    ],
+    "layernorm_warp": [
+        ("math.sqrt(v / float32(C) + ", "math.sqrt(v / float32(C - 1) + "),       # unbiased
+        ("s += cuda.shfl_xor_sync(0xffffffff, s, offset)",
+         "s += cuda.shfl_down_sync(0xffffffff, s, offset)"),                 # lane 0 only
+        ("    for c in range(lane, C, 32):\n        out[row, c]",
+         "    for c in range(lane, C - 1, 32):\n        out[row, c]"),       # loses a column
+    ],
+    "debug_layernorm_sync": [
+        ("    cuda.syncthreads()              # every thread has read buf[0] before it is "
+         "overwritten\n", ""),                                              # the bug again
+        ("math.sqrt(buf[0] / float32(C) + ", "math.sqrt(buf[0] / float32(C - 1) + "),
+        ("    s = 16\n", "    s = 8\n"),                                  # half the tree
     ],
     "debug_max_identity": [
         ("float32(-math.inf)", "float32(-0.25)"),                          # not the identity

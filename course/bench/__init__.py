@@ -40,6 +40,8 @@ class Report:
         self.ceilings = perf.measured_ceilings()
         self.rows: list[dict] = []
         self.notes: list[str] = []
+        self.sections: list[tuple[str, str]] = []   # (title, markdown) after the notes
+        self.data: dict = {}                         # a lesson's own results, in the JSON
         self.date = time.strftime("%Y-%m-%d")
 
     caught: list = []          # warnings recorded while this report's rows were timed
@@ -70,6 +72,8 @@ class Report:
         rep.lesson, rep.title, rep.quiet = data["lesson"], data["title"], True
         rep.info, rep.ceilings = data["device"], data["ceilings"]
         rep.rows, rep.notes, rep.date = data["rows"], data["notes"], data["date"]
+        rep.sections = [tuple(x) for x in data.get("sections", [])]
+        rep.data = data.get("data", {})
         return rep
 
     def add(self, name: str, timing, *, nbytes: float = 0, flops: float = 0,
@@ -109,6 +113,10 @@ class Report:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
+    def section(self, title: str, markdown: str) -> None:
+        """A titled block of markdown (e.g. a per-kernel table) after the notes."""
+        self.sections.append((title, markdown))
+
     # -- output ------------------------------------------------------------------------
     def markdown(self) -> str:
         c, i = self.ceilings, self.info
@@ -138,6 +146,8 @@ class Report:
                 f"{_fmt(xfloor, 3)} | {r['note']} |")
         if self.notes:
             lines += ["", "Notes:", ""] + [f"- {n}" for n in self.notes]
+        for title, text in self.sections:
+            lines += ["", f"## {title}", "", text]
         return "\n".join(lines) + "\n"
 
     def save(self, outdir: Path | None = None) -> list[Path]:
@@ -149,7 +159,9 @@ class Report:
         md.write_text(self.markdown())
         js.write_text(json.dumps({"lesson": self.lesson, "title": self.title, "date": self.date,
                                   "device": self.info, "ceilings": self.ceilings,
-                                  "rows": self.rows, "notes": self.notes}, indent=1, default=str))
+                                  "rows": self.rows, "notes": self.notes,
+                                  "sections": self.sections, "data": self.data},
+                                 indent=1, default=str))
         self.plot(png)
         return [md, js, png]
 

@@ -310,6 +310,31 @@ class PredictSaxpy(Predict):
         ]
 
 
+# ---------------------------------------------------------------------------------------
+# lesson 11: where GPT-2's forward pass spends its work (the CS 483 report's table)
+
+class PredictGPT2(Predict):
+    B, T = 4, 1024          # GPT-2 124M: 12 layers, 12 heads, d_model 768, vocabulary 50257
+
+    def questions(self):
+        return [
+            Question("matmul_gflop", f"GFLOP (10^9, 2 per multiply-add) of all the matmuls of "
+                     f"one forward at B = {self.B}, T = {self.T}: per layer qkv (768 -> 2304), "
+                     "attention projection (768 -> 768), MLP up (768 -> 3072) and down "
+                     "(3072 -> 768), then the logits (768 -> 50257)",
+                     "2 x (B*T) x in x out for each; 12 layers; one logits matmul", rtol=0.01),
+            Question("attention_gflop", "GFLOP of causal attention (Q K^T and P V over the "
+                     "T (T + 1) / 2 query-key pairs of each head, all layers)",
+                     "2 x 2 x B x T(T+1)/2 x d_model per layer", rtol=0.01),
+            Question("matmul_percent", "the matmuls' share of the forward's FLOPs, in %",
+                     "matmul / (matmul + attention) x 100", rtol=0.005),
+            Question("layernorm_launches", "layernorm launches in one forward",
+                     "two a layer, and the final one"),
+            Question("residual_launches", "residual-add launches in one forward",
+                     "two a layer"),
+        ]
+
+
 def _answer(name, lesson, goal, cls):
     return cls(name, lesson, f"{name.replace('predict_', 'answer_')} = {{...}}", goal,
                kind="predict")
@@ -334,6 +359,8 @@ EXERCISES = [
             "causal) and the bytes of the score matrix vs flash attention", PredictAttention),
     _answer("predict_histogram", "09_histogram", "predict the global atomics of a naive and "
             "a privatized histogram", PredictHistogram),
+    _answer("predict_gpt2", "11_gpt2", "predict GPT-2's FLOPs by kind and its launch counts "
+            "before reading the per-kernel table", PredictGPT2),
     _answer("predict_saxpy", "12_thrust_algorithms", "predict the bytes saxpy moves through a "
             "temporary and fused into one transform", PredictSaxpy),
 ]

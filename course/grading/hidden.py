@@ -35,6 +35,7 @@ ANNOUNCED = frozenset({
     "debug_covariance_sync", "debug_softmax_rescale",
     "tune_vector_add", "tune_reduction", "tune_covariance", "tune_matmul",  # tune exercises
     "tune_centering", "tune_histogram", "tune_transpose",
+    "layernorm_warp", "debug_layernorm_sync",                          # 11
     "count_positive", "debug_max_identity",                            # 12
 })
 # Predict exercises have no hidden cases (a hidden case cannot ask a question the student

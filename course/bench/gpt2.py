@@ -1,0 +1,115 @@
+"""Lesson 11 benchmark: GPT-2 124M's forward pass from the course's kernels, beside PyTorch.
+
+At the CS 483 report's attention shape (B 4, T 64, 12 heads of 64) and at B 4, T 1024: the
+whole forward timed (CUDA events) for the optimized build (lesson 04's ``matmul_v4``, lesson
+08's causal flash kernel) and the naive one (lesson 04's v1, three-kernel attention), and
+PyTorch eager float32 (TF32 off) on the same weights in the same run; each build's per-kernel
+table (``course.measure.timeline``: CUDA events around every launch); the logits against
+PyTorch's.  The simulator runs a micro config instead (times marked simulated).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import gpt2 as G
+from ..measure import perf
+from ..measure.timeline import Timeline
+from ..measure.timing import benchmark
+from ..platform import runtime
+
+TITLE = "11 GPT-2 forward pass (CS 483 final report)"
+BUILDS = {"optimized (matmul_v4, flash attention)": {},
+          "naive (matmul_v1, three-kernel attention)": {"matmul": "v1_naive",
+                                                        "attention": "naive"}}
+
+
+def run(report) -> None:
+    lecture = runtime.profile() == "lecture"
+    cfg = G.Config() if lecture else G.MICRO
+    shapes = [(4, 64), (4, 1024)] if lecture else [(1, 9)]
+    params = G.jitter(G.init_params(cfg, seed=11), seed=12)
+    rng = np.random.default_rng(11)
+    torch = perf.peer("torch")
+    report.data = {"config": cfg.__dict__, "shapes": {}}
+    for B, T in shapes:
+        tokens = rng.integers(0, cfg.vocab_size, (B, T))
+        size, fl = f"B={B} T={T}", G.flops(cfg, B, T)
+        entry = report.data["shapes"][size] = {"flops": fl, "builds": {}}
+        logits = {}
+        for label, opts in BUILDS.items():
+            model = G.Model(params, cfg, B, T, **opts)
+            d_tok = model.tokens(tokens)
+            slow = "naive" in label and lecture
+            gpu = runtime.MODE == "gpu"            # the simulator: one run (the default)
+            t = benchmark(lambda: model(d_tok), repeat=(3 if slow else 10) if gpu else None,
+                          warmup=(1 if slow else 2) if gpu else None, batch=1)
+            report.add(f"GPT-2 forward, {label}", t, flops=fl["matmul"] + fl["attention"],
+                       size=size, note="FLOPs: the matmuls and the causal half of attention")
+            tl = Timeline()
+            model(d_tok, run=tl.run)
+            logits[label] = model.logits.copy_to_host()
+            entry["builds"][label] = {"median_ms": t.median_ms, "kernels": tl.table(),
+                                      "launches": sum(len(v) for v in tl.rows.values())}
+            report.section(f"{label}, {size}: per-kernel time (CUDA events around every "
+                           f"launch; {entry['builds'][label]['launches']} launches)",
+                           tl.markdown())
+            del model
+        opt, naive = (logits[k] for k in BUILDS)
+        entry["naive_vs_optimized"] = _rel(naive, opt)
+        if torch is not None and runtime.MODE == "gpu":
+            fwd = torch_forward(params, cfg)
+            tok = torch.as_tensor(tokens, device="cuda")
+            torch.cuda.synchronize()
+            row = report.add("PyTorch eager float32 (TF32 off)",
+                             benchmark(lambda: fwd(tok), repeat=10, warmup=2, batch=1),
+                             kind="peer", flops=fl["matmul"] + fl["attention"], size=size)
+            entry["torch_ms"] = row["median_ms"]
+            entry["ours_vs_torch_logits"] = _rel(opt, fwd(tok).cpu().numpy().reshape(opt.shape))
+            entry["ratio_to_torch"] = entry["builds"][next(iter(BUILDS))]["median_ms"] / \
+                row["median_ms"]
+            report.note(f"{size}: optimized / PyTorch = {entry['ratio_to_torch']:.2f}; logits "
+                        f"agree with PyTorch's to {entry['ours_vs_torch_logits']:.1e} (max |diff| "
+                        "/ max |logit|)")
+        report.note(f"{size}: naive and optimized logits agree to "
+                    f"{entry['naive_vs_optimized']:.1e}")
+    report.note("a forward's time: one whole forward between two CUDA events, the host's "
+                "launch time included (numba needs ~20-100 us of host time a launch, PyTorch "
+                "~5-10 us: at T = 64 that, not the GPU, sets the time); the per-kernel tables "
+                "are device time only")
+    if runtime.MODE != "gpu":
+        report.note("simulator: a micro GPT-2 (1 layer, 2 heads, d_model 32); CPU times")
+
+
+def _rel(a, b) -> float:
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def torch_forward(params: dict, cfg: G.Config):
+    """GPT-2's forward in PyTorch eager float32 with TF32 off, on the same weights."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    P = {k: torch.as_tensor(v, device="cuda") for k, v in params.items()}
+    C, NH = cfg.n_embd, cfg.n_head
+
+    @torch.no_grad()
+    def fwd(tok):
+        B, T = tok.shape
+        x = (P["wte.weight"][tok] + P["wpe.weight"][:T]).view(B * T, C)
+        for i in range(cfg.n_layer):
+            h = lambda n: P[f"h.{i}.{n}"]                           # noqa: E731
+            a = F.layer_norm(x, (C,), h("ln_1.weight"), h("ln_1.bias"), 1e-5)
+            qkv = torch.addmm(h("attn.c_attn.bias"), a, h("attn.c_attn.weight"))
+            q, k, v = (t.view(B, T, NH, C // NH).transpose(1, 2) for t in qkv.split(C, 1))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = y.transpose(1, 2).reshape(B * T, C)
+            x = x + torch.addmm(h("attn.c_proj.bias"), y, h("attn.c_proj.weight"))
+            m = F.layer_norm(x, (C,), h("ln_2.weight"), h("ln_2.bias"), 1e-5)
+            m = F.gelu(torch.addmm(h("mlp.c_fc.bias"), m, h("mlp.c_fc.weight")),
+                       approximate="tanh")
+            x = x + torch.addmm(h("mlp.c_proj.bias"), m, h("mlp.c_proj.weight"))
+        x = F.layer_norm(x, (C,), P["ln_f.weight"], P["ln_f.bias"], 1e-5)
+        return x @ P["wte.weight"].T
+    return fwd

@@ -1,0 +1,399 @@
+"""Lesson 11 - the capstone: GPT-2's forward pass from the course's own kernels.
+
+Follows the CS 483 final report (GPT-2 in CUDA: encoder, layernorm, matmul, permute /
+attention / unpermute, softmax, GELU, residual, judged by Nsight Systems' per-kernel table).
+The 124M architecture: 12 pre-LayerNorm blocks of 12 heads, d_model 768, context 1024,
+vocabulary 50257, GELU in its tanh form, the token embedding tied to the output projection.
+float32 throughout, one numba kernel per step:
+
+- ``encoder_forward_kernel``   token + position embedding (lesson 01: a thread an element)
+- ``layernorm_forward_kernel`` a block per row; mean and variance by shared-memory trees
+  (lesson 02)
+- matmul                       lesson 04's ``matmul_v4`` (``course/kernels/matmul_tuned.py``)
+                               unchanged, then ``bias_gelu_kernel``: the bias (and, in the
+                               MLP, GELU) added in one pass over the output - the pass lesson
+                               04's ``matmul_epilogue`` exercise fuses into the store
+- ``permute_kernel`` / ``unpermute_kernel``  q, k, v to (batch*heads, T, head dim) and back
+- attention                    lesson 08's causal flash kernel (``flash_tiled_causal``), or
+                               its three naive kernels (scores, softmax, P @ V)
+- ``residual_forward_kernel``  x + f(x) (lesson 01)
+
+Contract (``course.kernels.gpt2``): :class:`Config`, :func:`init_params`, :func:`forward`,
+:func:`load_params`.  Parameter names and shapes are those of the usual GPT-2 checkpoints
+(``h.{i}.attn.c_attn.weight`` is (768, 2304): Conv1D, ``x @ W``).  No weights are shipped or
+downloaded: ``load_params`` reads a safetensors file you already have.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda, float32
+
+from ..platform import runtime
+from . import attention as attn
+from . import matmul as mm
+
+NOTEBOOKS = ["11_gpt2"]
+NOT_SHOWN = {"gelu_tanh", "row_sum"}   # device functions, shown inside the kernels' cell
+GPU = runtime.MODE == "gpu"
+TPB = 256 if GPU else 32       # threads of the elementwise kernels (along a row)
+LN_TPB = 128 if GPU else 16    # layernorm threads per row (a power of two)
+SIM_TILE = (16, 16, 4, 4, 4)   # matmul_v4's tile in the simulator: 16 threads a block
+GELU_K = float32(math.sqrt(2.0 / math.pi))
+
+
+@dataclass(frozen=True)
+class Config:
+    vocab_size: int = 50257
+    n_positions: int = 1024
+    n_embd: int = 768
+    n_layer: int = 12
+    n_head: int = 12
+
+
+TINY = Config(vocab_size=97, n_positions=16, n_embd=64, n_layer=2, n_head=2)   # the notebook's
+MICRO = Config(vocab_size=37, n_positions=9, n_embd=32, n_layer=1, n_head=2)   # tests, bench
+
+
+def param_shapes(config: Config) -> dict:
+    """name -> shape of every parameter, in the checkpoints' order and names."""
+    C, V, P = config.n_embd, config.vocab_size, config.n_positions
+    shapes = {"wte.weight": (V, C), "wpe.weight": (P, C)}
+    for i in range(config.n_layer):
+        h = f"h.{i}."
+        shapes.update({h + "ln_1.weight": (C,), h + "ln_1.bias": (C,),
+                       h + "attn.c_attn.weight": (C, 3 * C), h + "attn.c_attn.bias": (3 * C,),
+                       h + "attn.c_proj.weight": (C, C), h + "attn.c_proj.bias": (C,),
+                       h + "ln_2.weight": (C,), h + "ln_2.bias": (C,),
+                       h + "mlp.c_fc.weight": (C, 4 * C), h + "mlp.c_fc.bias": (4 * C,),
+                       h + "mlp.c_proj.weight": (4 * C, C), h + "mlp.c_proj.bias": (C,)})
+    shapes.update({"ln_f.weight": (C,), "ln_f.bias": (C,)})
+    return shapes
+
+
+def init_params(config: Config, seed: int = 0) -> dict:
+    """GPT-2's initialization: weights N(0, 0.02), the residual projections (attn.c_proj,
+    mlp.c_proj) N(0, 0.02 / sqrt(2 * n_layer)), biases 0, layernorm gains 1."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, shape in param_shapes(config).items():
+        if name.endswith(".bias"):
+            out[name] = np.zeros(shape, np.float32)
+        elif ".ln_" in name or name.startswith("ln_f"):
+            out[name] = np.ones(shape, np.float32)
+        else:
+            std = 0.02 / math.sqrt(2 * config.n_layer) if name.endswith("c_proj.weight") \
+                else 0.02
+            out[name] = rng.standard_normal(shape, dtype=np.float32) * np.float32(std)
+    return out
+
+
+def jitter(params: dict, seed: int = 0, scale: float = 0.1) -> dict:
+    """A copy with the biases moved off 0 and the layernorm gains off 1 (by N(0, scale)):
+    at GPT-2's initialization a kernel that ignored them would still pass a check."""
+    rng = np.random.default_rng(seed)
+    return {k: v + rng.normal(0, scale, v.shape).astype(np.float32)
+            if k.endswith(".bias") or ".ln_" in k or k.startswith("ln_f") else v
+            for k, v in params.items()}
+
+
+def load_params(path) -> dict:
+    """The parameters of a GPT-2 safetensors checkpoint (Hugging Face's ``model.safetensors``
+    of ``gpt2``) as float32: names without the ``transformer.`` prefix; the attention masks
+    and ``lm_head`` (tied to ``wte``) dropped."""
+    dtypes = {"F32": np.float32, "F16": np.float16}
+    with open(path, "rb") as f:
+        head_len = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(head_len))
+        out = {}
+        for name, info in header.items():
+            key = name.removeprefix("transformer.")
+            if name == "__metadata__" or key.endswith((".attn.bias", ".attn.masked_bias")) \
+                    or key.startswith("lm_head"):
+                continue
+            if info["dtype"] not in dtypes:
+                raise ValueError(f"{name}: dtype {info['dtype']} is not supported (F32, F16)")
+            start, end = info["data_offsets"]
+            f.seek(8 + head_len + start)
+            raw = np.frombuffer(f.read(end - start), dtype=dtypes[info["dtype"]])
+            out[key] = raw.reshape(info["shape"]).astype(np.float32)
+    return out
+
+
+def config_of(params: dict) -> Config:
+    """The Config of a parameter dict (head count: GPT-2's head dim of 64)."""
+    V, C = params["wte.weight"].shape
+    layers = sum(1 for k in params if k.endswith(".ln_1.weight"))
+    return Config(vocab_size=V, n_positions=params["wpe.weight"].shape[0], n_embd=C,
+                  n_layer=layers, n_head=max(1, C // 64))
+
+
+# ---------------------------------------------------------------------------------------
+# kernels
+
+@cuda.jit
+def encoder_forward_kernel(out, tokens, wte, wpe):
+    # out (B*T, C): row b*T + t is wte[tokens[b, t]] + wpe[t]; block row = blockIdx.y.
+    r = cuda.blockIdx.y
+    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    T = tokens.shape[1]
+    if c < out.shape[1]:
+        out[r, c] = wte[tokens[r // T, r % T], c] + wpe[r % T, c]
+
+
+@cuda.jit(device=True, inline=True)
+def row_sum(buf, t):
+    # Tree-add buf[0 .. LN_TPB) (shared) into buf[0]; every thread of the block calls it.
+    s = LN_TPB // 2
+    while s > 0:
+        cuda.syncthreads()
+        if t < s:
+            buf[t] += buf[t + s]
+        s //= 2
+    cuda.syncthreads()
+    return buf[0]
+
+
+@cuda.jit
+def layernorm_forward_kernel(out, inp, weight, bias):
+    # One block of LN_TPB threads per row: the mean, then the variance (two tree sums),
+    # then out = (x - mean) / sqrt(var + 1e-5) * weight + bias.
+    row = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    C = inp.shape[1]
+    buf = cuda.shared.array(LN_TPB, float32)
+    acc = float32(0.0)
+    for c in range(t, C, LN_TPB):
+        acc += inp[row, c]
+    buf[t] = acc
+    mean = row_sum(buf, t) / float32(C)
+    acc = float32(0.0)
+    for c in range(t, C, LN_TPB):
+        d = inp[row, c] - mean
+        acc += d * d
+    cuda.syncthreads()              # everyone has read buf[0] (the mean) before it changes
+    buf[t] = acc
+    rstd = float32(1.0) / math.sqrt(row_sum(buf, t) / float32(C) + float32(1e-5))
+    for c in range(t, C, LN_TPB):
+        out[row, c] = (inp[row, c] - mean) * rstd * weight[c] + bias[c]
+
+
+@cuda.jit(device=True, inline=True)
+def gelu_tanh(x):
+    return float32(0.5) * x * (float32(1.0) + math.tanh(
+        GELU_K * (x + float32(0.044715) * x * x * x)))
+
+
+@cuda.jit
+def bias_gelu_kernel(out, bias, gelu):
+    # out (M, N) += bias, then GELU when gelu: the matmul's epilogue as its own pass.
+    r = cuda.blockIdx.y
+    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if c < out.shape[1]:
+        v = out[r, c] + bias[c]
+        out[r, c] = gelu_tanh(v) if gelu else v
+
+
+@cuda.jit
+def permute_kernel(q, k, v, qkv, n_head):
+    # qkv (B*T, 3C) -> q, k, v (B*n_head, T, hs): block (t, bh), thread d.
+    t, bh, d = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
+    T, hs = q.shape[1], q.shape[2]
+    if d < hs:
+        r = (bh // n_head) * T + t
+        c = (bh % n_head) * hs + d
+        C = n_head * hs
+        q[bh, t, d] = qkv[r, c]
+        k[bh, t, d] = qkv[r, C + c]
+        v[bh, t, d] = qkv[r, 2 * C + c]
+
+
+@cuda.jit
+def unpermute_kernel(out, o, n_head):
+    # o (B*n_head, T, hs) -> out (B*T, C): the heads side by side again.
+    t, bh, d = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
+    T, hs = o.shape[1], o.shape[2]
+    if d < hs:
+        out[(bh // n_head) * T + t, (bh % n_head) * hs + d] = o[bh, t, d]
+
+
+@cuda.jit
+def residual_forward_kernel(out, a, b):
+    # out = a + b over (B*T, C); block row = blockIdx.y.
+    r = cuda.blockIdx.y
+    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if c < out.shape[1]:
+        out[r, c] = a[r, c] + b[r, c]
+
+
+_A2 = "float32[:, ::1]"
+_A3 = "float32[:, :, ::1]"
+PTX_SIGNATURES = {
+    "encoder_forward_kernel": f"void({_A2}, int32[:, ::1], {_A2}, {_A2})",
+    "layernorm_forward_kernel": f"void({_A2}, {_A2}, float32[::1], float32[::1])",
+    "bias_gelu_kernel": f"void({_A2}, float32[::1], boolean)",
+    "permute_kernel": f"void({_A3}, {_A3}, {_A3}, {_A2}, int64)",
+    "unpermute_kernel": f"void({_A2}, {_A3}, int64)",
+    "residual_forward_kernel": f"void({_A2}, {_A2}, {_A2})",
+}
+
+
+# ---------------------------------------------------------------------------------------
+# the forward pass
+
+def _direct(name: str, launch) -> None:
+    launch()
+
+
+class Model:
+    """GPT-2 on the GPU for one batch shape: the parameters uploaded once (plus ``wte``
+    transposed for the tied logits matmul), every activation buffer allocated once, so a
+    forward pass is launches only (what the timings measure).
+
+    ``matmul``: "v4" (lesson 04's fastest FP32 kernel) or "v1_naive"; ``attention``:
+    "flash" (lesson 08's causal flash kernel) or "naive" (three kernels and a T x T score
+    matrix per head).  ``run(name, launch)`` is called around every launch (a timeline)."""
+
+    def __init__(self, params: dict, config: Config, B: int, T: int, *,
+                 matmul: str = "v4", attention: str = "flash"):
+        if T > config.n_positions:
+            raise ValueError(f"T = {T} is longer than the context ({config.n_positions})")
+        if matmul not in ("v4", "v1_naive") or attention not in ("flash", "naive"):
+            raise ValueError('matmul must be "v4" or "v1_naive"; attention "flash" or "naive"')
+        missing = set(param_shapes(config)) - set(params)
+        if missing:
+            raise ValueError(f"parameters missing: {sorted(missing)[:4]} ...")
+        self.cfg, self.B, self.T = config, B, T
+        self.matmul_variant, self.attention = matmul, attention
+        self.p = {k: cuda.to_device(np.ascontiguousarray(v, dtype=np.float32))
+                  for k, v in params.items()}
+        self.p["wte.T"] = cuda.to_device(np.ascontiguousarray(params["wte.weight"].T,
+                                                              dtype=np.float32))
+        C, NH, V, BT = config.n_embd, config.n_head, config.vocab_size, B * T
+        f32, hs = np.float32, C // NH
+        self.x, self.ln, self.y = (cuda.device_array((BT, C), f32) for _ in range(3))
+        self.qkv, self.h4 = cuda.device_array((BT, 3 * C), f32), cuda.device_array((BT, 4 * C), f32)
+        self.q, self.k, self.v, self.o = (cuda.device_array((B * NH, T, hs), f32)
+                                          for _ in range(4))
+        self.logits = cuda.device_array((BT, V), f32)
+        self.scratch = cuda.device_array((min(B * NH, 8), T, T), f32) \
+            if attention == "naive" else None
+
+    def matmul(self, out, inp, weight, bias=None, gelu=False, run=_direct):
+        """out = inp @ weight (+ bias, GELU): lesson 04's kernel, then the epilogue pass."""
+        tile = None if GPU or self.matmul_variant != "v4" else SIM_TILE
+        name = "matmul_v4 (lesson 04)" if self.matmul_variant == "v4" else \
+            "matmul_v1_naive (lesson 04)"
+        run(name, lambda: mm.launch(self.matmul_variant, inp, weight, out, tile=tile))
+        if bias is not None:
+            M, N = out.shape
+            run("bias_gelu_kernel" if gelu else "bias_gelu_kernel (bias only)",
+                lambda: bias_gelu_kernel[(-(-N // TPB), M), TPB](out, bias, gelu))
+
+    def __call__(self, d_tokens, run=_direct):
+        """Launch one forward pass on device tokens (int32, B x T); logits in self.logits."""
+        cfg, p, NH = self.cfg, self.p, self.cfg.n_head
+        B, T, C = self.B, self.T, cfg.n_embd
+        BT, hs, cols = B * T, C // NH, -(-C // TPB)
+        x, ln, y = self.x, self.ln, self.y
+        run("encoder_forward_kernel", lambda: encoder_forward_kernel[(cols, BT), TPB](
+            x, d_tokens, p["wte.weight"], p["wpe.weight"]))
+        variant = "flash_tiled_causal" if self.attention == "flash" else "naive_three_kernels"
+        label = "flash attention (lesson 08)" if self.attention == "flash" else \
+            "attention: scores, softmax, P @ V (naive)"
+        for i in range(cfg.n_layer):
+            h = f"h.{i}."
+            self.layernorm(ln, x, p[h + "ln_1.weight"], p[h + "ln_1.bias"], run)
+            self.matmul(self.qkv, ln, p[h + "attn.c_attn.weight"], p[h + "attn.c_attn.bias"],
+                        run=run)
+            run("permute_kernel", lambda: permute_kernel[(T, B * NH), hs](
+                self.q, self.k, self.v, self.qkv, NH))
+            run(label, lambda: attn.launch(variant, self.q, self.k, self.v, self.o,
+                                           causal=True, scratch=self.scratch))
+            run("unpermute_kernel", lambda: unpermute_kernel[(T, B * NH), hs](y, self.o, NH))
+            self.matmul(ln, y, p[h + "attn.c_proj.weight"], p[h + "attn.c_proj.bias"], run=run)
+            self.residual(x, ln, cols, run)
+            self.layernorm(ln, x, p[h + "ln_2.weight"], p[h + "ln_2.bias"], run)
+            self.matmul(self.h4, ln, p[h + "mlp.c_fc.weight"], p[h + "mlp.c_fc.bias"],
+                        gelu=True, run=run)
+            self.matmul(ln, self.h4, p[h + "mlp.c_proj.weight"], p[h + "mlp.c_proj.bias"],
+                        run=run)
+            self.residual(x, ln, cols, run)
+        self.layernorm(ln, x, p["ln_f.weight"], p["ln_f.bias"], run)
+        self.matmul(self.logits, ln, p["wte.T"], run=run)          # tied: logits = ln @ wte^T
+        return self.logits
+
+    @staticmethod
+    def layernorm(out, inp, w, b, run):
+        run("layernorm_forward_kernel",
+            lambda: layernorm_forward_kernel[inp.shape[0], LN_TPB](out, inp, w, b))
+
+    @staticmethod
+    def residual(x, f, cols, run):
+        run("residual_forward_kernel",
+            lambda: residual_forward_kernel[(cols, x.shape[0]), TPB](x, x, f))
+
+    def tokens(self, tokens) -> object:
+        """Checked tokens (B x T ints in [0, vocab)) as an int32 device array."""
+        tokens = np.asarray(tokens)
+        if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
+            raise ValueError(f"tokens must be an integer array of shape (B, T), got "
+                             f"{tokens.dtype} {tokens.shape}")
+        if tokens.shape != (self.B, self.T):
+            raise ValueError(f"tokens are {tokens.shape}; this model was built for "
+                             f"{(self.B, self.T)}")
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= self.cfg.vocab_size):
+            raise ValueError(f"token ids must be in [0, {self.cfg.vocab_size})")
+        return cuda.to_device(np.ascontiguousarray(tokens, dtype=np.int32))
+
+
+def forward(tokens, params, config: Config | None = None, **options):
+    """Logits (B, T, vocab) float32 of ``tokens`` (ints, B x T): numpy in, numpy out.
+    ``options``: :class:`Model`'s ``matmul`` and ``attention``."""
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens must be an integer array of shape (B, T), got {tokens.shape}")
+    config = config or config_of(params)
+    model = Model(params, config, *tokens.shape, **options)
+    return model(model.tokens(tokens)).copy_to_host().reshape(*tokens.shape, -1)
+
+
+def flops(config: Config, B: int, T: int) -> dict:
+    """FLOPs of one forward pass (2 per multiply-add): the matmuls, and attention's Q K^T
+    and P V over the causal half the flash kernel computes (T (T + 1) / 2 pairs a head)."""
+    C, L, V, BT = config.n_embd, config.n_layer, config.vocab_size, B * T
+    matmul = L * 2 * BT * C * (3 * C + C + 4 * C + 4 * C) + 2 * BT * C * V
+    attention = L * 2 * 2 * B * (T * (T + 1) // 2) * C
+    return {"matmul": matmul, "attention": attention}
+
+
+def reference(tokens, params, config: Config) -> np.ndarray:
+    """The same forward in float64 numpy: what the notebook compares the kernels with."""
+    p = {k: v.astype(np.float64) for k, v in params.items()}
+    B, T = tokens.shape
+    C, NH = config.n_embd, config.n_head
+    hs = C // NH
+
+    def ln(x, w, b):
+        m = x.mean(-1, keepdims=True)
+        return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5) * w + b
+
+    x = p["wte.weight"][tokens] + p["wpe.weight"][:T]
+    mask = np.tril(np.ones((T, T), bool))
+    for i in range(config.n_layer):
+        h = lambda n: p[f"h.{i}.{n}"]                               # noqa: E731
+        a = ln(x, h("ln_1.weight"), h("ln_1.bias")) @ h("attn.c_attn.weight") + \
+            h("attn.c_attn.bias")
+        q, k, v = (a[..., j * C:(j + 1) * C].reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
+                   for j in range(3))
+        s = np.where(mask, q @ k.transpose(0, 1, 3, 2) / math.sqrt(hs), -np.inf)
+        w = np.exp(s - s.max(-1, keepdims=True))
+        y = ((w / w.sum(-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
+        x = x + y @ h("attn.c_proj.weight") + h("attn.c_proj.bias")
+        m = ln(x, h("ln_2.weight"), h("ln_2.bias")) @ h("mlp.c_fc.weight") + h("mlp.c_fc.bias")
+        m = 0.5 * m * (1 + np.tanh(math.sqrt(2 / math.pi) * (m + 0.044715 * m ** 3)))
+        x = x + m @ h("mlp.c_proj.weight") + h("mlp.c_proj.bias")
+    return ln(x, p["ln_f.weight"], p["ln_f.bias"]) @ p["wte.weight"].T

@@ -1,0 +1,181 @@
+"""Lesson 11: course.kernels.gpt2 (the contract) - parameter names and shapes, every kernel
+against numpy at odd sizes, a micro GPT-2 against a float64 forward written here (not the
+module's), load_params on a safetensors file, bad input, the per-kernel timeline."""
+import json
+import math
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from course.kernels import gpt2 as G
+from course.measure.timeline import Timeline
+
+RNG = np.random.default_rng(110)
+MICRO = G.MICRO
+
+
+def test_contract_names_shapes_and_initialization():
+    assert G.Config() == G.Config(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12,
+                                  n_head=12)
+    shapes = G.param_shapes(G.Config())
+    assert shapes["wte.weight"] == (50257, 768) and shapes["wpe.weight"] == (1024, 768)
+    assert shapes["h.11.attn.c_attn.weight"] == (768, 2304)
+    assert shapes["h.0.mlp.c_proj.weight"] == (3072, 768) and shapes["ln_f.bias"] == (768,)
+    assert len(shapes) == 2 + 12 * 12 + 2
+    assert sum(math.prod(s) for s in shapes.values()) == 124_439_808      # GPT-2 124M
+    p = G.init_params(G.Config(n_layer=4, vocab_size=300, n_embd=128, n_head=2), seed=3)
+    assert {k: v.shape for k, v in p.items()} == G.param_shapes(
+        G.Config(n_layer=4, vocab_size=300, n_embd=128, n_head=2))
+    assert all(v.dtype == np.float32 for v in p.values())
+    assert abs(p["wte.weight"].std() - 0.02) < 0.002
+    assert abs(p["h.1.mlp.c_proj.weight"].std() - 0.02 / math.sqrt(8)) < 0.001
+    assert not p["h.0.attn.c_attn.bias"].any() and (p["ln_f.weight"] == 1).all()
+
+
+def _ln(x, w, b):
+    m = x.mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * w + b
+
+
+def test_each_kernel_against_numpy_at_odd_sizes():
+    R, C, N = 7, 45, 70
+    x = RNG.normal(0.3, 1.2, (R, C)).astype(np.float32)
+    w, b = RNG.uniform(0.5, 1.5, C).astype(np.float32), RNG.normal(0, 1, C).astype(np.float32)
+    out = cuda.device_array((R, C), np.float32)
+    G.layernorm_forward_kernel[R, G.LN_TPB](out, cuda.to_device(x), cuda.to_device(w),
+                                            cuda.to_device(b))
+    assert np.allclose(out.copy_to_host(), _ln(x.astype(np.float64), w, b), rtol=1e-5, atol=1e-5)
+
+    y = RNG.normal(0, 2, (3, N)).astype(np.float32)
+    bias = RNG.normal(0, 1, N).astype(np.float32)
+    for gelu in (False, True):
+        d = cuda.to_device(y)
+        G.bias_gelu_kernel[(-(-N // G.TPB), 3), G.TPB](d, cuda.to_device(bias), gelu)
+        v = y.astype(np.float64) + bias
+        if gelu:
+            v = 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
+        assert np.allclose(d.copy_to_host(), v, rtol=1e-5, atol=1e-6), gelu
+
+    B, T, NH, hs = 2, 5, 3, 7
+    qkv = RNG.normal(0, 1, (B * T, 3 * NH * hs)).astype(np.float32)
+    q, k, v = (cuda.device_array((B * NH, T, hs), np.float32) for _ in range(3))
+    G.permute_kernel[(T, B * NH), hs](q, k, v, cuda.to_device(qkv), NH)
+    split = qkv.reshape(B, T, 3, NH, hs).transpose(2, 0, 3, 1, 4).reshape(3, B * NH, T, hs)
+    for got, want in zip((q, k, v), split):
+        assert np.array_equal(got.copy_to_host(), want)
+    back = cuda.device_array((B * T, NH * hs), np.float32)
+    G.unpermute_kernel[(T, B * NH), hs](back, q, NH)
+    assert np.array_equal(back.copy_to_host(), qkv[:, :NH * hs])
+
+    tok = RNG.integers(0, 11, (2, 3))
+    wte, wpe = RNG.normal(0, 1, (11, C)).astype(np.float32), RNG.normal(0, 1, (3, C)).astype(np.float32)
+    emb = cuda.device_array((6, C), np.float32)
+    G.encoder_forward_kernel[(-(-C // G.TPB), 6), G.TPB](
+        emb, cuda.to_device(tok.astype(np.int32)), cuda.to_device(wte), cuda.to_device(wpe))
+    assert np.array_equal(emb.copy_to_host(), (wte[tok] + wpe[None]).reshape(6, C))
+    s = cuda.to_device(x)
+    G.residual_forward_kernel[(-(-C // G.TPB), R), G.TPB](s, s, cuda.to_device(x * 2))
+    assert np.array_equal(s.copy_to_host(), x * 3)
+
+
+def _forward64(tokens, p, cfg):
+    """GPT-2's forward in float64, written apart from the module's (einsum, explicit heads)."""
+    p = {k: v.astype(np.float64) for k, v in p.items()}
+    Bn, Tn = tokens.shape
+    C, H = cfg.n_embd, cfg.n_head
+    d = C // H
+    x = p["wte.weight"][tokens] + p["wpe.weight"][np.arange(Tn)][None]
+    causal = np.triu(np.full((Tn, Tn), -np.inf), 1)
+    for i in range(cfg.n_layer):
+        g = lambda n: p[f"h.{i}.{n}"]                                 # noqa: E731
+        a = np.einsum("btc,cf->btf", _ln(x, g("ln_1.weight"), g("ln_1.bias")),
+                      g("attn.c_attn.weight")) + g("attn.c_attn.bias")
+        q, k, v = (a[..., j * C:(j + 1) * C].reshape(Bn, Tn, H, d) for j in range(3))
+        s = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(d) + causal
+        e = np.exp(s - s.max(-1, keepdims=True))
+        att = np.einsum("bhqk,bkhd->bqhd", e / e.sum(-1, keepdims=True), v).reshape(Bn, Tn, C)
+        x = x + att @ g("attn.c_proj.weight") + g("attn.c_proj.bias")
+        u = _ln(x, g("ln_2.weight"), g("ln_2.bias")) @ g("mlp.c_fc.weight") + g("mlp.c_fc.bias")
+        u = u * 0.5 * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u ** 3)))
+        x = x + u @ g("mlp.c_proj.weight") + g("mlp.c_proj.bias")
+    return np.einsum("btc,vc->btv", _ln(x, p["ln_f.weight"], p["ln_f.bias"]), p["wte.weight"])
+
+
+def test_micro_gpt2_matches_an_independent_float64_forward():
+    params = G.jitter(G.init_params(MICRO, seed=5), seed=6, scale=0.2)
+    tokens = RNG.integers(0, MICRO.vocab_size, (1, 9))
+    want = _forward64(tokens, params, MICRO)
+    tl = Timeline()
+    model = G.Model(params, MICRO, 1, 9)
+    got = model(model.tokens(tokens), run=tl.run).copy_to_host().reshape(want.shape)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert err < 2e-6, err
+    assert np.allclose(G.reference(tokens, params, MICRO), want, rtol=1e-12, atol=1e-12)
+    rows = {r["kernel"]: r for r in tl.table()}
+    assert rows["layernorm_forward_kernel"]["launches"] == 2 * MICRO.n_layer + 1
+    assert rows["residual_forward_kernel"]["launches"] == 2 * MICRO.n_layer
+    assert rows["matmul_v4 (lesson 04)"]["launches"] == 4 * MICRO.n_layer + 1
+    assert abs(sum(r["percent"] for r in rows.values()) - 100) < 1e-6
+    assert tl.simulated and "simulated ms" in tl.markdown()
+
+
+def test_the_naive_build_agrees_with_the_optimized_one():
+    params = G.jitter(G.init_params(MICRO, seed=7), seed=8)
+    tokens = RNG.integers(0, MICRO.vocab_size, (1, 5))
+    fast = G.forward(tokens, params, MICRO)
+    slow = G.forward(tokens, params, MICRO, matmul="v1_naive", attention="naive")
+    assert fast.shape == (1, 5, MICRO.vocab_size)
+    assert np.abs(fast - slow).max() < 1e-5 * np.abs(fast).max()
+
+
+def test_bad_input_gets_one_clear_sentence():
+    params = G.init_params(MICRO)
+    with pytest.raises(ValueError, match="shape"):
+        G.forward(np.zeros(5, int), params, MICRO)
+    with pytest.raises(ValueError, match=r"token ids must be in \[0, 37\)"):
+        G.forward(np.full((1, 3), 37), params, MICRO)
+    with pytest.raises(ValueError, match="longer than the context"):
+        G.Model(params, MICRO, 1, 10)
+    with pytest.raises(ValueError, match="parameters missing"):
+        G.Model({k: v for k, v in params.items() if k != "ln_f.bias"}, MICRO, 1, 3)
+    with pytest.raises(ValueError, match="matmul must be"):
+        G.Model(params, MICRO, 1, 3, matmul="cublas")
+
+
+def test_load_params_reads_a_gpt2_safetensors_file(tmp_path):
+    """Hugging Face's layout: 'transformer.' prefixes, attention masks and lm_head to drop,
+    float16 or float32 tensors."""
+    params = G.init_params(MICRO, seed=9)
+    tensors = {("transformer." + k): v.astype(np.float16 if "wpe" in k else np.float32)
+               for k, v in params.items()}
+    tensors["transformer.h.0.attn.bias"] = np.ones((1, 1, 9, 9), np.float32)
+    tensors["lm_head.weight"] = params["wte.weight"]
+    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+    for k, v in tensors.items():
+        raw = np.ascontiguousarray(v).tobytes()
+        header[k] = {"dtype": {"float32": "F32", "float16": "F16"}[str(v.dtype)],
+                     "shape": list(v.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    head = json.dumps(header).encode()
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(len(head).to_bytes(8, "little") + head + b"".join(blobs))
+    got = G.load_params(path)
+    assert set(got) == set(params)
+    assert np.array_equal(got["h.0.mlp.c_fc.weight"], params["h.0.mlp.c_fc.weight"])
+    assert np.allclose(got["wpe.weight"], params["wpe.weight"], atol=1e-3)
+    assert G.config_of(got) == G.Config(vocab_size=37, n_positions=9, n_embd=32, n_layer=1,
+                                        n_head=1)
+
+
+def test_bench_runs_in_the_simulator(tmp_path):
+    """``python -m course bench gpt2``: both builds' rows and per-kernel tables (marked
+    simulated); the PyTorch row needs a GPU."""
+    from course.bench import run
+
+    md = run(["gpt2"], tmp_path)[0].read_text()
+    for text in ("GPT-2 forward, optimized", "GPT-2 forward, naive", "per-kernel time",
+                 "matmul_v1_naive (lesson 04)", "flash attention (lesson 08)",
+                 "attention: scores, softmax, P @ V (naive)", "simulated ms"):
+        assert text in md, text
