@@ -111,3 +111,21 @@ def test_bench_rows_name_their_low_occupancy_instead_of_printing_it(capsys):
     assert "grid 3 on purpose" in row["note"] and row["note"].startswith("lecture")
     assert plain["note"] == ""
     assert "Grid size" not in capsys.readouterr().err
+
+
+def test_batching_fits_the_calls_the_host_can_enqueue_during_the_hold(monkeypatch):
+    """Short calls go behind the 2 ms hold kernel as many at a time as the host enqueues
+    while it lasts (a multi-launch call can take the host longer than the GPU); calls the
+    hold cannot cover, or long ones, are timed alone."""
+    import time as _time
+    from types import SimpleNamespace
+
+    from course.measure import timing
+
+    fake = SimpleNamespace(synchronize=lambda: None)
+    monkeypatch.setattr(timing, "_events", lambda cuda, fn, args, batch, hold: 0.1)
+    assert timing._batching(fake, lambda: None, ()) == (timing.BATCH, True)
+    assert timing._batching(fake, lambda: _time.sleep(0.0005), ())[0] in (2, 3)
+    assert timing._batching(fake, lambda: _time.sleep(0.003), ()) == (1, False)
+    monkeypatch.setattr(timing, "_events", lambda cuda, fn, args, batch, hold: 6.0)
+    assert timing._batching(fake, lambda: None, ()) == (1, False)

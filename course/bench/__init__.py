@@ -130,8 +130,9 @@ class Report:
                  f"- software: numba {i['numba']}, numba-cuda {i['numba_cuda']}, "
                  f"numpy {i['numpy']}, Python {i['python']}",
                  "- time: device time per call, median of repeated runs after warm-up (CUDA "
-                 f"events; calls under {_timing.BATCH_BELOW_MS:g} ms are queued {_timing.BATCH} at a "
-                 f"time behind a {_timing.HOLD_US / 1000:g} ms hold kernel, "
+                 f"events; calls under {_timing.BATCH_BELOW_MS:g} ms are queued up to {_timing.BATCH} "
+                 f"at a time - as many as the host enqueues in time - behind a "
+                 f"{_timing.HOLD_US / 1000:g} ms hold kernel, "
                  "so numba's ~20 us host launch overhead is not counted); "
                  "floor = max(bytes / copy bandwidth, FLOPs / FP32 rate)", "",
                  "| variant | kind | size | median ms | min-max ms | GB/s | % copy | TFLOP/s "

@@ -76,7 +76,8 @@ def benchmark(fn, *args, repeat: int | None = None, warmup: int | None = None,
     short kernel timed on its own (and adds 1-5% to a 1-2 ms one: the GPU idles from the
     start event until the launch arrives).  Calls shorter than 5 ms are therefore timed in
     batches of 10 queued behind a kernel that holds the GPU for 2 ms (so the events bracket device
-    work only, as nvbench's blocking kernel does); ``batch=1`` times single calls.
+    work only, as nvbench's blocking kernel does) - fewer than 10 when one call takes the host
+    more than a tenth of the hold to enqueue (``_batching``); ``batch=1`` times single calls.
     """
     from numba import cuda
 
@@ -102,13 +103,30 @@ def benchmark(fn, *args, repeat: int | None = None, warmup: int | None = None,
             times.append((time.perf_counter() - t0) * 1e3)
         return Timing(times, label=label)
 
+    hold = batch is not None and batch > 1
     if batch is None:
-        batch = BATCH if _events(cuda, fn, arg_sets[0], 1, hold=False) < BATCH_BELOW_MS else 1
-    times = [_events(cuda, fn, arg_sets[i % len(arg_sets)], batch, hold=batch > 1)
+        batch, hold = _batching(cuda, fn, arg_sets[0])
+    times = [_events(cuda, fn, arg_sets[i % len(arg_sets)], batch, hold=hold)
              for i in range(repeat)]
     t = Timing(times, label=label)
     t.batch = batch
     return t
+
+
+def _batching(cuda, fn, args) -> tuple[int, bool]:
+    """(batch, hold) for ``fn``: calls shorter than BATCH_BELOW_MS go behind the hold kernel,
+    as many at a time as the host can enqueue while it holds the GPU (a call that launches
+    several kernels can take the host longer than the GPU: 10 of them would outlast the
+    hold, and the GPU would wait for the host); longer calls, or calls the hold cannot
+    cover even once, are timed one at a time."""
+    t0 = time.perf_counter()
+    fn(*args)
+    host_ms = (time.perf_counter() - t0) * 1e3
+    cuda.synchronize()
+    if _events(cuda, fn, args, 1, hold=False) >= BATCH_BELOW_MS:
+        return 1, False
+    fits = int(0.8 * (HOLD_US / 1000) / max(host_ms, 1e-3))
+    return max(1, min(BATCH, fits)), fits >= 1
 
 
 def _events(cuda, fn, args, batch: int, hold: bool) -> float:
