@@ -31,12 +31,12 @@ import functools
 import math
 
 import numpy as np
-from numba import cuda, njit, prange
+from numba import cuda
 from numba.np.numpy_support import from_dtype
 
 from ..platform import runtime
-from .algorithms_iterators import (Iterator, _as_iter, _functor, _is_device,  # noqa: F401
-                                   _reader,
+from .algorithms_iterators import (Iterator, _as_iter, _cpu_reduce,  # noqa: F401
+                                   _cpu_transform, _functor, _is_device, _reader,
                                    constant, counting, multiply_pair, transform_iterator,
                                    zip_iterator)
 
@@ -357,51 +357,6 @@ def fill(x, value):
 def replace(x, old, new):
     """Every x[i] == old becomes new, in place (thrust::replace); returns x."""
     return _in_place(replace_kernel, x, old, new)
-
-
-# ---------------------------------------------------------------------------------------
-# the CPU policies: the same functors through numba.njit (serial or parallel=True)
-
-@functools.lru_cache(maxsize=None)
-def _cpu_transform(node_a, node_b, op, slot_b, parallel):
-    ra, f = _reader(node_a, "cpu", 0), _functor(op, "cpu")
-    if node_b is None:
-        @njit(parallel=parallel)
-        def run_1(data, out):
-            for i in prange(out.shape[0]):
-                out[i] = f(ra(i, data))
-        return run_1
-    rb = _reader(node_b, "cpu", slot_b)
-
-    @njit(parallel=parallel)
-    def run_2(data, out):
-        for i in prange(out.shape[0]):
-            out[i] = f(ra(i, data), rb(i, data))
-    return run_2
-
-
-@functools.lru_cache(maxsize=None)
-def _cpu_reduce(node, op, parallel):
-    read, f = _reader(node, "cpu", 0), _functor(op, "cpu")
-
-    @njit(parallel=parallel)
-    def run(data, n, init, part, used):
-        chunks = part.shape[0]
-        per = (n + chunks - 1) // chunks
-        for c in prange(chunks):
-            lo, hi = c * per, min(n, (c + 1) * per)
-            if lo < hi:
-                acc = read(lo, data)
-                for i in range(lo + 1, hi):
-                    acc = f(acc, read(i, data))
-                part[c] = acc
-                used[c] = 1
-        out = init
-        for c in range(chunks):
-            if used[c]:
-                out = f(out, part[c])
-        return out
-    return run
 
 
 # ---------------------------------------------------------------------------------------

@@ -6,14 +6,15 @@ one device function ``read(i, data)`` (``data``: the tuple of the tree's arrays 
 passed to the kernel as one argument), so an algorithm's kernel reads element ``i`` of any
 iterator the same way it reads an array - and a transform iterator applies its functor as
 the element is read, with no temporary array.  The same tree compiles for the CPU through
-``numba.njit`` (the execution policies of ``algorithms.py``).
+``numba.njit``, and the loops at the end of this file run it there: the execution policies
+of ``algorithms.py`` (``policy="cpu"``: one core; ``"parallel"``: all of them).
 """
 from __future__ import annotations
 
 import functools
 
 import numpy as np
-from numba import cuda, njit
+from numba import cuda, njit, prange
 
 NOTEBOOKS = ["12_thrust_algorithms"]
 
@@ -108,3 +109,48 @@ def _reader(node: tuple, target: str, slot: int = 0):
     else:
         raise ValueError(f"unknown iterator {kind!r}")
     return jit(read)
+
+
+# ---------------------------------------------------------------------------------------
+# the CPU policies: the same functors through numba.njit (serial or parallel=True)
+
+@functools.lru_cache(maxsize=None)
+def _cpu_transform(node_a, node_b, op, slot_b, parallel):
+    ra, f = _reader(node_a, "cpu", 0), _functor(op, "cpu")
+    if node_b is None:
+        @njit(parallel=parallel)
+        def run_1(data, out):
+            for i in prange(out.shape[0]):
+                out[i] = f(ra(i, data))
+        return run_1
+    rb = _reader(node_b, "cpu", slot_b)
+
+    @njit(parallel=parallel)
+    def run_2(data, out):
+        for i in prange(out.shape[0]):
+            out[i] = f(ra(i, data), rb(i, data))
+    return run_2
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_reduce(node, op, parallel):
+    read, f = _reader(node, "cpu", 0), _functor(op, "cpu")
+
+    @njit(parallel=parallel)
+    def run(data, n, init, part, used):
+        chunks = part.shape[0]
+        per = (n + chunks - 1) // chunks
+        for c in prange(chunks):
+            lo, hi = c * per, min(n, (c + 1) * per)
+            if lo < hi:
+                acc = read(lo, data)
+                for i in range(lo + 1, hi):
+                    acc = f(acc, read(i, data))
+                part[c] = acc
+                used[c] = 1
+        out = init
+        for c in range(chunks):
+            if used[c]:
+                out = f(out, part[c])
+        return out
+    return run
