@@ -24,7 +24,7 @@ BUILDS = {"optimized (matmul_v4, flash attention)": {},
 
 
 def run(report) -> None:
-    lecture = runtime.profile() == "lecture"
+    lecture, gpu = runtime.profile() == "lecture", runtime.MODE == "gpu"
     cfg = G.Config() if lecture else G.MICRO
     shapes = [(4, 64), (4, 1024)] if lecture else [(1, 9)]
     params = G.jitter(G.init_params(cfg, seed=11), seed=12)
@@ -39,8 +39,7 @@ def run(report) -> None:
         for label, opts in BUILDS.items():
             model = G.Model(params, cfg, B, T, **opts)
             d_tok = model.tokens(tokens)
-            slow = "naive" in label and lecture
-            gpu = runtime.MODE == "gpu"            # the simulator: one run (the default)
+            slow = "naive" in label and lecture    # the simulator: one run (the default)
             t = benchmark(lambda: model(d_tok), repeat=(3 if slow else 10) if gpu else None,
                           warmup=(1 if slow else 2) if gpu else None, batch=1)
             report.add(f"GPT-2 forward, {label}", t, flops=fl["matmul"] + fl["attention"],
@@ -56,7 +55,7 @@ def run(report) -> None:
             del model
         opt, naive = (logits[k] for k in BUILDS)
         entry["naive_vs_optimized"] = _rel(naive, opt)
-        if torch is not None and runtime.MODE == "gpu":
+        if torch is not None and gpu:
             fwd = torch_forward(params, cfg)
             tok = torch.as_tensor(tokens, device="cuda")
             torch.cuda.synchronize()
@@ -76,7 +75,7 @@ def run(report) -> None:
                 "launch time included (numba needs ~20-100 us of host time a launch, PyTorch "
                 "~5-10 us: at T = 64 that, not the GPU, sets the time); the per-kernel tables "
                 "are device time only")
-    if runtime.MODE != "gpu":
+    if not gpu:
         report.note("simulator: a micro GPT-2 (1 layer, 2 heads, d_model 32); CPU times")
 
 

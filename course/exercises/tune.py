@@ -24,7 +24,7 @@ import numpy as np
 
 from . import Case, Exercise
 from ..platform import runtime
-from .outcome import CaseResult
+from .outcome import TIMED, CaseResult
 
 SIM_METRICS = {   # name -> (what it is, "<=" or ">=")
     "bytes_per_element": ("global bytes moved (32-byte sectors) per element", "<="),
@@ -124,7 +124,7 @@ class Tune(Exercise):
         ``ceilings``: the copy bandwidth and FP32 rate GPU figures are divided by (the
         grader measures them once per run; a notebook uses ``perf.measured_ceilings``)."""
         mode = mode or runtime.MODE
-        res = CaseResult(f"tune target ({'simulator' if mode == 'sim' else 'GPU'})", "")
+        res = CaseResult(f"{TIMED} ({'simulator' if mode == 'sim' else 'GPU'})", "")
         try:
             value, what, op, target = self._value(figures, mode, ceilings)
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:

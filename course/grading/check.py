@@ -32,6 +32,7 @@ from ..platform import runtime
 from . import hidden as hidden_mod
 from . import judge
 from .launch import TIME_LIMIT_S, run_launch
+from ..exercises.outcome import TIMED
 from .report import CaseResult, CheckResult
 
 compare = judge.compare   # the comparison, also used by the exercise specs' own tests
@@ -202,7 +203,7 @@ def judge_measured(spec, case, prep, returned: dict, figures: dict, mode=None,
     """The target's verdict, or no figure when the measured launch's outputs are wrong."""
     wrong = judge.judge(spec, case, prep, returned)
     if wrong:
-        res = CaseResult("tune target", case.launch)
+        res = CaseResult(TIMED, case.launch)
         res.fail(f"no figure: the measured launch ({case.name}) gave wrong results - {wrong}")
         return res
     res = spec.judge_figures(figures, mode, ceilings)
@@ -212,7 +213,7 @@ def judge_measured(spec, case, prep, returned: dict, figures: dict, mode=None,
 
 
 def measure_failed(why: str) -> CaseResult:
-    res = CaseResult("tune target", "")
+    res = CaseResult(TIMED, "")
     res.fail(f"the measured launch failed: {why[:300]}")
     return res
 

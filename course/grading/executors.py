@@ -43,7 +43,7 @@ def grade_payload(item: dict, grade, plans: dict, opts):
     ``batch.grade_one``, passed in: this module does not import batch), in a sandbox made
     on that machine (the grader's paths are not the worker's)."""
     from .intake import Submission
-    from .prepare import worker_ceilings
+    from .prepare import ceilings_once
 
     sub = Submission(Path(item["path"]), item["rel"], item["folder"], item["data"],
                      item["problem"], item["student"])
@@ -54,7 +54,7 @@ def grade_payload(item: dict, grade, plans: dict, opts):
             from .isolate import for_grading
 
             opts.isolation = for_grading([], Path(t))[0]
-        opts.ceilings = worker_ceilings(opts)
+        opts.ceilings = ceilings_once(opts.mode)
         return grade(sub, plans, opts)
 
 

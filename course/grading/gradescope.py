@@ -60,6 +60,7 @@ SCHEMA = {
 
 def results(g, execution_time: float) -> dict:
     """Gradescope's results.json for one student's :class:`batch.Graded`."""
+    from ..exercises.outcome import split_timed
     from .scoring import kind_of
 
     tests = []
@@ -102,16 +103,16 @@ def leaderboard(g) -> list[dict]:
     """Gradescope's leaderboard: each tune exercise's measured time (ms, lower is better),
     from the grader's own measured launch - the one its verdict used; only a correct
     kernel measured on a GPU has one (the simulator counts, it does not time)."""
+    from ..exercises.outcome import split_timed
     from .scoring import kind_of
 
     out = []
     for name in g.max_points:
         if kind_of(name) != "tune":
             continue
-        cases = (g.results.get(name) or {}).get("cases", [])
-        timed = [c for c in cases if c["name"].startswith("tune target")]
-        figures = (timed[0].get("figures") or {}) if timed else {}
-        if "mean_ms" in figures and all(c["passed"] for c in cases if c not in timed):
+        tests, timed = split_timed((g.results.get(name) or {}).get("cases", []))
+        figures = (timed or {}).get("figures") or {}
+        if "mean_ms" in figures and all(c["passed"] for c in tests):
             out.append({"name": f"{name} (ms)", "value": round(figures["mean_ms"], 5),
                         "order": "asc"})
     return out

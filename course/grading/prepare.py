@@ -44,17 +44,11 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str]]:
         hide += [opts.out.resolve().parent] + ([opts.feedback] if opts.feedback else [])
         opts.isolation, said = for_grading(hide, run_dir)
         print(said)
-    opts.ceilings = worker_ceilings(opts)
+    opts.ceilings = ceilings_once(opts.mode)
     return subs, summary
 
 
 _MEASURED: dict = {}      # this process's GPU ceilings, measured once
-
-
-def worker_ceilings(opts) -> dict | None:
-    """This machine's GPU ceilings for a grading run (None in the simulator); see
-    :func:`ceilings_once`."""
-    return ceilings_once(opts.mode)
 
 
 def ceilings_once(mode: str) -> dict | None:

@@ -338,10 +338,7 @@ class Model:
 
     def tokens(self, tokens) -> object:
         """Checked tokens (B x T ints in [0, vocab)) as an int32 device array."""
-        tokens = np.asarray(tokens)
-        if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
-            raise ValueError(f"tokens must be an integer array of shape (B, T), got "
-                             f"{tokens.dtype} {tokens.shape}")
+        tokens = _token_array(tokens)
         if tokens.shape != (self.B, self.T):
             raise ValueError(f"tokens are {tokens.shape}; this model was built for "
                              f"{(self.B, self.T)}")
@@ -350,12 +347,18 @@ class Model:
         return cuda.to_device(np.ascontiguousarray(tokens, dtype=np.int32))
 
 
+def _token_array(tokens) -> np.ndarray:
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
+        raise ValueError(f"tokens must be an integer array of shape (B, T), got "
+                         f"{tokens.dtype} {tokens.shape}")
+    return tokens
+
+
 def forward(tokens, params, config: Config | None = None, **options):
     """Logits (B, T, vocab) float32 of ``tokens`` (ints, B x T): numpy in, numpy out.
     ``options``: :class:`Model`'s ``matmul`` and ``attention``."""
-    tokens = np.asarray(tokens)
-    if tokens.ndim != 2:
-        raise ValueError(f"tokens must be an integer array of shape (B, T), got {tokens.shape}")
+    tokens = _token_array(tokens)
     config = config or config_of(params)
     model = Model(params, config, *tokens.shape, **options)
     return model(model.tokens(tokens)).copy_to_host().reshape(*tokens.shape, -1)

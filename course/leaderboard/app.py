@@ -93,8 +93,7 @@ def check_submission(data: dict, settings: Settings) -> tuple[str, str, str, dic
     """(board, source, function, unit) of a well-formed submission, else Refused."""
     board, source, function = data.get("board"), data.get("source"), data.get("function")
     if not isinstance(board, str) or board not in settings.boards:
-        raise Refused(404, f"there is no board called {board!r}; the boards are "
-                           f"{', '.join(sorted(settings.boards))}")
+        raise Refused(404, boards_mod.unknown(board, settings.boards))
     if not isinstance(source, str) or not isinstance(function, str) or not source.strip():
         raise Refused(400, '"source" (the file\'s text) and "function" (the kernel\'s name) '
                            "must be strings")
@@ -148,7 +147,7 @@ def create_app(store, queue, settings: Settings) -> Starlette:
     async def board_rows(request):
         name = request.path_params["board"]
         if name not in settings.boards:
-            raise Refused(404, f"there is no board called {name!r}")
+            raise Refused(404, boards_mod.unknown(name, settings.boards))
         rows = [{k: r[k] for k in ("rank", "student", "mean_ms", "std_ms", "best_ms", "runs",
                                    "device", "finished", "id")} for r in store.ranked(name)]
         return JSONResponse({"board": settings.boards[name].describe(settings.mode),

@@ -38,6 +38,9 @@ REFERENCES = {
 }
 
 
+_DESCRIBED: dict = {}     # (board, spec, mode) -> its description (the specs live as long)
+
+
 @dataclass(frozen=True)
 class Board:
     name: str
@@ -49,7 +52,14 @@ class Board:
         return m.group(1) if m else ""
 
     def describe(self, mode: str) -> dict:
-        """What the board page and ``GET /api/boards`` say about it."""
+        """What the board page and ``GET /api/boards`` say about it: worked out once per
+        board and mode (its cases and a small case's dtypes do not change between requests)."""
+        key = (self.name, id(self.spec), mode)
+        if key not in _DESCRIBED:
+            _DESCRIBED[key] = self._describe(mode)
+        return _DESCRIBED[key]
+
+    def _describe(self, mode: str) -> dict:
         case = self.spec.measured_case(mode)
         base = self.spec.base
         n_tests = len(base.cases())
@@ -87,6 +97,10 @@ def all_boards() -> dict[str, Board]:
 def get(name: str) -> Board:
     boards = all_boards()
     if name not in boards:
-        raise UnknownBoard(f"there is no board called {name!r}; the boards are "
-                           f"{', '.join(sorted(boards))}")
+        raise UnknownBoard(unknown(name, boards))
     return boards[name]
+
+
+def unknown(name, boards) -> str:
+    """The one sentence for a board name that is not one of ``boards``."""
+    return f"there is no board called {name!r}; the boards are {', '.join(sorted(boards))}"

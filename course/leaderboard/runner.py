@@ -23,6 +23,7 @@ import secrets
 import tempfile
 from pathlib import Path
 
+from ..exercises.outcome import split_timed
 from ..platform import runtime
 
 TIMEOUT_S = 300          # one submission, all of it
@@ -96,8 +97,7 @@ def _from_source(session, board, payload, seed, timeout, on_stage, limit,
 
 def verdict(error: str, cases: list[dict]) -> dict:
     """The leaderboard's reading of the judge's case results (``session.case_events``)."""
-    tests = [c for c in cases if not c["name"].startswith("tune target")]
-    timed = next((c for c in cases if c["name"].startswith("tune target")), None)
+    tests, timed = split_timed(cases)
     passed_tests = sum(c["passed"] for c in tests)
     cases_out = [{k: c[k] for k in ("name", "passed", "hidden", "message")} for c in tests]
     if error:

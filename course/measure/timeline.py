@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 
 from ..platform import runtime
-from .timing import HOLD_US, _hold_kernel
+from .timing import _events
 
 
 class Timeline:
@@ -32,14 +32,8 @@ class Timeline:
             launch()
             cuda.synchronize()
             ms = (time.perf_counter() - t0) * 1e3
-        else:
-            start, end = cuda.event(), cuda.event()
-            _hold_kernel()[1, 1](HOLD_US)          # the launch is queued before it runs
-            start.record()
-            launch()
-            end.record()
-            end.synchronize()
-            ms = cuda.event_elapsed_time(start, end)
+        else:                       # the benchmark's events, one call behind the hold kernel
+            ms = _events(cuda, launch, (), 1, hold=True)
         self.rows.setdefault(name, []).append(ms)
 
     def total_ms(self) -> float:
