@@ -79,6 +79,29 @@ def test_each_kernel_against_numpy_at_odd_sizes():
     assert np.array_equal(s.copy_to_host(), x * 3)
 
 
+def _gelu64(v):
+    return 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
+
+
+def test_matmul_v4_with_each_fused_epilogue_at_odd_sizes():
+    """Lesson 04's v4 with its STORE swapped: bias, bias + GELU, bias + residual (x +=)."""
+    from course.kernels import matmul_tuned as mt
+    M, K, N = 19, 13, 21                      # edges inside a 16 x 16 tile both ways
+    A = RNG.normal(0, 1, (M, K)).astype(np.float32)
+    W = RNG.normal(0, 1, (K, N)).astype(np.float32)
+    bias = RNG.normal(0, 1, N).astype(np.float32)
+    x = RNG.normal(0, 1, (M, N)).astype(np.float32)
+    y = A.astype(np.float64) @ W + bias
+    want = {G.store_bias: y, G.store_bias_gelu: _gelu64(y), G.store_bias_residual: x + y}
+    for store, expected in want.items():
+        out = cuda.to_device(x)
+        mt.launch("v4", cuda.to_device(A), cuda.to_device(W), (out, cuda.to_device(bias)),
+                  tile=G.SIM_TILE, store=store, shape=(M, N))
+        assert np.allclose(out.copy_to_host(), expected, rtol=1e-5, atol=1e-5), store
+    with pytest.raises(ValueError, match="only v4"):
+        mt.kernel("v3_tuned", mt.TUNED_DEFAULT, 1, G.store_bias)
+
+
 def _forward64(tokens, p, cfg):
     """GPT-2's forward in float64, written apart from the module's (einsum, explicit heads)."""
     p = {k: v.astype(np.float64) for k, v in p.items()}
@@ -113,20 +136,43 @@ def test_micro_gpt2_matches_an_independent_float64_forward():
     assert err < 2e-6, err
     assert np.allclose(G.reference(tokens, params, MICRO), want, rtol=1e-12, atol=1e-12)
     rows = {r["kernel"]: r for r in tl.table()}
-    assert rows["layernorm_forward_kernel"]["launches"] == 2 * MICRO.n_layer + 1
-    assert rows["residual_forward_kernel"]["launches"] == 2 * MICRO.n_layer
-    assert rows["matmul_v4 (lesson 04)"]["launches"] == 4 * MICRO.n_layer + 1
+    L = MICRO.n_layer
+    assert rows["layernorm_forward_kernel"]["launches"] == 2 * L + 1
+    assert {k: r["launches"] for k, r in rows.items() if k.startswith("matmul")} == {
+        "matmul_v4 + bias (fused)": L, "matmul_v4 + bias + GELU (fused)": L,
+        "matmul_v4 + bias + residual (fused)": 2 * L, "matmul_v4 (lesson 04)": 1}
+    assert "residual_forward_kernel" not in rows and not any("bias_gelu" in k for k in rows)
     assert abs(sum(r["percent"] for r in rows.values()) - 100) < 1e-6
     assert tl.simulated and "simulated ms" in tl.markdown()
 
 
-def test_the_naive_build_agrees_with_the_optimized_one():
+def test_the_unfused_and_naive_builds_agree_with_the_optimized_one(monkeypatch):
     params = G.jitter(G.init_params(MICRO, seed=7), seed=8)
     tokens = RNG.integers(0, MICRO.vocab_size, (1, 5))
     fast = G.forward(tokens, params, MICRO)
     slow = G.forward(tokens, params, MICRO, matmul="v1_naive", attention="naive")
     assert fast.shape == (1, 5, MICRO.vocab_size)
     assert np.abs(fast - slow).max() < 1e-5 * np.abs(fast).max()
+    tl = Timeline()
+    model = G.Model(params, MICRO, 1, 5, fuse=False)
+    unfused = model(model.tokens(tokens), run=tl.run).copy_to_host().reshape(fast.shape)
+    assert np.abs(fast - unfused).max() < 1e-5 * np.abs(fast).max()
+    rows = {r["kernel"]: r["launches"] for r in tl.table()}
+    assert rows["residual_forward_kernel"] == 2 * MICRO.n_layer
+    assert rows["matmul_v4 (lesson 04)"] == 4 * MICRO.n_layer + 1
+    with pytest.raises(ValueError, match="only v4 has an epilogue"):
+        G.Model(params, MICRO, 1, 5, matmul="v1_naive", fuse=True)
+
+    # mutant: the residual epilogue overwrites x instead of adding to it
+    from numba import cuda as _cuda
+
+    @_cuda.jit(device=True, inline=True)
+    def overwrite(out, row, col, value):
+        out[0][row, col] = value + out[1][col]
+
+    monkeypatch.setattr(G, "store_bias_residual", overwrite)
+    wrong = G.forward(tokens, params, MICRO)
+    assert np.abs(wrong - fast).max() > 1e-2 * np.abs(fast).max()
 
 
 def test_bad_input_gets_one_clear_sentence():

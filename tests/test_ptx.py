@@ -174,3 +174,37 @@ def test_mma_register_check_can_fail():
     for D, c in _mma_counts("nolto").items():
         assert c["call.uni"] > 0 and c["mma.sync"] == 0, (D, c)
         assert c["ld.local"] + c["st.local"] > 0, (D, c)
+
+
+FUSED_PTX = r"""
+import json
+from numba import cuda, types
+from course.kernels import gpt2 as G, matmul_tuned as mt
+a2 = types.float32[:, ::1]
+out = {}
+for name in ("store_bias", "store_bias_gelu", "store_bias_residual"):
+    k = mt.make_v4(*mt.V4_DEFAULT, mt.V4_MIN_BLOCKS, STORE=getattr(G, name))
+    ptx, _ = cuda.compile_ptx(k.py_func, types.void(a2, a2, types.Tuple((a2, types.float32[::1]))),
+                              cc=(9, 0))
+    out[name] = {"v4": ptx.count("ld.shared.v4.f32"), "call": ptx.count("call."),
+                 "ex2": ptx.count("ex2.approx"), "atom": ptx.count("atom.global.add.f32")}
+print("JSON" + json.dumps(out))
+"""
+
+
+def test_gpt2_fused_epilogues_compile_inline_into_v4():
+    """Lesson 11's epilogues (a tuple (out, bias) as v4's C) compile for a real GPU, inlined
+    into the store (no calls), with v4's 16-byte shared loads intact; only GELU's tanh
+    (libdevice: exp2) adds transcendental work, and the residual adds each of a thread's
+    TM x TN results to x with one atomic (no read of x to wait for)."""
+    from course.kernels import matmul
+
+    proc = compile_off_simulator(FUSED_PTX)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")]
+    assert line, proc.stderr[-2000:]
+    counts = json.loads(line[-1][4:])
+    BM, BN, BK, TM, TN = matmul.V4_DEFAULT
+    for name, c in counts.items():
+        assert c["v4"] == 2 * (TM + TN) // 4 and c["call"] == 0, (name, c)
+        assert (c["ex2"] > 0) == (name == "store_bias_gelu"), (name, c)
+        assert c["atom"] == (TM * TN if name == "store_bias_residual" else 0), (name, c)

@@ -1,9 +1,11 @@
 """Lesson 11 benchmark: GPT-2 124M's forward pass from the course's kernels, beside PyTorch.
 
 At the CS 483 report's attention shape (B 4, T 64, 12 heads of 64) and at B 4, T 1024: the
-whole forward timed (CUDA events) for the optimized build (lesson 04's ``matmul_v4``, lesson
-08's causal flash kernel) and the naive one (lesson 04's v1, three-kernel attention), and
-PyTorch eager float32 (TF32 off) on the same weights in the same run; each build's per-kernel
+whole forward timed (CUDA events) for the optimized build (lesson 04's ``matmul_v4`` with
+bias, GELU and the residual add fused into its store; lesson 08's causal flash kernel), the same
+without fusion (the epilogues as passes of their own: what fusion saves), and the naive one
+(lesson 04's v1, three-kernel attention), and PyTorch eager float32 (TF32 off) on the same
+weights in the same run; each build's per-kernel
 table (``course.measure.timeline``: CUDA events around every launch); the logits against
 PyTorch's.  The simulator runs a micro config instead (times marked simulated).
 """
@@ -18,9 +20,11 @@ from ..measure.timing import benchmark
 from ..platform import runtime
 
 TITLE = "11 GPT-2 forward pass (CS 483 final report)"
-BUILDS = {"optimized (matmul_v4, flash attention)": {},
+BUILDS = {"optimized (matmul_v4 with fused epilogues, flash attention)": {},
+          "unfused (matmul_v4, then bias/GELU and residual passes)": {"fuse": False},
           "naive (matmul_v1, three-kernel attention)": {"matmul": "v1_naive",
                                                         "attention": "naive"}}
+OPTIMIZED, UNFUSED, NAIVE = BUILDS
 
 
 def run(report) -> None:
@@ -53,8 +57,15 @@ def run(report) -> None:
                            f"launch; {entry['builds'][label]['launches']} launches)",
                            tl.markdown())
             del model
-        opt, naive = (logits[k] for k in BUILDS)
+        opt, naive = logits[OPTIMIZED], logits[NAIVE]
         entry["naive_vs_optimized"] = _rel(naive, opt)
+        entry["unfused_vs_optimized"] = _rel(logits[UNFUSED], opt)
+        fused, unfused = entry["builds"][OPTIMIZED], entry["builds"][UNFUSED]
+        report.note(f"{size}: fusing bias, GELU and the residual into matmul_v4's store: "
+                    f"{unfused['median_ms']:.3g} -> {fused['median_ms']:.3g} ms "
+                    f"({100 * (1 - fused['median_ms'] / unfused['median_ms']):.1f} % less), "
+                    f"{unfused['launches']} -> {fused['launches']} launches; logits agree to "
+                    f"{entry['unfused_vs_optimized']:.1e}")
         if torch is not None and gpu:
             fwd = torch_forward(params, cfg)
             tok = torch.as_tensor(tokens, device="cuda")
@@ -64,8 +75,7 @@ def run(report) -> None:
                              kind="peer", flops=fl["matmul"] + fl["attention"], size=size)
             entry["torch_ms"] = row["median_ms"]
             entry["ours_vs_torch_logits"] = _rel(opt, fwd(tok).cpu().numpy().reshape(opt.shape))
-            entry["ratio_to_torch"] = entry["builds"][next(iter(BUILDS))]["median_ms"] / \
-                row["median_ms"]
+            entry["ratio_to_torch"] = entry["builds"][OPTIMIZED]["median_ms"] / row["median_ms"]
             report.note(f"{size}: optimized / PyTorch = {entry['ratio_to_torch']:.2f}; logits "
                         f"agree with PyTorch's to {entry['ours_vs_torch_logits']:.1e} (max |diff| "
                         "/ max |logit|)")

@@ -10,9 +10,13 @@ float32 throughout, one numba kernel per step:
 - ``layernorm_forward_kernel`` a block per row; mean and variance by shared-memory trees
   (lesson 02)
 - matmul                       lesson 04's ``matmul_v4`` (``course/kernels/matmul_tuned.py``)
-                               unchanged, then ``bias_gelu_kernel``: the bias (and, in the
-                               MLP, GELU) added in one pass over the output - the pass lesson
-                               04's ``matmul_epilogue`` exercise fuses into the store
+                               with its epilogue (``STORE``) swapped: ``store_bias``,
+                               ``store_bias_gelu`` (the MLP) and ``store_bias_residual`` (the
+                               two projections, x += ...) add the bias, GELU and the residual
+                               while the value is in a register - lesson 04's
+                               ``matmul_epilogue`` idea.  Unfused (``fuse=False``, and the
+                               naive build): the matmul, then ``bias_gelu_kernel`` and
+                               ``residual_forward_kernel`` as passes of their own
 - ``permute_kernel`` / ``unpermute_kernel``  q, k, v to (batch*heads, T, head dim) and back
 - attention                    lesson 08's causal flash kernel (``flash_tiled_causal``), or
                                its three naive kernels (scores, softmax, P @ V)
@@ -25,9 +29,7 @@ downloaded: ``load_params`` reads a safetensors file you already have.
 """
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda, float32
@@ -35,6 +37,9 @@ from numba import cuda, float32
 from ..platform import runtime
 from . import attention as attn
 from . import matmul as mm
+from . import matmul_tuned as mt
+from .gpt2_params import (MICRO, TINY, Config, config_of, flops, init_params,  # noqa: F401
+                          jitter, load_params, param_shapes, reference)
 
 NOTEBOOKS = ["11_gpt2"]
 NOT_SHOWN = {"gelu_tanh", "row_sum"}   # device functions, shown inside the kernels' cell
@@ -43,92 +48,6 @@ TPB = 256 if GPU else 32       # threads of the elementwise kernels (along a row
 LN_TPB = 128 if GPU else 16    # layernorm threads per row (a power of two)
 SIM_TILE = (16, 16, 4, 4, 4)   # matmul_v4's tile in the simulator: 16 threads a block
 GELU_K = float32(math.sqrt(2.0 / math.pi))
-
-
-@dataclass(frozen=True)
-class Config:
-    vocab_size: int = 50257
-    n_positions: int = 1024
-    n_embd: int = 768
-    n_layer: int = 12
-    n_head: int = 12
-
-
-TINY = Config(vocab_size=97, n_positions=16, n_embd=64, n_layer=2, n_head=2)   # the notebook's
-MICRO = Config(vocab_size=37, n_positions=9, n_embd=32, n_layer=1, n_head=2)   # tests, bench
-
-
-def param_shapes(config: Config) -> dict:
-    """name -> shape of every parameter, in the checkpoints' order and names."""
-    C, V, P = config.n_embd, config.vocab_size, config.n_positions
-    shapes = {"wte.weight": (V, C), "wpe.weight": (P, C)}
-    for i in range(config.n_layer):
-        h = f"h.{i}."
-        shapes.update({h + "ln_1.weight": (C,), h + "ln_1.bias": (C,),
-                       h + "attn.c_attn.weight": (C, 3 * C), h + "attn.c_attn.bias": (3 * C,),
-                       h + "attn.c_proj.weight": (C, C), h + "attn.c_proj.bias": (C,),
-                       h + "ln_2.weight": (C,), h + "ln_2.bias": (C,),
-                       h + "mlp.c_fc.weight": (C, 4 * C), h + "mlp.c_fc.bias": (4 * C,),
-                       h + "mlp.c_proj.weight": (4 * C, C), h + "mlp.c_proj.bias": (C,)})
-    shapes.update({"ln_f.weight": (C,), "ln_f.bias": (C,)})
-    return shapes
-
-
-def init_params(config: Config, seed: int = 0) -> dict:
-    """GPT-2's initialization: weights N(0, 0.02), the residual projections (attn.c_proj,
-    mlp.c_proj) N(0, 0.02 / sqrt(2 * n_layer)), biases 0, layernorm gains 1."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for name, shape in param_shapes(config).items():
-        if name.endswith(".bias"):
-            out[name] = np.zeros(shape, np.float32)
-        elif ".ln_" in name or name.startswith("ln_f"):
-            out[name] = np.ones(shape, np.float32)
-        else:
-            std = 0.02 / math.sqrt(2 * config.n_layer) if name.endswith("c_proj.weight") \
-                else 0.02
-            out[name] = rng.standard_normal(shape, dtype=np.float32) * np.float32(std)
-    return out
-
-
-def jitter(params: dict, seed: int = 0, scale: float = 0.1) -> dict:
-    """A copy with the biases moved off 0 and the layernorm gains off 1 (by N(0, scale)):
-    at GPT-2's initialization a kernel that ignored them would still pass a check."""
-    rng = np.random.default_rng(seed)
-    return {k: v + rng.normal(0, scale, v.shape).astype(np.float32)
-            if k.endswith(".bias") or ".ln_" in k or k.startswith("ln_f") else v
-            for k, v in params.items()}
-
-
-def load_params(path) -> dict:
-    """The parameters of a GPT-2 safetensors checkpoint (Hugging Face's ``model.safetensors``
-    of ``gpt2``) as float32: names without the ``transformer.`` prefix; the attention masks
-    and ``lm_head`` (tied to ``wte``) dropped."""
-    dtypes = {"F32": np.float32, "F16": np.float16}
-    with open(path, "rb") as f:
-        head_len = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(head_len))
-        out = {}
-        for name, info in header.items():
-            key = name.removeprefix("transformer.")
-            if name == "__metadata__" or key.endswith((".attn.bias", ".attn.masked_bias")) \
-                    or key.startswith("lm_head"):
-                continue
-            if info["dtype"] not in dtypes:
-                raise ValueError(f"{name}: dtype {info['dtype']} is not supported (F32, F16)")
-            start, end = info["data_offsets"]
-            f.seek(8 + head_len + start)
-            raw = np.frombuffer(f.read(end - start), dtype=dtypes[info["dtype"]])
-            out[key] = raw.reshape(info["shape"]).astype(np.float32)
-    return out
-
-
-def config_of(params: dict) -> Config:
-    """The Config of a parameter dict (head count: GPT-2's head dim of 64)."""
-    V, C = params["wte.weight"].shape
-    layers = sum(1 for k in params if k.endswith(".ln_1.weight"))
-    return Config(vocab_size=V, n_positions=params["wpe.weight"].shape[0], n_embd=C,
-                  n_layer=layers, n_head=max(1, C // 64))
 
 
 # ---------------------------------------------------------------------------------------
@@ -185,6 +104,27 @@ def layernorm_forward_kernel(out, inp, weight, bias):
 def gelu_tanh(x):
     return float32(0.5) * x * (float32(1.0) + math.tanh(
         GELU_K * (x + float32(0.044715) * x * x * x)))
+
+
+@cuda.jit(device=True, inline=True)
+def store_bias(out, row, col, value):
+    # matmul_v4's epilogue with out = (C, bias): C = A @ B + bias, added in the store.
+    out[0][row, col] = value + out[1][col]
+
+
+@cuda.jit(device=True, inline=True)
+def store_bias_gelu(out, row, col, value):
+    # the MLP's first matmul: C = GELU(A @ B + bias).
+    out[0][row, col] = gelu_tanh(value + out[1][col])
+
+
+@cuda.jit(device=True, inline=True)
+def store_bias_residual(out, row, col, value):
+    # a projection back into the residual stream: x += A @ B + bias.  One thread owns
+    # x[row, col], so the atomic adds one term to it, rounded as x + (value + bias) would
+    # be; but it needs no answer, so the thread does not wait for x to arrive (a plain
+    # x[row, col] += ... would wait on every one of its 64 reads, one after the other).
+    cuda.atomic.add(out[0], (row, col), value + out[1][col])
 
 
 @cuda.jit
@@ -255,19 +195,24 @@ class Model:
 
     ``matmul``: "v4" (lesson 04's fastest FP32 kernel) or "v1_naive"; ``attention``:
     "flash" (lesson 08's causal flash kernel) or "naive" (three kernels and a T x T score
-    matrix per head).  ``run(name, launch)`` is called around every launch (a timeline)."""
+    matrix per head); ``fuse`` (v4 only, the default there): bias, GELU and the residual
+    add in v4's store instead of passes of their own.  ``run(name, launch)`` is called
+    around every launch (a timeline)."""
 
     def __init__(self, params: dict, config: Config, B: int, T: int, *,
-                 matmul: str = "v4", attention: str = "flash"):
+                 matmul: str = "v4", attention: str = "flash", fuse: bool | None = None):
         if T > config.n_positions:
             raise ValueError(f"T = {T} is longer than the context ({config.n_positions})")
         if matmul not in ("v4", "v1_naive") or attention not in ("flash", "naive"):
             raise ValueError('matmul must be "v4" or "v1_naive"; attention "flash" or "naive"')
+        if fuse and matmul != "v4":
+            raise ValueError("fuse=True needs matmul=\"v4\": only v4 has an epilogue to fuse into")
         missing = set(param_shapes(config)) - set(params)
         if missing:
             raise ValueError(f"parameters missing: {sorted(missing)[:4]} ...")
         self.cfg, self.B, self.T = config, B, T
         self.matmul_variant, self.attention = matmul, attention
+        self.fuse = matmul == "v4" if fuse is None else fuse
         self.p = {k: cuda.to_device(np.ascontiguousarray(v, dtype=np.float32))
                   for k, v in params.items()}
         self.p["wte.T"] = cuda.to_device(np.ascontiguousarray(params["wte.weight"].T,
@@ -283,8 +228,14 @@ class Model:
             if attention == "naive" else None
 
     def matmul(self, out, inp, weight, bias=None, gelu=False, run=_direct):
-        """out = inp @ weight (+ bias, GELU): lesson 04's kernel, then the epilogue pass."""
+        """out = inp @ weight (+ bias, GELU): with ``fuse``, v4 with the epilogue in its
+        store; else lesson 04's kernel, then the epilogue pass."""
         tile = None if GPU or self.matmul_variant != "v4" else SIM_TILE
+        if self.fuse and bias is not None:
+            store, what = (store_bias_gelu, "bias + GELU") if gelu else (store_bias, "bias")
+            run(f"matmul_v4 + {what} (fused)", lambda: mt.launch(
+                "v4", inp, weight, (out, bias), tile=tile, store=store, shape=out.shape))
+            return
         name = "matmul_v4 (lesson 04)" if self.matmul_variant == "v4" else \
             "matmul_v1_naive (lesson 04)"
         run(name, lambda: mm.launch(self.matmul_variant, inp, weight, out, tile=tile))
@@ -292,6 +243,18 @@ class Model:
             M, N = out.shape
             run("bias_gelu_kernel" if gelu else "bias_gelu_kernel (bias only)",
                 lambda: bias_gelu_kernel[(-(-N // TPB), M), TPB](out, bias, gelu))
+
+    def project(self, x, inp, weight, bias, scratch, cols, run=_direct):
+        """x += inp @ weight + bias: fused into v4's store, or a matmul into ``scratch``
+        followed by the residual kernel."""
+        if self.fuse:
+            tile = None if GPU else SIM_TILE
+            run("matmul_v4 + bias + residual (fused)", lambda: mt.launch(
+                "v4", inp, weight, (x, bias), tile=tile, store=store_bias_residual,
+                shape=x.shape))
+        else:
+            self.matmul(scratch, inp, weight, bias, run=run)
+            self.residual(x, scratch, cols, run)
 
     def __call__(self, d_tokens, run=_direct):
         """Launch one forward pass on device tokens (int32, B x T); logits in self.logits."""
@@ -314,14 +277,13 @@ class Model:
             run(label, lambda: attn.launch(variant, self.q, self.k, self.v, self.o,
                                            causal=True, scratch=self.scratch))
             run("unpermute_kernel", lambda: unpermute_kernel[(T, B * NH), hs](y, self.o, NH))
-            self.matmul(ln, y, p[h + "attn.c_proj.weight"], p[h + "attn.c_proj.bias"], run=run)
-            self.residual(x, ln, cols, run)
+            self.project(x, y, p[h + "attn.c_proj.weight"], p[h + "attn.c_proj.bias"], ln,
+                         cols, run)
             self.layernorm(ln, x, p[h + "ln_2.weight"], p[h + "ln_2.bias"], run)
             self.matmul(self.h4, ln, p[h + "mlp.c_fc.weight"], p[h + "mlp.c_fc.bias"],
                         gelu=True, run=run)
-            self.matmul(ln, self.h4, p[h + "mlp.c_proj.weight"], p[h + "mlp.c_proj.bias"],
-                        run=run)
-            self.residual(x, ln, cols, run)
+            self.project(x, self.h4, p[h + "mlp.c_proj.weight"], p[h + "mlp.c_proj.bias"],
+                         ln, cols, run)
         self.layernorm(ln, x, p["ln_f.weight"], p["ln_f.bias"], run)
         self.matmul(self.logits, ln, p["wte.T"], run=run)          # tied: logits = ln @ wte^T
         return self.logits
@@ -357,46 +319,8 @@ def _token_array(tokens) -> np.ndarray:
 
 def forward(tokens, params, config: Config | None = None, **options):
     """Logits (B, T, vocab) float32 of ``tokens`` (ints, B x T): numpy in, numpy out.
-    ``options``: :class:`Model`'s ``matmul`` and ``attention``."""
+    ``options``: :class:`Model`'s ``matmul``, ``attention`` and ``fuse``."""
     tokens = _token_array(tokens)
     config = config or config_of(params)
     model = Model(params, config, *tokens.shape, **options)
     return model(model.tokens(tokens)).copy_to_host().reshape(*tokens.shape, -1)
-
-
-def flops(config: Config, B: int, T: int) -> dict:
-    """FLOPs of one forward pass (2 per multiply-add): the matmuls, and attention's Q K^T
-    and P V over the causal half the flash kernel computes (T (T + 1) / 2 pairs a head)."""
-    C, L, V, BT = config.n_embd, config.n_layer, config.vocab_size, B * T
-    matmul = L * 2 * BT * C * (3 * C + C + 4 * C + 4 * C) + 2 * BT * C * V
-    attention = L * 2 * 2 * B * (T * (T + 1) // 2) * C
-    return {"matmul": matmul, "attention": attention}
-
-
-def reference(tokens, params, config: Config) -> np.ndarray:
-    """The same forward in float64 numpy: what the notebook compares the kernels with."""
-    p = {k: v.astype(np.float64) for k, v in params.items()}
-    B, T = tokens.shape
-    C, NH = config.n_embd, config.n_head
-    hs = C // NH
-
-    def ln(x, w, b):
-        m = x.mean(-1, keepdims=True)
-        return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5) * w + b
-
-    x = p["wte.weight"][tokens] + p["wpe.weight"][:T]
-    mask = np.tril(np.ones((T, T), bool))
-    for i in range(config.n_layer):
-        h = lambda n: p[f"h.{i}.{n}"]                               # noqa: E731
-        a = ln(x, h("ln_1.weight"), h("ln_1.bias")) @ h("attn.c_attn.weight") + \
-            h("attn.c_attn.bias")
-        q, k, v = (a[..., j * C:(j + 1) * C].reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
-                   for j in range(3))
-        s = np.where(mask, q @ k.transpose(0, 1, 3, 2) / math.sqrt(hs), -np.inf)
-        w = np.exp(s - s.max(-1, keepdims=True))
-        y = ((w / w.sum(-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
-        x = x + y @ h("attn.c_proj.weight") + h("attn.c_proj.bias")
-        m = ln(x, h("ln_2.weight"), h("ln_2.bias")) @ h("mlp.c_fc.weight") + h("mlp.c_fc.bias")
-        m = 0.5 * m * (1 + np.tanh(math.sqrt(2 / math.pi) * (m + 0.044715 * m ** 3)))
-        x = x + m @ h("mlp.c_proj.weight") + h("mlp.c_proj.bias")
-    return ln(x, p["ln_f.weight"], p["ln_f.bias"]) @ p["wte.weight"].T

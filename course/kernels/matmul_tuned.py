@@ -179,10 +179,19 @@ def v3_tuned_invalid(BM: int, BN: int, BK: int, TM: int, TN: int,
     return None
 
 
-def make_v4(BM, BN, BK, TM, TN, min_blocks=1, UNROLL=2):
+@cuda.jit(device=True, inline=True)
+def store_c(C, row, col, value):
+    # v4's epilogue: what happens to each finished element of A @ B.  Lesson 04 stores it;
+    # lesson 11 passes another device function (bias, GELU, residual) and a tuple as C.
+    C[row, col] = value
+
+
+def make_v4(BM, BN, BK, TM, TN, min_blocks=1, UNROLL=2, STORE=store_c):
     """v4: v3_tuned's pipeline (two shared buffers, register prefetch, launch bounds) with
     each thread's TM x TN tile made of runs of 4 consecutive rows and columns, read from
-    shared memory 16 bytes at a time.  TM and TN are multiples of 4."""
+    shared memory 16 bytes at a time.  TM and TN are multiples of 4.  ``STORE(C, row, col,
+    value)`` (an inline device function) writes each element of the result: the epilogue,
+    fused into the store (``store_c`` stores it; C may then be any argument STORE reads)."""
     TY, TX = BM // TM, BN // TN    # threads along rows / columns of the block tile
     NT = TX * TY                   # threads per block
     RY, RX = 4 * TY, 4 * TX        # rows / columns between a thread's runs of four
@@ -264,7 +273,7 @@ def make_v4(BM, BN, BK, TM, TN, min_blocks=1, UNROLL=2):
                 row = row0 + ty * 4 + (y & 3) + (y >> 2) * RY
                 col = col0 + tx * 4 + (x & 3) + (x >> 2) * RX
                 if row < M and col < N:
-                    C[row, col] = c[y, x]
+                    STORE(C, row, col, c[y, x])
 
     return matmul_v4
 
@@ -287,22 +296,29 @@ TUNED = {"v3_tuned": (make_v3_tuned, v3_tuned_invalid, TUNED_DEFAULT, MIN_BLOCKS
 
 
 @functools.lru_cache(maxsize=None)
-def kernel(variant: str, tile: tuple, min_blocks: int):
-    """The compiled ``variant`` ("v3_tuned" or "v4") for one tile and launch bound."""
+def kernel(variant: str, tile: tuple, min_blocks: int, store=None):
+    """The compiled ``variant`` ("v3_tuned" or "v4") for one tile and launch bound; v4 with
+    ``store`` as its epilogue (None: ``store_c``)."""
     make, _, default_tile, default_blocks, built = TUNED[variant]
+    if store is not None:
+        if variant != "v4":
+            raise ValueError(f"only v4 takes an epilogue, not {variant}")
+        return make(*tile, min_blocks, STORE=store)
     if (tuple(tile), min_blocks) == (default_tile, default_blocks):
         return built
     return make(*tile, min_blocks)
 
 
 def launch(variant: str, d_A, d_B, d_C, tile: tuple | None = None,
-           min_blocks: int | None = None):
-    """Launch v3_tuned or v4 with tile (BM, BN, BK, TM, TN) on device arrays, C = A @ B."""
+           min_blocks: int | None = None, store=None, shape: tuple | None = None):
+    """Launch v3_tuned or v4 with tile (BM, BN, BK, TM, TN) on device arrays, C = A @ B.
+    With ``store`` (v4 only), d_C is whatever that epilogue takes and ``shape`` is the
+    result's (M, N)."""
     _, invalid, default_tile, default_blocks, _ = TUNED[variant]
     BM, BN, BK, TM, TN = tile = tuple(tile or default_tile)
     why = invalid(*tile)
     if why:
         raise ValueError(f"invalid {variant} tile {tile}: {why}")
-    M, N = d_C.shape
-    k = kernel(variant, tile, min_blocks or default_blocks)
+    M, N = shape or d_C.shape
+    k = kernel(variant, tile, min_blocks or default_blocks, store)
     k[((N + BN - 1) // BN, (M + BM - 1) // BM), (BN // TN, BM // TM)](d_A, d_B, d_C)
