@@ -462,3 +462,32 @@ time.sleep(4)
         time.sleep(0.2)
     os.kill(pid, signal.SIGKILL)
     raise AssertionError("the server outlived its parent")
+
+
+def test_a_submission_out_of_time_is_told_so_and_a_slow_board_gets_more(monkeypatch):
+    """Past its deadline a submission is 'not judged: it ran past the time limit', not 'your
+    kernel broke the measurer'; the attention seed board (a naive kernel takes ~20 s a
+    launch at its shape on an H100) gives a submission 900 s instead of the default."""
+    from course.exercises import get
+    from course.grading import session
+    from course.grading.solutions import defined
+    from course.grading.unit import extract
+    from course.leaderboard import runner
+
+    spec = get("tune_vector_add")
+    unit = extract(defined("tune_vector_add")[0], spec.launch_names)
+    error, cases = session.judge_unit(spec, unit, 1, 0.2, 16384, mode="sim")
+    assert error.startswith("not judged: it ran past the time limit") and cases == [], error
+
+    seen = {}
+
+    def fake(spec, unit, seed, timeout, *a, **k):
+        seen[spec.name] = timeout
+        return "stop here", []
+    monkeypatch.setattr(session, "judge_unit", fake)
+    for board in ("flash_attention", "tune_vector_add"):
+        runner.judge_submission(board, {"unit": unit, "source": "", "function": "f"})
+    assert seen == {"flash_attention": 900.0, "tune_vector_add": runner.TIMEOUT_S}
+    # and a sandbox big enough for its 2.7 GB of buffers (they cross the pipe both ways)
+    assert session._sandbox_mb(["flash_attention", None]) == 32768
+    assert session._sandbox_mb(["tune_vector_add"]) is None

@@ -97,7 +97,7 @@ class Tune(Exercise):
         """Raw figures of ``fn`` launched on the device arrays ``args``: traced counts
         (simulator) or CUDA-event times (GPU; the fastest of 30 runs is the figure, the
         median and slowest say how noisy the GPU was; a launch slower than SLOW_MS, such
-        as a naive kernel on a leaderboard's seed board, gets 5 to 30 runs, about BUDGET_MS
+        as a naive kernel on a leaderboard's seed board, gets 3 to 30 runs, about BUDGET_MS
         in all).  Runs in the measurer process when a class is graded, in your notebook for
         ``course.check``."""
         if runtime.MODE == "sim":
@@ -107,8 +107,8 @@ class Tune(Exercise):
         launch = lambda: self.launch(fn, case, args)                     # noqa: E731
         probe = benchmark(launch, repeat=1, warmup=1)    # compiles, warms up, sizes the run
         if probe.min_ms > SLOW_MS:      # a slow kernel (a seed board's naive entry): fewer runs
-            t = benchmark(launch, repeat=max(5, min(30, int(BUDGET_MS / probe.min_ms))),
-                          warmup=0)
+            runs = max(MIN_SLOW_RUNS, min(30, int(BUDGET_MS / probe.min_ms)))
+            t = benchmark(launch, repeat=runs, warmup=0)
         else:
             t = benchmark(launch, repeat=30)                            # warms up first
         times = np.asarray(t.times_ms, dtype=np.float64)
@@ -163,6 +163,7 @@ class Tune(Exercise):
 
 
 SLOW_MS, BUDGET_MS = 200.0, 6000.0   # a launch slower than this is timed in about that much
+MIN_SLOW_RUNS = 3                     # but never fewer runs than this (a mean and a spread)
 NOISY = 0.25     # median this much above the fastest run: something else used the GPU
 
 

@@ -63,6 +63,7 @@ class Judge:
     start_measurer: object              # () -> a started _Child running measurer.py
     measurer: object = None
     on_stage: object = None             # (stage) -> None: "testing", then "timing"
+    deadline: float = float("inf")      # time.monotonic() when the submission's time is up
 
     def stage(self, name: str) -> None:
         if self.on_stage is not None:
@@ -95,7 +96,7 @@ def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
         worker = _Child("course.grading.worker", tmp / "worker", deadline, memory_mb,
                         timeout, isolation)
         jd = _new_judge(seed, case_time_limit, mode, ceilings, tmp, deadline, memory_mb,
-                        timeout, isolation, on_stage)
+                        timeout, isolation, on_stage, _sandbox_mb(s.get("exercise") for s in steps))
         try:
             worker.greeted()
             out.events.append({"event": "mode", "mode": mode})
@@ -119,13 +120,23 @@ def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
     return out
 
 
+def _sandbox_mb(names) -> int | None:
+    """The measurer's memory budget (cgroup) for these exercises: the default, or more
+    where an exercise's measured launch needs it (``memory_mb``: the attention board's
+    2.7 GB of inputs and outputs, held several times over while they cross the pipe)."""
+    need = [getattr(_ex.get(n), "memory_mb", 0) for n in names if n]
+    return max(need, default=0) or None
+
+
 def _new_judge(seed, limit, mode, ceilings, tmp: Path, deadline, memory_mb, timeout,
-               isolation, on_stage) -> Judge:
+               isolation, on_stage, sandbox_mb=None) -> Judge:
     """A Judge whose measurers start in their own folders under ``tmp``."""
     return Judge(seed, limit or TIME_LIMIT_S[mode], mode, ceilings,
                  lambda: _Child("course.grading.measurer",
                                 Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
-                                deadline, memory_mb, timeout, isolation), on_stage=on_stage)
+                                deadline, memory_mb, timeout, isolation, sandbox_mb),
+                 on_stage=on_stage,
+                 deadline=deadline)
 
 
 def judge_unit(spec, unit: dict, seed: int, timeout: float, memory_mb: int, *, mode: str,
@@ -138,7 +149,7 @@ def judge_unit(spec, unit: dict, seed: int, timeout: float, memory_mb: int, *, m
     run_dir = isolation.run_dir if isolation is not None else None
     with tempfile.TemporaryDirectory(prefix="course-judge-", dir=run_dir) as tmp:
         jd = _new_judge(seed, limit, mode, ceilings, Path(tmp), deadline, memory_mb, timeout,
-                        isolation, on_stage)
+                        isolation, on_stage, _sandbox_mb([spec.name]))
         try:
             return _judge_kernel(jd, spec, unit, None)
         except Tampered as exc:
@@ -225,6 +236,9 @@ def _judge_kernel(jd: Judge, spec, unit, unit_error) -> tuple[str, list]:
     except (WireError, Tampered) as exc:
         last = jd.measurer.last_words() if jd.measurer else ""
         jd.close_measurer()
+        if getattr(exc, "timed_out", False) or time.monotonic() >= jd.deadline - 1:
+            return ("not judged: it ran past the time limit for a submission (its tests and "
+                    "timed launches did not finish in time)"), []
         return (f"the kernel broke the process that measures it ({exc}"
                 + (f"; {last}" if last else "") + ")"), []
     if any(c.timed_out for c in cases):
@@ -297,7 +311,7 @@ class _Child:
     """A worker or measurer process and our ends of its two pipes."""
 
     def __init__(self, module: str, tmp: Path, deadline: float, memory_mb: int,
-                 timeout: float, isolation):
+                 timeout: float, isolation, sandbox_mb: int | None = None):
         tmp.mkdir()
         req_r, req_w = os.pipe()       # we write requests, it reads
         rep_r, rep_w = os.pipe()       # it writes replies, we read
@@ -320,7 +334,7 @@ class _Child:
             from .isolate import Cgroup
 
             self.cgroup = Cgroup(f"course-{os.getpid()}-{tmp.parent.name}-{tmp.name}",
-                                 memory_mb or None)
+                                 sandbox_mb or memory_mb or None)
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 cmd, cwd=tmp / "cwd", env=env, stdin=subprocess.DEVNULL, stdout=log,

@@ -59,6 +59,7 @@ def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
     base = {"device": device, "versions": versions, "mode": runtime.MODE}
     try:
         spec = get(board)
+        timeout = max(timeout, getattr(spec, "time_budget_s", 0.0))   # a slow seed board
         kw = dict(mode=runtime.MODE, isolation=isolation,
                   ceilings=ceilings_once(runtime.MODE))
         if payload.get("unit") is not None:
