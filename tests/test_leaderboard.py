@@ -491,3 +491,37 @@ def test_a_submission_out_of_time_is_told_so_and_a_slow_board_gets_more(monkeypa
     # and a sandbox big enough for its 2.7 GB of buffers (they cross the pipe both ways)
     assert session._sandbox_mb(["flash_attention", None]) == 32768
     assert session._sandbox_mb(["tune_vector_add"]) is None
+
+
+@pytest.mark.parametrize("db, board, shows", [
+    ("h100-2026-11-25-run1.db", "histogram", ["2.566", "0.315"]),
+    ("h100-2026-11-25-run2.db", "flash_attention", ["22,140", "13.62"])])
+def test_h100_boards_render_in_chromium(tmp_path, db, board, shows):
+    """The boards of two real serve runs on an H100 (assets/leaderboard: the databases as
+    the service wrote them, the submitted sources and token hashes removed) as a browser
+    shows them; with $COURSE_SCREENSHOTS set, the README's screenshots are made here."""
+    import shutil
+
+    from test_browser import _browser_or_skip
+
+    chromium = _browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    shutil.copy(REPO / "assets" / "leaderboard" / db, tmp_path / "lb.db")
+    srv = Server(tmp_path)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, headless=True,
+                                         args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1100, "height": 800})
+            page.goto(f"{srv.url}/boards/{board}")
+            text = page.inner_text("body")
+            assert "NVIDIA H100 80GB HBM3" in text, text[:2000]
+            for s in shows:
+                assert s in text, (s, text[:2000])
+            if os.environ.get("COURSE_SCREENSHOTS"):
+                page.screenshot(path=str(Path(os.environ["COURSE_SCREENSHOTS"])
+                                         / f"leaderboard-h100-{board}.png"), full_page=True)
+            browser.close()
+    finally:
+        srv.kill(signal.SIGTERM)

@@ -27,6 +27,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+
+def ms_text(v: float) -> str:
+    """A time in ms to 4 significant digits, never in exponent form (22,140 not 2.214e+04)."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
 FINAL = ("done", "rejected", "error")
 
 
@@ -65,8 +70,8 @@ class Submission:
             out.append(f"[{'x' if ok == len(tests) else ' '}] tests passed: {ok} of "
                        f"{len(tests)}")
         if self.mean_ms is not None:
-            out.append(f"[x] benchmark: {self.mean_ms:.4g} ± {self.std_ms or 0:.2g} ms "
-                       f"(best {self.best_ms:.4g} ms, {self.runs} runs)")
+            out.append(f"[x] benchmark: {ms_text(self.mean_ms)} ± {self.std_ms or 0:.2g} ms "
+                       f"(best {ms_text(self.best_ms)} ms, {self.runs} runs)")
             out.append(f"rank {self.rank} on {self.board}" if self.rank else "not ranked")
         if self.message:
             out.append(self.message)

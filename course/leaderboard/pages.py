@@ -15,6 +15,8 @@ from urllib.parse import parse_qs
 from starlette.responses import HTMLResponse, RedirectResponse
 from starlette.routing import Route
 
+from .client import ms_text
+
 CSS = """body{font:15px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:62rem;color:#222}
 table{border-collapse:collapse;width:100%;margin:.5rem 0 1.5rem}th,td{padding:.3rem .6rem;
 border-bottom:1px solid #ddd;text-align:left}td.n{text-align:right;font-variant-numeric:
@@ -37,7 +39,7 @@ def _when(t) -> str:
 
 
 def _ms(v) -> str:
-    return "-" if v is None else f"{v:.4g} ms"
+    return "-" if v is None else f"{ms_text(v)} ms"
 
 
 def chart(points: list[tuple[float, float]], width: int = 640, height: int = 180) -> str:
@@ -61,7 +63,7 @@ def chart(points: list[tuple[float, float]], width: int = 640, height: int = 180
     return (f'<svg role="img" aria-label="best time over the term" width="{width}" '
             f'height="{height}" viewBox="0 0 {width} {height}"><path d="{" ".join(d)}" '
             f'fill="none" stroke="#2a6fdb" stroke-width="2"/>'
-            f'<text x="{pad}" y="16" font-size="12">best {lo:.4g} ms (from {hi:.4g} ms)</text>'
+            f'<text x="{pad}" y="16" font-size="12">best {ms_text(lo)} ms (from {ms_text(hi)} ms)</text>'
             f'<text x="{pad}" y="{height - 8}" font-size="11">{_when(t0)}</text>'
             f'<text x="{width - pad}" y="{height - 8}" font-size="11" text-anchor="end">'
             f'{_when(points[-1][0])}</text></svg>')
@@ -112,12 +114,12 @@ def routes(store, settings, who) -> list:
         for row in store.ranked(name):
             body.append(f'<tr><td class="n">{row["rank"]}</td><td>'
                         f'{html.escape(row["student"])}</td><td class="n">'
-                        f'{row["mean_ms"]:.4g} ± {row["std_ms"] or 0:.2g} ms</td>'
+                        f'{ms_text(row["mean_ms"])} ± {row["std_ms"] or 0:.2g} ms</td>'
                         f'<td class="n">{_ms(row["best_ms"])}</td><td>{_when(row["created"])}'
                         f'</td><td>{html.escape(row["device"] or "")}</td></tr>')
         for ref in d["references"]:
             body.append(f'<tr class="ref"><td>ref</td><td>{html.escape(ref["who"])}</td>'
-                        f'<td class="n">{ref["ms"]:.4g} ms</td><td></td><td colspan="2">'
+                        f'<td class="n">{ms_text(ref["ms"])} ms</td><td></td><td colspan="2">'
                         f'{html.escape(ref["note"])}</td></tr>')
         body.append("</table><h2>Best time over the term</h2>" + chart(store.best_over_time(name)))
         if me:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..exercises.outcome import split_timed
 from ..platform import runtime
+from .client import ms_text
 
 TIMEOUT_S = 300          # one submission, all of it
 MEMORY_MB = {"sim": 16384, "gpu": 0}   # address-space limit (CUDA's cuInit needs none);
@@ -119,7 +120,7 @@ def verdict(error: str, cases: list[dict]) -> dict:
     if "mean_ms" in f:
         out.update(mean_ms=f["mean_ms"], std_ms=f.get("std_ms"), best_ms=f.get("ms"),
                    median_ms=f.get("median_ms"), runs=int(f.get("runs", 0)),
-                   message=f"tests passed ({len(tests)} of {len(tests)}); {f['mean_ms']:.4g} "
+                   message=f"tests passed ({len(tests)} of {len(tests)}); {ms_text(f['mean_ms'])} "
                            f"± {f.get('std_ms', 0):.2g} ms over {int(f.get('runs', 0))} runs")
     else:
         out.update(figures=f, message=f"tests passed ({len(tests)} of {len(tests)}); not "
