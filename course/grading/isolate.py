@@ -18,7 +18,7 @@ each worker and measurer gets
 - **no capabilities** (``setpriv``: empty bounding set, no new privileges), so it cannot
   undo any of the above;
 - **one memory and process budget** for all its processes, where a cgroup can be made
-  (:class:`Cgroup`); elsewhere per-process limits (``session._limits``) only.
+  (:class:`Cgroup`); elsewhere per-process limits (``child._limits``) only.
 
 Where none of this is available (macOS, Windows, a container that forbids namespaces),
 ``python -m course grade`` says so once at the start; the verdicts stay sound (the judge and

@@ -1,0 +1,147 @@
+"""A worker or measurer process of the grader (``session.py``): started in the sandbox
+(``isolate.py``) with its limits (CPU time, file size, memory where the mode allows one, a
+cgroup), spoken to over two pipes this side owns (``wire.py``), and stopped with everything
+it started."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..platform.resources import IMPORT_ROOT as REPO
+from .wire import Channel
+
+
+class Tampered(Exception):
+    """The worker said something the protocol does not allow."""
+
+
+class Child:
+    """A worker or measurer process and our ends of its two pipes."""
+
+    def __init__(self, module: str, tmp: Path, deadline: float, memory_mb: int,
+                 timeout: float, isolation, sandbox_mb: int | None = None):
+        tmp.mkdir()
+        req_r, req_w = os.pipe()       # we write requests, it reads
+        rep_r, rep_w = os.pipe()       # it writes replies, we read
+        scratch = Path(isolation.scratch) if isolation is not None else tmp
+        env = dict(os.environ, COURSE_PROGRESS_FILE=str(scratch / "progress.json"),
+                   COURSE_HIDDEN_DIR=str(scratch / "no-hidden-cases"),
+                   PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg",
+                   MPLCONFIGDIR=str(scratch / "mpl"), HOME=str(scratch),
+                   NUMBA_CACHE_DIR=str(scratch / "numba"))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+        for secret in ("COURSE_LEADERBOARD_ADMIN_TOKEN", "COURSE_LEADERBOARD_TOKEN"):
+            env.pop(secret, None)
+        cmd = [sys.executable, "-m", module, str(req_r), str(rep_w)]
+        if isolation is not None:
+            cmd = isolation.wrap(cmd)
+        (tmp / "cwd").mkdir()
+        self.log_path = tmp / "log.txt"
+        self.cgroup = None
+        if isolation is not None:
+            from .isolate import Cgroup
+
+            self.cgroup = Cgroup(f"course-{os.getpid()}-{tmp.parent.name}-{tmp.name}",
+                                 sandbox_mb or memory_mb or None)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                cmd, cwd=tmp / "cwd", env=env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=log, start_new_session=True, pass_fds=(req_r, rep_w),
+                preexec_fn=_limits(timeout, memory_mb, self.cgroup)
+                if os.name == "posix" else None)
+        os.close(req_r)
+        os.close(rep_w)
+        self.chan = Channel(rep_r, req_w, deadline)
+
+    def greeted(self) -> None:
+        hello, _ = self.chan.recv()
+        if hello.get("op") != "hello":
+            raise Tampered("the worker's first message was not its greeting")
+
+    def ask(self, header: dict, op: str, step: int | None = None,
+            arrays: dict | None = None):
+        """Send one request and read its one reply; Tampered if the reply does not fit."""
+        self.chan.send(header, arrays)
+        reply, got = self.chan.recv()
+        if reply.get("op") != op or reply.get("step") != step:
+            raise Tampered(f"expected the {op!r} reply to step {step}, got "
+                           f"{str(reply.get('op'))[:40]!r} for step {reply.get('step')!r}: "
+                           "something else wrote to the grader's pipe")
+        return reply, got
+
+    def finish(self) -> None:
+        try:
+            self.proc.wait(timeout=max(1.0, self.chan.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+
+    def stop(self) -> None:
+        _kill(self.proc)      # the sandbox's first process: its PID namespace ends with it
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        for fd in (self.chan.rfd, self.chan.wfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.chan.rfd = self.chan.wfd = -1
+
+    def last_words(self) -> str:
+        rc = self.proc.returncode
+        crash = _signal_name(rc) if rc else ""
+        try:
+            tail = [l for l in self.log_path.read_text(errors="replace").splitlines()
+                    if l.strip()]
+        except OSError:
+            tail = []
+        if crash:
+            return crash
+        if rc == 0:
+            return "the worker exited before grading was over (os._exit or sys.exit?)"
+        return tail[-1][:200] if tail else ""
+
+
+# ---------------------------------------------------------------------------------------
+# the worker process: limits, killing, exit codes
+
+def _limits(timeout: float, memory_mb: int, cgroup=None):
+    """preexec_fn: resource limits for the worker (POSIX only; best effort)."""
+    def apply():
+        if cgroup is not None:
+            cgroup.join()
+        try:
+            import resource
+        except ImportError:
+            return
+        wanted = [(resource.RLIMIT_CORE, 0),
+                  (resource.RLIMIT_CPU, int(2 * timeout) + 30),
+                  (resource.RLIMIT_FSIZE, 64 << 20)]
+        if memory_mb:
+            wanted.append((resource.RLIMIT_AS, memory_mb << 20))
+        for which, value in wanted:
+            try:
+                resource.setrlimit(which, (value, value))
+            except (ValueError, OSError):
+                pass
+    return apply
+
+
+def _kill(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)   # the worker and anything it started
+    except (ProcessLookupError, PermissionError, AttributeError):
+        proc.kill()
+    proc.wait()
+
+
+def _signal_name(rc) -> str:
+    if rc is not None and rc < 0:
+        try:
+            return f"killed by signal {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit code {rc}" if rc else ""
