@@ -96,7 +96,7 @@ def test_matmul_v4_with_each_fused_epilogue_at_odd_sizes():
     for store, expected in want.items():
         out = cuda.to_device(x)
         mt.launch("v4", cuda.to_device(A), cuda.to_device(W), (out, cuda.to_device(bias)),
-                  tile=G.SIM_TILE, store=store, shape=(M, N))
+                  tile=G.SIM_TILE, store=store)
         assert np.allclose(out.copy_to_host(), expected, rtol=1e-5, atol=1e-5), store
     with pytest.raises(ValueError, match="only v4"):
         mt.kernel("v3_tuned", mt.TUNED_DEFAULT, 1, G.store_bias)
@@ -164,9 +164,7 @@ def test_the_unfused_and_naive_builds_agree_with_the_optimized_one(monkeypatch):
         G.Model(params, MICRO, 1, 5, matmul="v1_naive", fuse=True)
 
     # mutant: the residual epilogue overwrites x instead of adding to it
-    from numba import cuda as _cuda
-
-    @_cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, inline=True)
     def overwrite(out, row, col, value):
         out[0][row, col] = value + out[1][col]
 

@@ -93,6 +93,10 @@ class Exercise:
     # module-level names of the student's that ``launch`` reads (tile sizes, ...): they
     # travel with the kernel's unit (course/grading/unit.py) when the student defines them
     launch_names = ()
+    # what judging one submission may take when more than the defaults (0: the defaults of
+    # the leaderboard's runner and of the sandbox): seconds in all, the sandbox's memory
+    time_budget_s = 0.0
+    memory_mb = 0
 
     def __post_init__(self):
         if self.kind not in KINDS:

@@ -85,9 +85,10 @@ def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
     with tempfile.TemporaryDirectory(prefix="course-grade-", dir=run_dir) as tmp:
         tmp = Path(tmp)
         worker = Child("course.grading.worker", tmp / "worker", deadline, memory_mb,
-                        timeout, isolation)
+                       timeout, isolation)
         jd = _new_judge(seed, case_time_limit, mode, ceilings, tmp, deadline, memory_mb,
-                        timeout, isolation, on_stage, _sandbox_mb(s.get("exercise") for s in steps))
+                        timeout, isolation, on_stage,
+                        _sandbox_mb(s.get("exercise") for s in steps))
         try:
             worker.greeted()
             out.events.append({"event": "mode", "mode": mode})
@@ -115,7 +116,7 @@ def _sandbox_mb(names) -> int | None:
     """The measurer's memory budget (cgroup) for these exercises: the default, or more
     where an exercise's measured launch needs it (``memory_mb``: the attention board's
     2.7 GB of inputs and outputs, held several times over while they cross the pipe)."""
-    need = [getattr(_ex.get(n), "memory_mb", 0) for n in names if n]
+    need = [_ex.get(n).memory_mb for n in names if n]
     return max(need, default=0) or None
 
 
@@ -124,10 +125,9 @@ def _new_judge(seed, limit, mode, ceilings, tmp: Path, deadline, memory_mb, time
     """A Judge whose measurers start in their own folders under ``tmp``."""
     return Judge(seed, limit or TIME_LIMIT_S[mode], mode, ceilings,
                  lambda: Child("course.grading.measurer",
-                                Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
-                                deadline, memory_mb, timeout, isolation, sandbox_mb),
-                 on_stage=on_stage,
-                 deadline=deadline)
+                               Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
+                               deadline, memory_mb, timeout, isolation, sandbox_mb),
+                 on_stage=on_stage, deadline=deadline)
 
 
 def judge_unit(spec, unit: dict, seed: int, timeout: float, memory_mb: int, *, mode: str,

@@ -213,6 +213,7 @@ class Model:
         self.cfg, self.B, self.T = config, B, T
         self.matmul_variant, self.attention = matmul, attention
         self.fuse = matmul == "v4" if fuse is None else fuse
+        self.tile = None if GPU or matmul != "v4" else SIM_TILE    # v4's tile (simulator)
         self.p = {k: cuda.to_device(np.ascontiguousarray(v, dtype=np.float32))
                   for k, v in params.items()}
         self.p["wte.T"] = cuda.to_device(np.ascontiguousarray(params["wte.weight"].T,
@@ -230,15 +231,14 @@ class Model:
     def matmul(self, out, inp, weight, bias=None, gelu=False, run=_direct):
         """out = inp @ weight (+ bias, GELU): with ``fuse``, v4 with the epilogue in its
         store; else lesson 04's kernel, then the epilogue pass."""
-        tile = None if GPU or self.matmul_variant != "v4" else SIM_TILE
         if self.fuse and bias is not None:
             store, what = (store_bias_gelu, "bias + GELU") if gelu else (store_bias, "bias")
             run(f"matmul_v4 + {what} (fused)", lambda: mt.launch(
-                "v4", inp, weight, (out, bias), tile=tile, store=store, shape=out.shape))
+                "v4", inp, weight, (out, bias), tile=self.tile, store=store))
             return
         name = "matmul_v4 (lesson 04)" if self.matmul_variant == "v4" else \
             "matmul_v1_naive (lesson 04)"
-        run(name, lambda: mm.launch(self.matmul_variant, inp, weight, out, tile=tile))
+        run(name, lambda: mm.launch(self.matmul_variant, inp, weight, out, tile=self.tile))
         if bias is not None:
             M, N = out.shape
             run("bias_gelu_kernel" if gelu else "bias_gelu_kernel (bias only)",
@@ -248,10 +248,8 @@ class Model:
         """x += inp @ weight + bias: fused into v4's store, or a matmul into ``scratch``
         followed by the residual kernel."""
         if self.fuse:
-            tile = None if GPU else SIM_TILE
             run("matmul_v4 + bias + residual (fused)", lambda: mt.launch(
-                "v4", inp, weight, (x, bias), tile=tile, store=store_bias_residual,
-                shape=x.shape))
+                "v4", inp, weight, (x, bias), tile=self.tile, store=store_bias_residual))
         else:
             self.matmul(scratch, inp, weight, bias, run=run)
             self.residual(x, scratch, cols, run)

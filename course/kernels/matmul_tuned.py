@@ -310,15 +310,14 @@ def kernel(variant: str, tile: tuple, min_blocks: int, store=None):
 
 
 def launch(variant: str, d_A, d_B, d_C, tile: tuple | None = None,
-           min_blocks: int | None = None, store=None, shape: tuple | None = None):
+           min_blocks: int | None = None, store=None):
     """Launch v3_tuned or v4 with tile (BM, BN, BK, TM, TN) on device arrays, C = A @ B.
-    With ``store`` (v4 only), d_C is whatever that epilogue takes and ``shape`` is the
-    result's (M, N)."""
+    With ``store`` (v4 only), d_C is whatever that epilogue takes."""
     _, invalid, default_tile, default_blocks, _ = TUNED[variant]
     BM, BN, BK, TM, TN = tile = tuple(tile or default_tile)
     why = invalid(*tile)
     if why:
         raise ValueError(f"invalid {variant} tile {tile}: {why}")
-    M, N = shape or d_C.shape
+    M, N = d_A.shape[0], d_B.shape[1]        # the result's shape, as the kernels read it
     k = kernel(variant, tile, min_blocks or default_blocks, store)
     k[((N + BN - 1) // BN, (M + BM - 1) // BM), (BN // TN, BM // TM)](d_A, d_B, d_C)

@@ -60,7 +60,7 @@ def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
     base = {"device": device, "versions": versions, "mode": runtime.MODE}
     try:
         spec = get(board)
-        timeout = max(timeout, getattr(spec, "time_budget_s", 0.0))   # a slow seed board
+        timeout = max(timeout, spec.time_budget_s)      # a slow seed board asks for more
         kw = dict(mode=runtime.MODE, isolation=isolation,
                   ceilings=ceilings_once(runtime.MODE))
         if payload.get("unit") is not None:
