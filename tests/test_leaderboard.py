@@ -150,6 +150,12 @@ def _post_all(srv, tokens):
                        {"board": board, "source": src, "function": fn})
         assert code == 202, d
         posts[name] = d["id"]
+    r = subprocess.run([sys.executable, "-m", "course", "submit", "histogram", "--course-kernel",
+                        "histogram_tuned", "--no-wait", "--server", srv.url], cwd=REPO,
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, COURSE_LEADERBOARD_TOKEN=ADMIN))
+    assert r.returncode == 0, r.stderr
+    posts["entry"] = int(r.stdout.split()[1])          # "submission N queued"
     return posts, {k: wait_done(srv.url, ADMIN, sid) for k, sid in posts.items()}
 
 
@@ -233,6 +239,33 @@ def test_bad_requests_get_a_4xx_and_one_sentence(real):
     r = conn.getresponse()
     assert r.status == 413 and "limit" in json.loads(r.read())["error"]
     conn.close()
+
+
+def test_the_instructor_enters_the_course_kernel_and_it_is_judged_like_a_submission(real):
+    d = real["results"]["entry"]
+    assert d["status"] == "done" and d["passed"] is True, d
+    assert d["student"] == "course:histogram_tuned" and d["function"] == "histogram_tuned"
+    assert len(d["cases"]) >= 6 and all(c["passed"] for c in d["cases"])
+    assert "not timed" in d["message"] and d["source"].startswith("# the course's own kernel")
+
+
+def test_only_the_instructor_enters_course_kernels_and_only_where_they_fit(real):
+    url, tok = real["srv"].url + "/api/submissions", real["tokens"]["s01"]
+    entry = {"board": "histogram", "course_kernel": "histogram_tuned"}
+    for token, body, want, says in [
+            (tok, entry, 403, "instructor"),
+            (ADMIN, dict(entry, course_kernel="nope"), 422, "no course kernel"),
+            (ADMIN, dict(entry, course_kernel=["x"]), 422, "no course kernel"),
+            (ADMIN, dict(entry, board="flash_attention"), 422, "histogram board"),
+            (ADMIN, dict(entry, board="nope"), 404, "no board"),
+            (ADMIN, {"board": "flash_attention", "course_kernel": "flash_mma"}, 422, "GPU"),
+            (tok, {"board": "histogram", "source": GOOD, "function": "add_fast",    # a unit
+                   "unit": {"course_kernel": "histogram_tuned"}}, 422, "unit")]:  # posing
+        code, d = call("POST", url, token, body)
+        assert code == want and says in d["error"], (body, code, d)
+    r = subprocess.run([sys.executable, "-m", "course", "submit", "histogram"], cwd=REPO,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--course-kernel" in r.stderr
 
 
 def test_students_see_only_their_own_sources(real):
@@ -493,13 +526,40 @@ def test_a_submission_out_of_time_is_told_so_and_a_slow_board_gets_more(monkeypa
     assert session._sandbox_mb(["tune_vector_add"]) is None
 
 
-@pytest.mark.parametrize("db, board, shows", [
-    ("h100-2026-11-25-run1.db", "histogram", ["2.566", "0.315"]),
-    ("h100-2026-11-25-run2.db", "flash_attention", ["22,140", "13.62"])])
-def test_h100_boards_render_in_chromium(tmp_path, db, board, shows):
-    """The boards of two real serve runs on an H100 (assets/leaderboard: the databases as
-    the service wrote them, the submitted sources and token hashes removed) as a browser
-    shows them; with $COURSE_SCREENSHOTS set, the README's screenshots are made here."""
+def test_bench_leaderboard_rehearses_a_class_gpu_box(tmp_path):
+    """``python -m course bench leaderboard``: serves, enters the course's kernels, sends one
+    unit alone then several at once; in the simulator nothing is timed, but everything comes
+    back, and the database it keeps has no source and no token hash."""
+    r = subprocess.run([sys.executable, "-m", "course", "bench", "leaderboard", "--out",
+                        str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    report = json.loads(next(tmp_path.glob("leaderboard-*.json")).read_text())
+    entry = report["data"]["entries"]["histogram_tuned"]
+    assert entry["status"] == "done" and entry["passed"] is True, entry
+    assert "flash_mma" not in report["data"]["entries"]
+    assert any("flash_mma on flash_attention: not entered" in n for n in report["notes"])
+    q = report["data"]["queue"]
+    assert q["queued"] == 3 and q["done"] == 3 and q["alone"]["status"] == "done"
+    db = sqlite3.connect(next(tmp_path.glob("leaderboard-*.db")))
+    rows = db.execute("SELECT student, source, unit FROM submissions").fetchall()
+    assert len(rows) == 5 and db.execute("SELECT COUNT(*) FROM tokens").fetchone()[0] == 0
+    assert all(src == "" and unit is None for who, src, unit in rows if who != "course:"
+               "histogram_tuned")
+
+
+@pytest.mark.parametrize("db, board, shows, shot", [
+    ("leaderboard/h100-2026-11-25-run1.db", "histogram", ["2.566", "0.315"], "histogram"),
+    ("leaderboard/h100-2026-11-25-run2.db", "flash_attention", ["22,140", "13.62"],
+     "flash_attention"),
+    ("benchmarks/leaderboard-nvidia-h100-80gb-hbm3-2026-11-25.db", "histogram",
+     ["course:histogram_tuned", "0.2382", "0.315", "launched their own way"], "histogram-course"),
+    ("benchmarks/leaderboard-nvidia-h100-80gb-hbm3-2026-11-25.db", "flash_attention",
+     ["course:flash_mma", "36.97", "13.62"], "flash_attention-course")])
+def test_h100_boards_render_in_chromium(tmp_path, db, board, shows, shot):
+    """The boards of real serve runs on an H100 (the databases as the service wrote them, the
+    submitted sources and token hashes removed: two runs in assets/leaderboard, and the one
+    ``python -m course bench leaderboard`` keeps beside its report) as a browser shows them;
+    with $COURSE_SCREENSHOTS set, the README's screenshots are made here."""
     import shutil
 
     from test_browser import _browser_or_skip
@@ -507,7 +567,7 @@ def test_h100_boards_render_in_chromium(tmp_path, db, board, shows):
     chromium = _browser_or_skip()
     from playwright.sync_api import sync_playwright
 
-    shutil.copy(REPO / "assets" / "leaderboard" / db, tmp_path / "lb.db")
+    shutil.copy(REPO / "assets" / db, tmp_path / "lb.db")
     srv = Server(tmp_path)
     try:
         with sync_playwright() as pw:
@@ -521,7 +581,7 @@ def test_h100_boards_render_in_chromium(tmp_path, db, board, shows):
                 assert s in text, (s, text[:2000])
             if os.environ.get("COURSE_SCREENSHOTS"):
                 page.screenshot(path=str(Path(os.environ["COURSE_SCREENSHOTS"])
-                                         / f"leaderboard-h100-{board}.png"), full_page=True)
+                                         / f"leaderboard-h100-{shot}.png"), full_page=True)
             browser.close()
     finally:
         srv.kill(signal.SIGTERM)

@@ -25,6 +25,9 @@ from ..measure import timing as _timing
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "benchmarks"
 
 
+ONLY_BY_NAME = ("leaderboard",)   # serves the leaderboard for minutes: run when asked for
+
+
 def lessons() -> list[str]:
     """Names of the lessons that have a benchmark module."""
     return sorted(m.name for m in pkgutil.iter_modules(__path__)
@@ -42,6 +45,7 @@ class Report:
         self.notes: list[str] = []
         self.sections: list[tuple[str, str]] = []   # (title, markdown) after the notes
         self.data: dict = {}                         # a lesson's own results, in the JSON
+        self.files: dict = {}                        # suffix -> bytes saved beside it
         self.date = time.strftime("%Y-%m-%d")
 
     caught: list = []          # warnings recorded while this report's rows were timed
@@ -152,7 +156,8 @@ class Report:
         return "\n".join(lines) + "\n"
 
     def save(self, outdir: Path | None = None) -> list[Path]:
-        """Write <lesson>-<device>-<date>.md/.json/.png; returns the paths."""
+        """Write <lesson>-<device>-<date>.md/.json/.png (no chart without rows) and any
+        ``files``; returns the paths."""
         outdir = Path(outdir or ASSETS)
         outdir.mkdir(parents=True, exist_ok=True)
         stem = outdir / f"{self.lesson}-{runtime.device_slug(self.info.get('name'))}-{self.date}"
@@ -163,8 +168,14 @@ class Report:
                                   "rows": self.rows, "notes": self.notes,
                                   "sections": self.sections, "data": self.data},
                                  indent=1, default=str))
+        extra = []
+        for suffix, data in getattr(self, "files", {}).items():
+            extra.append(stem.with_suffix(suffix))
+            extra[-1].write_bytes(data)
+        if not self.rows:              # nothing timed (e.g. the leaderboard in the simulator)
+            return [md, js, *extra]
         self.plot(png)
-        return [md, js, png]
+        return [md, js, png, *extra]
 
     def plot(self, path: Path) -> None:
         from ..show import plots
@@ -202,7 +213,7 @@ def run(names: list[str] | None = None, outdir: Path | None = None) -> list[Path
 
     from numba.core.errors import NumbaPerformanceWarning
 
-    names = names or lessons()
+    names = names or [n for n in lessons() if n not in ONLY_BY_NAME]
     unknown = sorted(set(names) - set(lessons()))
     if unknown:
         raise SystemExit(f"no benchmark for {unknown}; known: {', '.join(lessons())}")
@@ -219,6 +230,7 @@ def run(names: list[str] | None = None, outdir: Path | None = None) -> list[Path
             report.caught = caught
             mod.run(report)
             report._low_occupancy()
-        written += report.save(outdir)
-        print(f"   wrote {written[-3].name}", flush=True)
+        paths = report.save(outdir)
+        written += paths
+        print(f"   wrote {paths[0].name}", flush=True)
     return written

@@ -13,10 +13,10 @@ TITLE = "Lesson 09 - multi-channel histogram (CS149 leaderboard shape)"
 LEADERBOARD_MS = {"leaderboard #1 (CS149, H100)": 0.315,
                   "seed team CUDA two-phase (CS149 work log, H100)": 0.351}
 # launch settings from the tuning sweeps on the GPU (H200, 2026-11-22, runs 1 and 2; tuned:
-# H100, 2026-11-23, after its 12-word batches: slots 1 beat 2-11 and 33, 28 warps beat 32)
+# course.kernels.histogram.TUNED_GPU)
 SETTINGS = {"global_atomics": {}, "block_per_channel": {},
             "two_phase": {"threads_per_block": 512, "channels_per_block": 32, "chunks": 66},
-            "tuned": {"load_bytes": 4, "warps": 28, "chunks": 33, "slots": 1}}
+            "tuned": H.TUNED_GPU}
 
 
 def shape() -> tuple[int, int]:

@@ -4,7 +4,8 @@ It runs no statement of the student's cells.  It gets a kernel *unit* (``unit.py
 options and the constant values it uses, already through the compile gate) and rebuilds
 the kernel in a fresh namespace, then answers the judge one request at a time:
 
-- ``load``: rebuild the unit (defining it runs nothing);
+- ``load``: rebuild the unit (defining it runs nothing), or take the course's own kernel an
+  instructor entered by name (``exercises/entries.py``);
 - ``launch``: launch it on the guarded buffers that came with the request and send them
   back (``launch.py``) - a correctness case;
 - ``measure``: a tune exercise's measured launch: traced counts in the simulator, CUDA-event
@@ -83,13 +84,23 @@ def measure_launch(spec, fn, case, arrays, shapes, scalars) -> tuple[dict, dict]
 _REPLY = {"load": "loaded", "launch": "launched", "measure": "measured"}
 
 
+def _spec(name: str, fn):
+    """The exercise or board ``name``; for a course entry (``exercises/entries.py``: the
+    course's own kernel and host launch, no student code), the board with its launch."""
+    from course import exercises
+    from course.exercises.entries import Entry
+
+    spec = exercises.get(name)
+    return fn.bind(spec) if isinstance(fn, Entry) else spec
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from .wire import Channel
 
     chan = Channel(int(argv[0]), int(argv[1]))
     import course  # chooses gpu/sim before numba loads
-    from course import exercises
+    from course.exercises import entries
 
     from .launch import run_launch
     from .unit import UnitError, rebuild
@@ -102,12 +113,16 @@ def main(argv=None) -> int:
         try:
             if op == "load":
                 try:
-                    fn = rebuild(req["unit"])
+                    if "entry" in req:            # the course's own kernel, by name
+                        fn = entries.get(req["entry"]).ready()
+                        fn.warm()
+                    else:
+                        fn = rebuild(req["unit"])
                     chan.send({"op": "loaded", "error": None})
-                except UnitError as exc:
+                except (UnitError, entries.EntryError) as exc:
                     chan.send({"op": "loaded", "error": str(exc)})
             elif op == "launch":
-                spec = exercises.get(req["exercise"])
+                spec = _spec(req["exercise"], fn)
                 shapes = {k: tuple(v) for k, v in req["shapes"].items()}
                 returned, error, timed_out = run_launch(
                     spec, fn, _case(req["case"]), arrays, req["scalars"], shapes,
@@ -115,7 +130,7 @@ def main(argv=None) -> int:
                 chan.send({"op": "launched", "error": error, "timed_out": timed_out},
                           returned)
             elif op == "measure":
-                spec = exercises.get(req["exercise"])
+                spec = _spec(req["exercise"], fn)
                 shapes = {k: tuple(v) for k, v in req["shapes"].items()}
                 figures, returned = measure_launch(spec, fn, _case(req["case"]), arrays, shapes,
                                              req["scalars"])

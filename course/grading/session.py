@@ -130,21 +130,37 @@ def _new_judge(seed, limit, mode, ceilings, tmp: Path, deadline, memory_mb, time
                  on_stage=on_stage, deadline=deadline)
 
 
-def judge_unit(spec, unit: dict, seed: int, timeout: float, memory_mb: int, *, mode: str,
-               isolation=None, ceilings: dict | None = None, on_stage=None,
-               limit: float | None = None) -> tuple[str, list]:
+def judge_unit(spec, unit: dict, seed: int, timeout: float, memory_mb: int, **kw):
     """(error, case results) of a kernel that arrived as a unit (data: the leaderboard's
     ``course.submit``): no student statement to run, so no worker; the gate, then the
     measurer runs every case and, for a tune exercise or board, the measured launch."""
+    def run(jd):
+        try:
+            return _judge_kernel(jd, spec, unit, None)
+        except Tampered as exc:
+            return f"the kernel unit is malformed ({exc})", []
+    return _alone(spec, seed, timeout, memory_mb, run, **kw)
+
+
+def judge_entry(spec, name: str, seed: int, timeout: float, memory_mb: int, **kw):
+    """(error, case results) of one of the course's own kernels entered on a board by the
+    instructor (``exercises/entries.py``): the same cases, measured launch and judging as a
+    unit, in the same measurer; it carries a name, not code, so there is nothing to gate."""
+    return _alone(spec, seed, timeout, memory_mb, lambda jd: _run_loaded(
+        jd, spec, {"op": "load", "entry": name}, f"the course kernel {name} cannot run here"),
+        **kw)
+
+
+def _alone(spec, seed, timeout, memory_mb, run, *, mode: str, isolation=None, ceilings=None,
+           on_stage=None, limit=None) -> tuple[str, list]:
+    """``run(judge)`` with a judge of its own (no grading worker), its measurer closed after."""
     deadline = time.monotonic() + timeout
     run_dir = isolation.run_dir if isolation is not None else None
     with tempfile.TemporaryDirectory(prefix="course-judge-", dir=run_dir) as tmp:
         jd = _new_judge(seed, limit, mode, ceilings, Path(tmp), deadline, memory_mb, timeout,
                         isolation, on_stage, _sandbox_mb([spec.name]))
         try:
-            return _judge_kernel(jd, spec, unit, None)
-        except Tampered as exc:
-            return f"the kernel unit is malformed ({exc})", []
+            return run(jd)
         finally:
             jd.close_measurer()
 
@@ -214,11 +230,17 @@ def _judge_kernel(jd: Judge, spec, unit, unit_error) -> tuple[str, list]:
         return f"your kernel cannot be checked: {exc}", []
     if why:
         return why, []
+    return _run_loaded(jd, spec, {"op": "load", "unit": unit}, "your kernel cannot be checked")
+
+
+def _run_loaded(jd: Judge, spec, load: dict, cannot: str) -> tuple[str, list]:
+    """(error, cases): the measurer loads the kernel (``load``), runs every case and, for a
+    tune exercise or board, the measured launch."""
     try:
         m = jd.ready_measurer()
-        reply, _ = m.ask({"op": "load", "unit": unit}, "loaded")
+        reply, _ = m.ask(load, "loaded")
         if reply.get("error"):
-            return f"your kernel cannot be checked: {str(reply['error'])[:500]}", []
+            return f"{cannot}: {str(reply['error'])[:500]}", []
         jd.stage("testing")
         cases = run_cases(spec, None, jd.seed, True, jd.limit, launch=_measured_launch(m))
         if spec.kind == "tune" and cases and all(c.passed for c in cases):

@@ -34,6 +34,9 @@ NOTEBOOKS = ["09_histogram"]
 NOT_SHOWN = {"zero_fill"}          # a helper that zeroes the output before atomics
 
 TP_CHANNELS = 32                   # two_phase: default channels per block (8 uint32 words)
+# tuned: the launch settings of the GPU benchmark (H100, 2026-11-23, after its 12-word
+# batches: slots 1 beat 2-11 and 33, 28 warps beat 32); the leaderboard's entry uses them too
+TUNED_GPU = {"load_bytes": 4, "warps": 28, "chunks": 33, "slots": 1}
 TP_STRIDE = NUM_BINS + 1           # two_phase: padded shared row per channel (bank spread)
 
 

@@ -5,7 +5,9 @@ JSON API (the contract in ``shared/DESIGN.md``):
 - ``GET  /api/boards``                  every board: signature, shape, dtypes, tests
 - ``GET  /api/boards/{board}``          its ranked rows (each student's fastest) + references
 - ``POST /api/submissions``             ``Authorization: Bearer TOKEN``, JSON ``{"board",
-  "source", "function"}`` (+ ``"unit"`` from ``course.submit``) -> ``202 {"id"}``
+  "source", "function"}`` (+ ``"unit"`` from ``course.submit``) -> ``202 {"id"}``; with
+  the instructor's token, ``{"board", "course_kernel"}`` enters one of the course's own
+  kernels (``exercises/entries.py``), ranked as ``course:NAME``
 - ``GET  /api/submissions/{id}``        its status and result (your own, or any with the
   instructor's token); ``"source"`` included
 
@@ -31,6 +33,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from . import boards as boards_mod
+from .store import COURSE_PREFIX
 
 MAX_SOURCE = 64 << 10        # characters of a submitted file
 MAX_BODY = 1 << 20           # bytes of a request (the source plus its unit)
@@ -126,6 +129,29 @@ def check_submission(data: dict, settings: Settings) -> tuple[str, str, str, dic
     return board, source, function, unit
 
 
+def check_entry(data: dict, settings: Settings, admin: bool) -> tuple:
+    """(board, student, function, source, unit) of the instructor entering one of the
+    course's own kernels (``{"board", "course_kernel"}``), else Refused."""
+    from ..exercises.entries import EntryError, get
+
+    if not admin:
+        raise Refused(403, "only the instructor's token may enter the course's own kernels")
+    board, name = data.get("board"), data.get("course_kernel")
+    if not isinstance(board, str) or board not in settings.boards:
+        raise Refused(404, boards_mod.unknown(board, settings.boards))
+    try:
+        entry = get(name if isinstance(name, str) else repr(name))
+    except EntryError as exc:
+        raise Refused(422, str(exc)) from None
+    if entry.board != board:
+        raise Refused(422, f"{entry.name} is entered on the {entry.board} board, not {board}")
+    if entry.gpu_only and settings.mode != "gpu":
+        raise Refused(422, f"{entry.name} links CUDA C++: it runs only on a GPU, and this "
+                           "service runs the simulator")
+    source = f"# the course's own kernel {entry.name}: {entry.where}\n"
+    return board, COURSE_PREFIX + entry.name, entry.name, source, {"course_kernel": entry.name}
+
+
 def public(sub: dict, store, with_source: bool) -> dict:
     out = {k: sub.get(k) for k in ("id", "board", "student", "function", "status", "passed",
                                    "message", "mean_ms", "std_ms", "best_ms", "median_ms",
@@ -156,7 +182,10 @@ def create_app(store, queue, settings: Settings) -> Starlette:
     async def submit(request):
         student, admin = who(request, settings, store)
         data = await read_json(request)
-        board, source, function, unit = check_submission(data, settings)
+        if "course_kernel" in data:
+            board, student, function, source, unit = check_entry(data, settings, admin)
+        else:
+            board, source, function, unit = check_submission(data, settings)
         if not admin:
             recent = store.submitted_since(student, time.time() - settings.per_s)
             if recent >= settings.rate:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .. import exercises as _ex
 from ..exercises.boards import SEED_BOARDS
+from ..exercises.entries import ENTRIES
 
 
 class UnknownBoard(KeyError):
@@ -71,6 +72,8 @@ class Board:
                 "tests": f"{n_tests} public cases of {base.name} (+ the instructor's hidden "
                          "cases), then the timed launch, whose outputs are judged too",
                 "references": [r.__dict__ for r in REFERENCES.get(self.name, ())],
+                "course_kernels": [{"name": e.name, "where": e.where, "gpu_only": e.gpu_only}
+                                   for e in ENTRIES.values() if e.board == self.name],
                 "seed": self.name in SEED_BOARDS}
 
 

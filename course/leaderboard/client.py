@@ -14,6 +14,11 @@ mean ± spread over the timed runs, the best run, and the rank on the board.
 From a shell, a file goes as it is (the service runs it in its sandbox to find the kernel)::
 
     python -m course submit tune_vector_add my_add.py --function add_fast
+
+and the instructor enters the course's own fastest kernels, launched their own way
+(``course/exercises/entries.py``)::
+
+    python -m course submit histogram --course-kernel histogram_tuned
 """
 from __future__ import annotations
 
@@ -117,12 +122,17 @@ def _where(server, token) -> tuple[str, str]:
     return server, token
 
 
-def send(board: str, source: str, function: str, unit: dict | None = None, *,
+def send(board: str, source: str | None, function: str | None, unit: dict | None = None, *,
          server=None, token=None, wait: bool = True, timeout: float = 900,
-         poll_s: float = 1.0, out=None) -> Submission:
-    """POST one submission and (``wait``) follow it to its result with a progress line."""
+         poll_s: float = 1.0, out=None, course_kernel: str | None = None) -> Submission:
+    """POST one submission and (``wait``) follow it to its result with a progress line.
+    ``course_kernel`` (instructor's token): enter the course's own kernel of that name
+    instead of a source (``course/exercises/entries.py``)."""
     server, token = _where(server, token)
-    body = {"board": board, "source": source, "function": function}
+    if course_kernel is not None:
+        body = {"board": board, "course_kernel": course_kernel}
+    else:
+        body = {"board": board, "source": source, "function": function}
     if unit is not None:
         body["unit"] = unit
     sid = _request("POST", f"{server}/api/submissions", token, body)["id"]
@@ -171,16 +181,23 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m course submit",
                                  description="Submit a kernel file to the class leaderboard.")
     ap.add_argument("board", help="e.g. tune_vector_add, histogram, flash_attention")
-    ap.add_argument("file", type=Path, help="a .py file that defines the @cuda.jit kernel")
-    ap.add_argument("--function", required=True, help="the kernel's name in the file")
+    ap.add_argument("file", type=Path, nargs="?",
+                    help="a .py file that defines the @cuda.jit kernel")
+    ap.add_argument("--function", help="the kernel's name in the file")
+    ap.add_argument("--course-kernel", metavar="NAME",
+                    help="instead of a file: enter the course's own kernel NAME (instructor's "
+                         "token; histogram_tuned on histogram, flash_mma on flash_attention)")
     ap.add_argument("--server", help="default: $COURSE_LEADERBOARD_URL")
     ap.add_argument("--token", help="default: $COURSE_LEADERBOARD_TOKEN")
     ap.add_argument("--no-wait", action="store_true", help="print the id and return")
     opts = ap.parse_args(argv)
+    if (opts.course_kernel is None) == (opts.file is None) or \
+            (opts.file is not None and not opts.function):
+        ap.error("give a FILE and --function NAME, or --course-kernel NAME")
     try:
-        source = opts.file.read_text()
+        source = opts.file.read_text() if opts.file is not None else None
         sub = send(opts.board, source, opts.function, server=opts.server, token=opts.token,
-                   wait=not opts.no_wait)
+                   wait=not opts.no_wait, course_kernel=opts.course_kernel)
     except (OSError, SubmitError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -16,11 +16,12 @@ from starlette.responses import HTMLResponse, RedirectResponse
 from starlette.routing import Route
 
 from .client import ms_text
+from .store import COURSE_PREFIX
 
 CSS = """body{font:15px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:62rem;color:#222}
 table{border-collapse:collapse;width:100%;margin:.5rem 0 1.5rem}th,td{padding:.3rem .6rem;
 border-bottom:1px solid #ddd;text-align:left}td.n{text-align:right;font-variant-numeric:
-tabular-nums}tr.ref td{color:#666;font-style:italic}code{background:#f4f4f4;padding:0 .2rem}
+tabular-nums}tr.ref td{color:#666;font-style:italic}tr.course td{background:#f3f7ff}code{background:#f4f4f4;padding:0 .2rem}
 .muted{color:#666}nav a{margin-right:1rem}svg{background:#fafafa;border:1px solid #eee}"""
 
 
@@ -112,7 +113,9 @@ def routes(store, settings, who) -> list:
                 "<h2>Ranking</h2><table><tr><th>rank</th><th>student</th><th>time</th>"
                 "<th>best</th><th>submitted</th><th>device</th></tr>"]
         for row in store.ranked(name):
-            body.append(f'<tr><td class="n">{row["rank"]}</td><td>'
+            tr = '<tr class="course">' if row["student"].startswith(COURSE_PREFIX) else "<tr>"
+            body.append(f'{tr}<td class="n">'
+                        f'{row["rank"]}</td><td>'
                         f'{html.escape(row["student"])}</td><td class="n">'
                         f'{ms_text(row["mean_ms"])} ± {row["std_ms"] or 0:.2g} ms</td>'
                         f'<td class="n">{_ms(row["best_ms"])}</td><td>{_when(row["created"])}'
@@ -121,7 +124,14 @@ def routes(store, settings, who) -> list:
             body.append(f'<tr class="ref"><td>ref</td><td>{html.escape(ref["who"])}</td>'
                         f'<td class="n">{ms_text(ref["ms"])} ms</td><td></td><td colspan="2">'
                         f'{html.escape(ref["note"])}</td></tr>')
-        body.append("</table><h2>Best time over the term</h2>" + chart(store.best_over_time(name)))
+        body.append("</table>")
+        if d["course_kernels"]:
+            body.append('<p class="muted">Rows <code>course:NAME</code> are the course\'s own '
+                        "kernels, entered by the instructor and timed here like every "
+                        "submission, but launched their own way: " + "; ".join(
+                            f'<code>{html.escape(e["name"])}</code> ({html.escape(e["where"])})'
+                            for e in d["course_kernels"]) + ".</p>")
+        body.append("<h2>Best time over the term</h2>" + chart(store.best_over_time(name)))
         if me:
             body.append("<h2>Your submissions</h2><table><tr><th>id</th><th>status</th>"
                         "<th>time</th><th>submitted</th><th>message</th></tr>")

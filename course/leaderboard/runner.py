@@ -1,10 +1,13 @@
 """One submission, judged: the grader's judge and measurer, unchanged.
 
-A submission arrives as one of two kinds of data:
+A submission arrives as one of three kinds of data:
 
 - a **unit** (what ``course.submit`` sends from a notebook: the kernel's source, its jit
   options and the constants it uses; ``course/grading/unit.py``) - nothing to run but the
   kernel, so it goes straight to the compile gate and the measurer;
+- a **course kernel**'s name (the instructor entering one of the course's own kernels,
+  ``course/exercises/entries.py``): the measurer runs the course's kernel and launch, with
+  nothing to gate;
 - a **source file** and a function name (``python -m course submit``, or any HTTP client) -
   that file is Python, so it runs in the grading worker's sandbox, which sends back the
   function's unit; from there on the same path.
@@ -63,10 +66,11 @@ def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
         timeout = max(timeout, spec.time_budget_s)      # a slow seed board asks for more
         kw = dict(mode=runtime.MODE, isolation=isolation,
                   ceilings=ceilings_once(runtime.MODE))
-        if payload.get("unit") is not None:
-            error, results = session.judge_unit(spec, payload["unit"], seed, timeout,
-                                                MEMORY_MB[runtime.MODE],
-                                                on_stage=on_stage, limit=case_time_limit, **kw)
+        alone = ((session.judge_entry, payload["course_kernel"]) if payload.get("course_kernel")
+                 else (session.judge_unit, payload.get("unit")))
+        if alone[1] is not None:
+            error, results = alone[0](spec, alone[1], seed, timeout, MEMORY_MB[runtime.MODE],
+                                      on_stage=on_stage, limit=case_time_limit, **kw)
             cases = session.case_events(results)
         else:
             error, cases = _from_source(session, board, payload, seed, timeout, on_stage,

@@ -40,6 +40,9 @@ EXPORT = ("id", "student", "board", "function", "status", "passed", "mean_ms", "
           "best_ms", "median_ms", "runs", "device", "mode", "created", "finished", "message")
 
 
+COURSE_PREFIX = "course:"     # the student name of the course's own entries: course:NAME
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
