@@ -28,7 +28,7 @@ from .matmul_tuned import (
     v3_tuned_invalid,
     v4_invalid,
 )
-from .window import counting, counting_shared, in_simulator
+from ..sim.counting import counting, counting_shared, in_simulator
 
 NOTEBOOKS = ["04_matmul"]
 

@@ -4,8 +4,9 @@ Follows CSE P 524 (UW, Andrew Lumsdaine), Lecture 9, "PRAM -> CUDA" and "Reducti
 (after Mark Harris's *Optimizing Parallel Reduction in CUDA*): the sum of 2^22 ints on a
 G80, from 8.054 ms (kernel 1) to 0.965 ms (kernel 4).  Kernels 5-7 are the classic
 continuation, written the way that is correct on GPUs since Volta (sm_70); kernel 8 is
-kernel 7 in a single launch with no memset (``reduction_single_pass.py``: the "last block"
-pattern of CUDA's threadFenceReduction sample, used by library reductions).
+kernel 7 in a single launch with no memset (kernels 5-7 in ``reduction_beyond.py``, 8 in
+``reduction_single_pass.py``: the "last block" pattern of CUDA's threadFenceReduction
+sample, used by library reductions).
 
 Names follow the lecture: ``g_idata`` (input, global memory), ``g_odata`` (one partial sum
 per block, global memory), ``sdata`` (the block's scratch array, shared memory), ``tid``.
@@ -20,6 +21,7 @@ import numpy as np
 from numba import cuda
 
 from ..platform import runtime
+from .reduction_beyond import reduce5, reduce6, reduce7
 from .reduction_single_pass import (
     SINGLE_PASS_KERNELS,
     block_sum,
@@ -150,129 +152,12 @@ def reduce4(g_idata, g_odata):
         g_odata[cuda.blockIdx.x] = sdata[0]
 
 
-# ---------------------------------------------------------------------------------------
-# beyond the lecture: kernels 5-7
-
-@cuda.jit
-def reduce5(g_idata, g_odata):
-    # Kernel 5: kernel 4, with the last warp's six steps unrolled - no block barrier, but
-    # cuda.syncwarp() between every read and write (needed since Volta: the 32 threads of
-    # a warp are no longer guaranteed to run in lockstep).  Needs blockDim.x >= 64.
-    # Thread tid owns elements i and i + blockDim.x of g_idata (global), slot tid of sdata.
-    sdata = cuda.shared.array(0, dtype=g_idata.dtype)
-    tid = cuda.threadIdx.x
-    i = cuda.blockIdx.x * (cuda.blockDim.x * 2) + cuda.threadIdx.x
-    mysum = g_idata.dtype.type(0)
-    if i < g_idata.size:
-        mysum = g_idata[i]
-    if i + cuda.blockDim.x < g_idata.size:
-        mysum += g_idata[i + cuda.blockDim.x]
-    sdata[tid] = mysum
-    cuda.syncthreads()
-
-    s = cuda.blockDim.x // 2
-    while s > 32:
-        if tid < s:
-            sdata[tid] += sdata[tid + s]
-        cuda.syncthreads()
-        s >>= 1
-
-    if tid < 32:                            # the last warp: sdata[0..63] -> sdata[0]
-        mysum = sdata[tid] + sdata[tid + 32]
-        s = 16
-        while s > 0:
-            cuda.syncwarp()                 # every lane has read before any lane writes
-            sdata[tid] = mysum
-            cuda.syncwarp()                 # every lane has written before any lane reads
-            mysum += sdata[tid + s]
-            s >>= 1
-        if tid == 0:
-            g_odata[cuda.blockIdx.x] = mysum
-
-
-@cuda.jit
-def reduce6(g_idata, g_odata):
-    # Kernel 6: first add during load, then warp shuffles: registers instead of shared
-    # memory, one barrier per block.  Thread tid owns elements i and i + blockDim.x of
-    # g_idata (global); warp_sums (shared) holds one value per warp.
-    warp_sums = cuda.shared.array(32, dtype=g_idata.dtype)
-    tid = cuda.threadIdx.x
-    lane = tid % 32
-    warp = tid // 32
-    i = cuda.blockIdx.x * (cuda.blockDim.x * 2) + cuda.threadIdx.x
-    mysum = g_idata.dtype.type(0)
-    if i < g_idata.size:
-        mysum = g_idata[i]
-    if i + cuda.blockDim.x < g_idata.size:
-        mysum += g_idata[i + cuda.blockDim.x]
-
-    offset = 16                             # lane 0 of each warp ends with its warp's sum
-    while offset > 0:
-        mysum += cuda.shfl_down_sync(0xFFFFFFFF, mysum, offset)
-        offset //= 2
-    if lane == 0:
-        warp_sums[warp] = mysum
-    cuda.syncthreads()
-
-    if warp == 0:                           # the first warp sums the warps' sums
-        mysum = g_idata.dtype.type(0)
-        if lane < cuda.blockDim.x // 32:
-            mysum = warp_sums[lane]
-        offset = 16
-        while offset > 0:
-            mysum += cuda.shfl_down_sync(0xFFFFFFFF, mysum, offset)
-            offset //= 2
-        if lane == 0:
-            g_odata[cuda.blockIdx.x] = mysum
-
-
-@cuda.jit
-def reduce7(g_idata, out):
-    # Kernel 7: grid-stride loop, many elements per thread, one atomic per block, a single
-    # launch for any grid size.  Thread g (of T in the grid) owns elements g, g + T,
-    # g + 2T, ... of g_idata (global), summed in registers; sdata (shared) combines the
-    # block with kernel 3's tree; out[0] (global) must be zero before the launch.
-    sdata = cuda.shared.array(0, dtype=g_idata.dtype)
-    tid = cuda.threadIdx.x
-    n = g_idata.size
-    stride = cuda.blockDim.x * cuda.gridDim.x
-    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    a0 = g_idata.dtype.type(0)
-    a1 = g_idata.dtype.type(0)
-    a2 = g_idata.dtype.type(0)
-    a3 = g_idata.dtype.type(0)
-    while i + 3 * stride < n:               # four independent loads in flight per thread
-        a0 += g_idata[i]
-        a1 += g_idata[i + stride]
-        a2 += g_idata[i + 2 * stride]
-        a3 += g_idata[i + 3 * stride]
-        i += 4 * stride
-    while i < n:                            # the last few elements
-        a0 += g_idata[i]
-        i += stride
-    sdata[tid] = (a0 + a1) + (a2 + a3)
-    cuda.syncthreads()
-
-    s = cuda.blockDim.x // 2
-    while s > 0:
-        if tid < s:
-            sdata[tid] += sdata[tid + s]
-        cuda.syncthreads()
-        s >>= 1
-
-    if tid == 0:
-        cuda.atomic.add(out, 0, sdata[0])   # one atomic per block
-
-
 PTX_SIGNATURES = {
     "reduce_global_inplace": "void(int32[::1])",
     "reduce1": "void(int32[::1], int32[::1])",
     "reduce2": "void(int32[::1], int32[::1])",
     "reduce3": "void(int32[::1], int32[::1])",
     "reduce4": "void(float32[::1], float32[::1])",
-    "reduce5": "void(float32[::1], float32[::1])",
-    "reduce6": "void(float32[::1], float32[::1])",
-    "reduce7": "void(float32[::1], float32[::1])",
 }
 
 # ---------------------------------------------------------------------------------------

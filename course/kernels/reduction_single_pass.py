@@ -1,9 +1,9 @@
 """Lesson 02, kernel 8 - one launch, no memset: the last block to finish sums the partial sums.
 
-Kernel 7 (``reduction.py``) adds each block's sum into ``out[0]`` with an atomic, so ``out``
-must be zeroed before every launch.  Kernel 8 writes one partial sum per block and lets the
-block that draws the last ticket from a counter add them up (the "last block" pattern of
-CUDA's threadFenceReduction sample).  ``reduction.py`` launches it (``Reducer``) and
+Kernel 7 (``reduction_beyond.py``) adds each block's sum into ``out[0]`` with an atomic, so
+``out`` must be zeroed before every launch.  Kernel 8 writes one partial sum per block and
+lets the block that draws the last ticket from a counter add them up (the "last block"
+pattern of CUDA's threadFenceReduction sample).  ``reduction.py`` launches it (``Reducer``) and
 re-exports what is here; nothing here imports ``reduction``.
 """
 from __future__ import annotations

@@ -18,6 +18,8 @@ import threading
 import numpy as np
 from numba import cuda, float32
 
+from ..sim.counting import CountingArray, counting, counting_shared, in_simulator  # noqa: F401
+
 NOTEBOOKS = ["03_window_average"]
 
 THREADS_PER_BLK = 128                                  # the lecture's #define
@@ -261,66 +263,7 @@ def moved_bytes(n: int) -> int:
 
 # ---------------------------------------------------------------------------------------
 # counting reads: run a kernel in the simulator with arrays that count element reads
-
-class CountingArray(np.ndarray):
-    """A numpy array that counts how many elements kernels read from it (thread-safe)."""
-
-    def __array_finalize__(self, obj):
-        self.reads = getattr(obj, "reads", None)
-
-    def __getitem__(self, idx):
-        out = super().__getitem__(idx)
-        if self.reads is not None:
-            with _LOCK:
-                self.reads[0] += np.size(out)
-        return out
-
-
-def counting(a, reads: list | None = None):
-    """A simulator device array over a copy of ``a``; element reads are added to ``reads[0]``."""
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
-    host = np.array(a).view(CountingArray)
-    host.reads = reads if reads is not None else [0]
-    dev = FakeCUDAArray(host)
-    dev.reads = host.reads
-    return dev
-
-
-class counting_shared:
-    """Context manager: static shared arrays made inside it count their element reads."""
-
-    def __init__(self):
-        self.reads = [0]
-
-    def __enter__(self):
-        import sys
-        import traceback
-
-        from numba.cuda.simulator.kernelapi import FakeCUDAShared
-        from numba.np import numpy_support
-
-        self._cls, self._orig = FakeCUDAShared, FakeCUDAShared.array
-        reads = self.reads
-
-        def array(shared, shape, dtype, alignment=None):
-            if shape == 0:
-                return self._orig(shared, shape, dtype, alignment)
-            caller = traceback.extract_stack(sys._getframe())[-2][0:2]  # one array per line
-            allocs = shared.__dict__.setdefault("_counted", {})
-            if caller not in allocs:
-                dt = numpy_support.as_dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
-                allocs[caller] = np.empty(shape, dt).view(CountingArray)
-                allocs[caller].reads = reads
-            return allocs[caller]
-
-        FakeCUDAShared.array = array
-        return self
-
-    def __exit__(self, *exc):
-        self._cls.array = self._orig
-        return False
-
+# (course/sim/counting.py; re-exported here for the notebook)
 
 def count_block_reads(threads_per_blk: int = THREADS_PER_BLK) -> dict:
     """Global and shared reads of one block of v1 and v2 (simulator only; a GPU cannot count)."""
@@ -338,35 +281,6 @@ def count_block_reads(threads_per_blk: int = THREADS_PER_BLK) -> dict:
             launch(variant, n, d_in, d_out, threads_per_blk)
         out[variant] = {"global": d_in.reads[0], "shared": sh.reads[0]}
     return out
-
-
-def in_simulator(module: str, func: str, **kwargs):
-    """``module.func(**kwargs)`` (JSON in and out) here in the simulator, or in a
-    simulator subprocess when this process drives a GPU (counting needs the simulator)."""
-    import importlib
-    import json
-    import os
-    import subprocess
-    import sys
-
-    from ..platform import runtime
-
-    if runtime.MODE == "sim":
-        return getattr(importlib.import_module(module), func)(**kwargs)
-    from ..platform.resources import IMPORT_ROOT
-
-    root = str(IMPORT_ROOT)
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    script = (f"import course, importlib, json\n"
-              f"r = getattr(importlib.import_module({module!r}), {func!r})(**{kwargs!r})\n"
-              f"print('JSON' + json.dumps(r))\n")
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=600)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("JSON")]
-    if not lines:
-        raise RuntimeError(f"simulator subprocess failed:\n{proc.stderr[-2000:]}")
-    return json.loads(lines[-1][4:])
 
 
 # ---------------------------------------------------------------------------------------

@@ -90,10 +90,11 @@ def routes(store, settings, who) -> list:
             d = b.describe(settings.mode)
             ranked = store.ranked(b.name)
             best = _ms(ranked[0]["mean_ms"]) if ranked else "-"
+            students = sum(not r["student"].startswith(COURSE_PREFIX) for r in ranked)
             rows.append(f'<tr><td><a href="{r}/boards/{b.name}">{b.name}</a></td>'
                         f'<td><code>{html.escape(d["signature"])}</code></td>'
                         f'<td>{html.escape(d["timed_shape_gpu"])}</td><td class="n">'
-                        f'{len(ranked)}</td><td class="n">{best}</td></tr>')
+                        f'{students}</td><td class="n">{best}</td></tr>')
         mode = ("" if settings.mode == "gpu" else '<p class="muted">This service runs on '
                 "the simulator: submissions are tested, not timed, and nobody is ranked.</p>")
         return _page("Leaderboards", mode + "<table><tr><th>board</th><th>your kernel</th>"
