@@ -1,5 +1,7 @@
 """The course's own kernels entered on the seed boards (``course/exercises/entries.py``):
 judged by the board's own cases through the entry's launch, and a wrong launch is caught."""
+from dataclasses import replace
+
 import pytest
 
 import course
@@ -21,7 +23,8 @@ def test_histogram_tuned_passes_the_histogram_boards_cases_through_its_own_launc
 
 @pytest.mark.parametrize("mutant", ["one count too many", "a channel overwritten"])
 def test_a_wrong_entry_launch_is_rejected_by_the_board(monkeypatch, mutant):
-    real = entries._LAUNCHES["histogram_tuned"]
+    entry = entries.ENTRIES["histogram_tuned"]
+    real = entry.run
 
     def wrong(case, args):
         real(case, args)
@@ -29,7 +32,7 @@ def test_a_wrong_entry_launch_is_rejected_by_the_board(monkeypatch, mutant):
             args["hist"][0, 0] = args["hist"][0, 0] + 1
         else:
             args["hist"][args["hist"].shape[0] - 1, 7] = 12345
-    monkeypatch.setitem(entries._LAUNCHES, "histogram_tuned", wrong)
+    monkeypatch.setitem(entries.ENTRIES, "histogram_tuned", replace(entry, run=wrong))
     results = _results("histogram_tuned", "histogram")
     assert not any(r.passed for r in results)
 

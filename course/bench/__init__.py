@@ -78,6 +78,7 @@ class Report:
         rep.rows, rep.notes, rep.date = data["rows"], data["notes"], data["date"]
         rep.sections = [tuple(x) for x in data.get("sections", [])]
         rep.data = data.get("data", {})
+        rep.files = {}
         return rep
 
     def add(self, name: str, timing, *, nbytes: float = 0, flops: float = 0,
@@ -169,7 +170,7 @@ class Report:
                                   "sections": self.sections, "data": self.data},
                                  indent=1, default=str))
         extra = []
-        for suffix, data in getattr(self, "files", {}).items():
+        for suffix, data in self.files.items():
             extra.append(stem.with_suffix(suffix))
             extra[-1].write_bytes(data)
         if not self.rows:              # nothing timed (e.g. the leaderboard in the simulator)

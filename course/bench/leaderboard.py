@@ -93,12 +93,14 @@ def scrubbed(db: Path) -> bytes:
     sources and units (a course entry's one-line description stays) and the token hashes."""
     import sqlite3
 
+    from ..leaderboard.store import COURSE_PREFIX
+
     copy = db.with_name("scrubbed.db")
     src, dst = sqlite3.connect(db), sqlite3.connect(copy)
     src.backup(dst)
     src.close()
-    dst.execute("UPDATE submissions SET source = '', unit = NULL WHERE student NOT LIKE "
-                "'course:%'")
+    dst.execute("UPDATE submissions SET source = '', unit = NULL WHERE student NOT LIKE ?",
+                (COURSE_PREFIX + "%",))
     dst.execute("DELETE FROM tokens")
     dst.commit()
     dst.execute("PRAGMA journal_mode=DELETE")
@@ -125,7 +127,6 @@ def _entries(report, url: str, admin: str) -> dict:
             report.note(f"{name} on {entry.board}: {sub.status} - {sub.message}")
             continue
         work, bench = _BENCH[name]()
-        figures = {k: v for k, v in out[name].items() if k.endswith("_ms")}
         board_t = Timing([sub.best_ms, sub.mean_ms, sub.mean_ms + (sub.std_ms or 0)])
         report.add(f"{name} on the {entry.board} board", board_t, **work,
                    note=f"board: mean {sub.mean_ms:.4g} ± {sub.std_ms:.2g} ms over {sub.runs} "
@@ -133,7 +134,7 @@ def _entries(report, url: str, admin: str) -> dict:
         diff = sub.mean_ms / float(np.mean(bench.times_ms)) - 1
         report.add(f"{name}, bench timer", bench, **work,
                    note=f"the board's mean is {diff:+.1%} of this one's")
-        out[name].update(figures, bench_mean_ms=float(np.mean(bench.times_ms)),
+        out[name].update(bench_mean_ms=float(np.mean(bench.times_ms)),
                          bench_median_ms=bench.median_ms, board_vs_bench=diff)
         report.note(f"{name}: board {sub.mean_ms:.4g} ms vs bench timer "
                     f"{np.mean(bench.times_ms):.4g} ms ({diff:+.1%}; target within 5 %).")
@@ -150,7 +151,7 @@ def _bench_histogram() -> tuple[dict, Timing]:
     from ..kernels import histogram as H
     from . import histogram as BH
 
-    length, n_ch = (1 << 20, 512) if runtime.MODE == "gpu" else (256, 8)   # the board's
+    length, n_ch = BH.shape()                                  # the board's: 1,048,576 x 512
     d_bytes, _ = H.to_device(H.make_data(length, n_ch, "uniform", seed=1))
     hist = cuda.device_array((n_ch, H.NUM_BINS), np.int32)
     t = BH.time_variant("tuned", d_bytes, n_ch, hist, repeat=30)
@@ -159,16 +160,12 @@ def _bench_histogram() -> tuple[dict, Timing]:
 
 
 def _bench_flash() -> tuple[dict, Timing]:
-    from numba import cuda
-
     from ..kernels import attention as A
     from ..kernels import attention_mma as M
+    from .attention import LEADERBOARD, _device_inputs
 
-    b, h, n, d = 4, 64, 8192, 128                                       # the board's shape
-    rng = np.random.default_rng(0)
-    q, k, v = (cuda.to_device(rng.standard_normal((b * h, n, d)).astype(np.float16))
-               for _ in range(3))
-    o = cuda.device_array((b * h, n, d), np.float32)
+    b, h, n, d = LEADERBOARD                                  # the board's shape
+    q, k, v, o = _device_inputs(LEADERBOARD, np.float16)
     t = benchmark(lambda: M.launch(q, k, v, o), repeat=30, warmup=1)
     return ({"flops": A.flops(b, h, n, d, False, None),
              "nbytes": A.traffic_bytes(b, h, n, d, 2)["flash"], "size": f"{b}x{h}x{n}x{d}"}, t)
@@ -183,7 +180,7 @@ def _queue(report, url: str, tokens: dict) -> dict:
 
     from ..grading.unit import extract, run_cell
     from ..leaderboard.boards import get
-    from ..leaderboard.client import send
+    from ..leaderboard.client import follow, send
 
     ns: dict = {}
     run_cell(UNIT_SOURCE, "<course bench leaderboard>", ns)
@@ -194,15 +191,16 @@ def _queue(report, url: str, tokens: dict) -> dict:
     t0 = time.monotonic()
     ids = [send(board, unit["source"], "add_fast", unit, server=url,
                 token=tokens[f"s{i + 1:02d}"], wait=False).id for i in range(QUEUED)]
-    subs = [_wait(url, tokens[f"s{i + 1:02d}"], sid, i, QUEUED) for i, sid in enumerate(ids)]
+    subs = [follow(sid, board, server=url, token=tokens[f"s{i + 1:02d}"], timeout=3600,
+                   poll_s=0.5) for i, sid in enumerate(ids)]
     wall = time.monotonic() - t0
-    statuses = Counter(s["status"] for s in subs)
+    statuses = Counter(s.status for s in subs)
     done = statuses["done"]
-    means = [s["mean_ms"] for s in subs if s.get("mean_ms") is not None]
+    means = [s.mean_ms for s in subs if s.mean_ms is not None]
     out = {"alone": {k: getattr(alone, k) for k in ("status", "mean_ms", "std_ms", "best_ms",
                                                     "runs")},
            "queued": len(ids), "done": done, "wall_s": wall,
-           "means_ms": means, "stds_ms": [s["std_ms"] for s in subs if s.get("std_ms")]}
+           "means_ms": means, "stds_ms": [s.std_ms for s in subs if s.std_ms]}
     report.note(f"{QUEUED} submissions queued at once, each from its own student: all came "
                 f"back ({', '.join(f'{v} {k}' for k, v in sorted(statuses.items()))}) in "
                 f"{wall:.0f} s.")
@@ -230,17 +228,3 @@ def _vector_add_work() -> dict:
     spec = get("tune_vector_add")
     case = spec.measured_case()
     return {"nbytes": int(spec.work(case)[1]), "size": case.name.split(",")[0]}
-
-
-def _wait(url: str, token: str, sid: int, i: int, n: int, limit: float = 3600) -> dict:
-    from ..leaderboard.client import FINAL, _request
-
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < limit:
-        d = _request("GET", f"{url}/api/submissions/{sid}", token)
-        if d["status"] in FINAL:
-            print(f"  queued {i + 1}/{n}: {d['status']}"
-                  + (f" {d['mean_ms']:.4g} ms" if d.get("mean_ms") else ""), flush=True)
-            return d
-        time.sleep(0.5)
-    raise RuntimeError(f"submission {sid} did not finish in {limit:.0f} s")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -36,11 +37,9 @@ class Entry:
     name: str            # the course kernel's name (course/kernels)
     board: str           # the one board it is entered on
     where: str           # where its kernel and launch live (shown on the board)
+    run: Callable        # (case, args) -> None: the course's launch on the board's arguments
+    compile_ahead: Callable | None = None    # (board spec) -> None, see warm
     gpu_only: bool = False
-
-    def launch(self, case, args: dict) -> None:
-        """Run the kernel on the board's arguments ``args`` (device arrays by name)."""
-        _LAUNCHES[self.name](case, args)
 
     def ready(self) -> "Entry":
         """This entry, if it can run here (EntryError otherwise)."""
@@ -53,10 +52,12 @@ class Entry:
 
     def warm(self) -> None:
         """Compile ahead (the measurer does this when it loads the entry, so the compile
-        and link time of flash_mma's three head-dim builds is not charged to a test case's
+        and link time of flash_mma's head-dim builds is not charged to a test case's
         time limit, as numba's first-launch compile of a submission's small kernel is)."""
-        if self.name == "flash_mma":
-            _warm_flash()
+        if self.compile_ahead is not None:
+            from . import get as get_exercise
+
+            self.compile_ahead(get_exercise(self.board))
 
     def bind(self, spec):
         """``spec`` whose ``launch(fn, case, args)`` runs this entry (``fn`` is ignored):
@@ -77,7 +78,7 @@ class _Bound:
         return getattr(self._spec, name)
 
     def launch(self, kernel, case, args):
-        self._entry.launch(case, args)
+        self._entry.run(case, args)
 
     def measure_on(self, fn, case, args):
         # Tune.measure_on times self.launch: call it unbound so the entry's launch is timed
@@ -114,7 +115,7 @@ def _histogram_tuned(case, args) -> None:
     else:                                          # channels padded to whole words
         words = cuda.to_device(np.zeros((n, c + (-c % 8)), np.uint8))
         words[:, :c] = data
-    out = hist if hist.is_c_contiguous() else cuda.device_array(hist.shape, hist.dtype)
+    out = _contiguous(hist)
     settings = H.TUNED_GPU if runtime.MODE == "gpu" else {"warps": 4}
     H.launch("tuned", words, c, hist=out, **settings)
     if out is not hist:
@@ -135,25 +136,24 @@ def _flash_mma(case, args) -> None:
         _assign(O, o)
 
 
-def _warm_flash() -> None:
+def _warm_flash(board) -> None:
     from numba import cuda
 
     from ..kernels import attention_mma as M
 
-    for d in (32, 64, 128):                       # the board's head dims
+    for d in sorted({c.params["d"] for c in board.cases()} & set(M.HEAD_DIMS)):
         q = cuda.to_device(np.ones((1, 16, d), np.float16))
         M.launch(q, q, q, cuda.device_array((1, 16, d), np.float32))
     cuda.synchronize()
 
 
-_LAUNCHES = {"histogram_tuned": _histogram_tuned, "flash_mma": _flash_mma}
-
 ENTRIES = {e.name: e for e in (
     Entry("histogram_tuned", "histogram", "course/kernels/histogram_tuned.py, launched by "
-          "course.kernels.histogram.launch('tuned') with the benchmark's settings"),
+          "course.kernels.histogram.launch('tuned') with the benchmark's settings",
+          _histogram_tuned),
     Entry("flash_mma", "flash_attention", "course/kernels/attention_mma.py (mma.sync, "
           "ldmatrix, cp.async in linked C++), launched by attention_mma.launch",
-          gpu_only=True),
+          _flash_mma, compile_ahead=_warm_flash, gpu_only=True),
 )}
 
 

@@ -60,7 +60,6 @@ SCHEMA = {
 
 def results(g, execution_time: float) -> dict:
     """Gradescope's results.json for one student's :class:`batch.Graded`."""
-    from ..exercises.outcome import split_timed
     from .scoring import kind_of
 
     tests = []

@@ -136,9 +136,16 @@ def send(board: str, source: str | None, function: str | None, unit: dict | None
     if unit is not None:
         body["unit"] = unit
     sid = _request("POST", f"{server}/api/submissions", token, body)["id"]
-    sub = Submission(sid, board)
     if not wait:
-        return sub
+        return Submission(sid, board)
+    return follow(sid, board, server=server, token=token, timeout=timeout, poll_s=poll_s,
+                  out=out)
+
+
+def follow(sid: int, board: str, *, server: str, token: str, timeout: float = 900,
+           poll_s: float = 1.0, out=None) -> Submission:
+    """Wait for submission ``sid`` to end, writing one progress line to ``out``
+    (queued -> testing -> timing -> done); its result, or SubmitError after ``timeout``."""
     out = out or sys.stdout
     seen, t0 = ["queued"], time.monotonic()
     out.write(f"submission {sid} to {board}: queued")

@@ -21,7 +21,8 @@ from .store import COURSE_PREFIX
 CSS = """body{font:15px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:62rem;color:#222}
 table{border-collapse:collapse;width:100%;margin:.5rem 0 1.5rem}th,td{padding:.3rem .6rem;
 border-bottom:1px solid #ddd;text-align:left}td.n{text-align:right;font-variant-numeric:
-tabular-nums}tr.ref td{color:#666;font-style:italic}tr.course td{background:#f3f7ff}code{background:#f4f4f4;padding:0 .2rem}
+tabular-nums}tr.ref td{color:#666;font-style:italic}tr.course td{background:#f3f7ff}
+code{background:#f4f4f4;padding:0 .2rem}
 .muted{color:#666}nav a{margin-right:1rem}svg{background:#fafafa;border:1px solid #eee}"""
 
 
@@ -64,7 +65,8 @@ def chart(points: list[tuple[float, float]], width: int = 640, height: int = 180
     return (f'<svg role="img" aria-label="best time over the term" width="{width}" '
             f'height="{height}" viewBox="0 0 {width} {height}"><path d="{" ".join(d)}" '
             f'fill="none" stroke="#2a6fdb" stroke-width="2"/>'
-            f'<text x="{pad}" y="16" font-size="12">best {ms_text(lo)} ms (from {ms_text(hi)} ms)</text>'
+            f'<text x="{pad}" y="16" font-size="12">best {ms_text(lo)} ms (from '
+            f'{ms_text(hi)} ms)</text>'
             f'<text x="{pad}" y="{height - 8}" font-size="11">{_when(t0)}</text>'
             f'<text x="{width - pad}" y="{height - 8}" font-size="11" text-anchor="end">'
             f'{_when(points[-1][0])}</text></svg>')

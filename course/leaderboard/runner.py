@@ -66,11 +66,13 @@ def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
         timeout = max(timeout, spec.time_budget_s)      # a slow seed board asks for more
         kw = dict(mode=runtime.MODE, isolation=isolation,
                   ceilings=ceilings_once(runtime.MODE))
-        alone = ((session.judge_entry, payload["course_kernel"]) if payload.get("course_kernel")
-                 else (session.judge_unit, payload.get("unit")))
-        if alone[1] is not None:
-            error, results = alone[0](spec, alone[1], seed, timeout, MEMORY_MB[runtime.MODE],
-                                      on_stage=on_stage, limit=case_time_limit, **kw)
+        if payload.get("course_kernel"):      # nothing to run but the kernel: no worker
+            judge, what = session.judge_entry, payload["course_kernel"]
+        else:
+            judge, what = session.judge_unit, payload.get("unit")
+        if what is not None:
+            error, results = judge(spec, what, seed, timeout, MEMORY_MB[runtime.MODE],
+                                   on_stage=on_stage, limit=case_time_limit, **kw)
             cases = session.case_events(results)
         else:
             error, cases = _from_source(session, board, payload, seed, timeout, on_stage,
