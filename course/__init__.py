@@ -25,11 +25,13 @@ from .platform import runtime as _runtime
 MODE = _runtime.select_mode()
 _runtime.silence_known_noise()
 if MODE == "sim":
+    from .sim import jit_options as _simjit
     from .sim import scheduler as _simscheduler
     from .sim import warp as _simwarp
 
     _simwarp.install()  # warp shuffles & co. for the simulator, which lacks them
     _simscheduler.install()  # its block scheduler, yielding the GIL to working threads
+    _simjit.install()  # @cuda.jit(lineinfo=..., max_registers=...) as on a GPU
 
 size = _runtime.size
 banner = _runtime.banner

@@ -32,10 +32,15 @@ import types
 
 import numpy as np
 
+from .allowed import BUILTINS, NotAllowed, check_attr, check_body, safe_builtins
+from .signature import SignatureError
+from .signature import parse as parse_signature
+
 MODULES = {"numba.cuda": "cuda", "math": "math", "cmath": "cmath", "numpy": "np",
            "numba": "numba"}
 JIT_OPTIONS = {"device", "fastmath", "debug", "lineinfo", "inline", "opt", "max_registers",
-               "cache"}
+               "boundscheck", "cache"}
+SIM_OPTIONS = {"device", "fastmath", "debug", "inline", "opt"}   # what the simulator's jit takes
 MAX_SOURCE = 64 << 10          # characters of one function's source
 MAX_ARRAY = 1 << 16            # elements of a global constant array
 MAX_DEPTH = 8                  # device functions calling device functions
@@ -65,24 +70,46 @@ def extract(fn, extra_names=(), _depth: int = 0) -> dict:
         raise UnitError(f"the source of `{py.__name__}` cannot be read ({exc}); define it "
                         "in a cell or a file") from None
     fdef = parse(source, py.__name__)
-    options, sig = _jit_options(fdef, fn)
-    unit = {"name": py.__name__, "source": source, "options": options, "signature": sig,
-            "firstline": int(py.__code__.co_firstlineno), "globals": {}}
     closure = dict(zip(py.__code__.co_freevars,
                        (c.cell_contents for c in (py.__closure__ or ()))))
+    options, sig = _jit_options(fdef, fn, {**py.__globals__, **closure})
+    unit = {"name": py.__name__, "source": source, "options": options, "signature": sig,
+            "firstline": int(py.__code__.co_firstlineno), "globals": {}}
     for name in sorted(free_names(fdef, py) | set(extra_names)):
         if name in closure:
             value = closure[name]
         elif name in py.__globals__:
             value = py.__globals__[name]
         elif hasattr(builtins, name):
+            if name not in BUILTINS:
+                raise UnitError(f"`{py.__name__}` uses `{name}`, which a GPU kernel cannot "
+                                f"call (it may use {', '.join(BUILTINS[:-3])})")
             continue
         elif name in extra_names:
             continue
         else:
             raise UnitError(f"`{py.__name__}` uses the name `{name}`, which is not defined")
         unit["globals"][name] = _describe(name, value, py.__name__, _depth)
+    check_names(fdef, unit)
     return unit
+
+
+def check_names(fdef: ast.FunctionDef, unit: dict) -> None:
+    """UnitError unless the body uses only the kernel API (``allowed.py``): the same
+    program for the compiler, the measurer and the simulator."""
+    modules = {n: d[1] for n, d in unit["globals"].items()
+               if isinstance(d, list) and d[:1] == ["module"] and len(d) == 2}
+    unknown = free_names(fdef) - set(unit["globals"]) - set(BUILTINS)
+    if unknown:
+        raise UnitError(f"`{unit['name']}` uses `{sorted(unknown)[0]}`, which is neither a "
+                        "value it carries nor something a GPU kernel can call")
+    try:
+        check_body(fdef, modules)
+        for d in unit["globals"].values():
+            if isinstance(d, list) and d[:1] == ["attr"] and len(d) == 3:
+                check_attr(d[1], d[2], unit["name"])
+    except NotAllowed as exc:
+        raise UnitError(str(exc)) from None
 
 
 def parse(source: str, name: str) -> ast.FunctionDef:
@@ -107,25 +134,28 @@ def parse(source: str, name: str) -> ast.FunctionDef:
 
 
 def free_names(fdef: ast.FunctionDef, py=None) -> set:
-    """Names the body reads that it does not assign (globals, closure cells, builtins)."""
-    loads = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
-             and isinstance(n.ctx, ast.Load)}
+    """Names the body reads that it does not assign (globals, closure cells, builtins);
+    the decorator is not part of the body (a unit keeps its options as data)."""
+    nodes = [n for part in (*fdef.body, fdef.args) for n in ast.walk(part)]
+    loads = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     local = {a.arg for a in ast.walk(fdef.args) if isinstance(a, ast.arg)}
-    local |= {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+    local |= {n.id for n in nodes if isinstance(n, ast.Name)
               and isinstance(n.ctx, (ast.Store, ast.Del))}
     if py is not None:
         local |= set(py.__code__.co_varnames) | set(py.__code__.co_cellvars)
     return loads - local
 
 
-def _jit_options(fdef: ast.FunctionDef, fn) -> tuple[dict, str | None]:
+def _jit_options(fdef: ast.FunctionDef, fn, names: dict) -> tuple[dict, str | None]:
     """The literal options of the ``@cuda.jit(...)`` decorator (and its signature); for a
-    function jitted by a call (``kernel = cuda.jit(f)``), the dispatcher's own options."""
+    function jitted by a call (``kernel = cuda.jit(f)``), the dispatcher's own options.
+    ``names``: the function's globals, to see which name is ``numba.cuda`` (``cu.jit``)."""
     is_device = bool(getattr(fn, "_device", False) or
                      getattr(fn, "targetoptions", {}).get("device", False))
     if not fdef.decorator_list:
         return ({"device": True} if is_device else {}), None
-    jits = [d for d in fdef.decorator_list if _is_jit(d.func if isinstance(d, ast.Call) else d)]
+    jits = [d for d in fdef.decorator_list
+            if _is_jit(d.func if isinstance(d, ast.Call) else d, names)]
     if len(jits) != len(fdef.decorator_list) or len(jits) != 1:
         raise UnitError(f"`{fdef.name}` must have exactly one decorator, @cuda.jit")
     options, sig = {}, None
@@ -145,14 +175,62 @@ def _jit_options(fdef: ast.FunctionDef, fn) -> tuple[dict, str | None]:
             raise UnitError(f"@cuda.jit on `{fdef.name}` takes at most one signature string")
         sig = args[0] if args else None
         options = {k: v for k, v in kws.items() if k != "cache"}
+        _check_options(options, sig, fdef.name)
     if bool(options.get("device", False)) != is_device:
         raise UnitError(f"`{fdef.name}` was not made by the @cuda.jit its source shows")
     return options, sig
 
 
-def _is_jit(node) -> bool:
-    text = ast.unparse(node)
-    return text in ("cuda.jit", "numba.cuda.jit", "jit")
+def _is_jit(node, names: dict) -> bool:
+    """Whether the decorator expression names ``numba.cuda.jit`` (under any alias),
+    resolved by looking names up, never by running anything."""
+    from numba import cuda
+
+    value = _resolve(node, names)
+    return value is not None and value is cuda.jit
+
+
+def _names_jit(dec) -> bool:
+    """Whether a decorator in a unit's source reads as ``@<alias>.jit`` or ``@jit``, with
+    or without literal options (it is replaced, never run: the options are data)."""
+    node = dec.func if isinstance(dec, ast.Call) else dec
+    while isinstance(node, ast.Attribute) and node.attr == "jit":
+        node = node.value
+        return isinstance(node, (ast.Name, ast.Attribute))
+    return isinstance(node, ast.Name) and node.id == "jit"
+
+
+def _resolve(node, names: dict):
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.Attribute) and not node.attr.startswith("_"):
+        base = _resolve(node.value, names)
+        if isinstance(base, types.ModuleType):
+            return getattr(base, node.attr, None)
+    return None
+
+
+def _check_options(options: dict, sig, name: str) -> None:
+    """UnitError unless every option has a value the course passes on (and the signature
+    is one :mod:`signature` reads)."""
+    flags = ("device", "fastmath", "debug", "lineinfo", "opt", "boundscheck")
+    for k, v in options.items():
+        ok = (isinstance(v, bool) if k in flags else
+              v in (True, False, "always", "never") if k == "inline" else
+              isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 255
+              if k == "max_registers" else False)
+        if not ok:
+            raise UnitError(f"@cuda.jit option {k}={v!r} on `{name}` is not a value the "
+                            "course accepts")
+    if options.get("boundscheck"):
+        raise UnitError(f"`{name}` asks for boundscheck=True; numba-cuda cannot check bounds "
+                        "on a GPU: remove it (the course's guard bands catch writes out of "
+                        "bounds)")
+    if sig is not None:
+        try:
+            parse_signature(sig)
+        except SignatureError as exc:
+            raise UnitError(f"@cuda.jit on `{name}`: {exc}") from None
 
 
 def _describe(name: str, value, owner: str, depth: int):
@@ -173,6 +251,10 @@ def _describe(name: str, value, owner: str, depth: int):
     if isinstance(value, tuple) and len(value) <= 64 and all(
             isinstance(v, (bool, int, float)) for v in value):
         return ["tuple", list(value)]
+    if isinstance(value, np.dtype):
+        if value.kind not in "biufc" or value.fields is not None:
+            raise UnitError(f"`{name}` is the dtype {value}; a kernel may use number dtypes")
+        return ["dtype", value.str]
     if isinstance(value, np.ndarray):
         if value.size > MAX_ARRAY or value.dtype.kind not in "biuf":
             raise UnitError(f"`{name}` is a {value.dtype} array of {value.size:,} elements; "
@@ -228,14 +310,17 @@ def key(unit: dict, *extra) -> str:
 # ---------------------------------------------------------------------------------------
 # rebuilding: measuring process side (runs no student statement)
 
-def rebuild(unit: dict, _depth: int = 0):
-    """The ``@cuda.jit`` function a unit describes, defined in a fresh namespace."""
-    from numba import cuda
+def rebuild(unit: dict, _depth: int = 0, lazy: bool = False):
+    """The ``@cuda.jit`` function a unit describes, defined in a fresh namespace.
+    ``lazy``: the kernel's signature is not handed to ``cuda.jit`` (which would compile at
+    once, for the GPU of this process): the compile gate compiles it for its targets."""
+    from numba import config, cuda
 
     validate(unit, _depth)
     fdef = parse(unit["source"], unit["name"])
-    if any(not _is_jit(d.func if isinstance(d, ast.Call) else d) for d in fdef.decorator_list):
-        raise UnitError(f"`{unit['name']}` has a decorator other than @cuda.jit")
+    if len(fdef.decorator_list) > 1 or any(not _names_jit(d) for d in fdef.decorator_list):
+        raise UnitError(f"`{unit['name']}` must have exactly one decorator, @cuda.jit")
+    check_names(fdef, unit)
     # the options come from the unit, never from running the source's decorator; an
     # identity decorator in its place keeps the function's first line where it was
     fdef.decorator_list = [ast.copy_location(ast.Name("_unit_keeps_lines", ast.Load()), d)
@@ -244,7 +329,7 @@ def rebuild(unit: dict, _depth: int = 0):
     for a in ast.walk(fdef.args):
         if isinstance(a, ast.arg):
             a.annotation = None
-    ns = {"__builtins__": builtins, "__name__": f"course_unit_{unit['name']}",
+    ns = {"__builtins__": safe_builtins(), "__name__": f"course_unit_{unit['name']}",
           "_unit_keeps_lines": lambda f: f}
     for name, desc in unit["globals"].items():
         ns[name] = _value(desc, _depth)
@@ -257,8 +342,11 @@ def rebuild(unit: dict, _depth: int = 0):
 
     lines = ["\n"] * (unit["firstline"] - 1) + unit["source"].splitlines(True)
     linecache.cache[filename] = (len(unit["source"]), None, lines, filename)
-    jit_args = [unit["signature"]] if unit.get("signature") else []
-    return cuda.jit(*jit_args, **unit["options"])(fn)
+    jit_args = [parse_signature(unit["signature"])] if unit["signature"] and not lazy else []
+    options = unit["options"]
+    if config.ENABLE_CUDASIM:
+        options = {k: v for k, v in options.items() if k in SIM_OPTIONS}
+    return cuda.jit(*jit_args, **options)(fn)
 
 
 def validate(unit, depth: int = 0) -> None:
@@ -276,6 +364,7 @@ def validate(unit, depth: int = 0) -> None:
         raise UnitError("a kernel unit's fields have the wrong types")
     if set(unit["options"]) - (JIT_OPTIONS - {"cache"}):
         raise UnitError("a kernel unit asks for @cuda.jit options that are not allowed")
+    _check_options(unit["options"], unit["signature"], unit["name"])
     if depth > MAX_DEPTH:
         raise UnitError("device functions nest deeper than the course allows")
     if not all(isinstance(k, str) and k.isidentifier() for k in unit["globals"]):
@@ -302,6 +391,8 @@ def _value(desc, depth: int):
         if kind == "const" and isinstance(rest[0], (bool, int, float, str)):
             return float(rest[0]) if isinstance(rest[0], str) else rest[0]
         if kind == "scalar":
+            if np.dtype(rest[0]).kind not in "biufc":
+                raise UnitError("a kernel unit's scalar is not a number")
             return np.dtype(rest[0]).type(rest[1] if not isinstance(rest[1], str)
                                           else float(rest[1]))
         if kind == "complex":
@@ -318,6 +409,11 @@ def _value(desc, depth: int):
         if kind == "attr" and rest[0] in MODULES and isinstance(rest[1], str) \
                 and not rest[1].startswith("_"):
             return getattr(_module(rest[0]), rest[1])
+        if kind == "dtype" and isinstance(rest[0], str):
+            dt = np.dtype(rest[0])
+            if dt.kind not in "biufc" or dt.fields is not None:
+                raise UnitError("a kernel unit's dtype is not a number type")
+            return dt
         if kind == "numba_type" and isinstance(rest[0], str) and rest[0].isidentifier():
             from numba.core import types as nbtypes
 
