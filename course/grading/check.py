@@ -31,7 +31,8 @@ from .. import exercises as _ex
 from ..platform import runtime
 from . import hidden as hidden_mod
 from . import judge
-from .launch import TIME_LIMIT_S, run_launch
+from .launch import TIME_LIMIT_S, Interrupted, run_launch
+from .messages import course_sentence
 from ..exercises.outcome import TIMED
 from .report import CaseResult, CheckResult
 
@@ -51,16 +52,24 @@ def check(exercise: str, fn, *, hidden: bool = False, seed: int | None = None,
         spec = _ex.get(exercise)
     except KeyError as exc:
         return CheckResult(exercise, False, runtime.MODE, seed, error=str(exc.args[0]))
-    if spec.kind == "predict":
-        results = spec.judge_answer(fn, hidden_mod.answers_for(spec))
-        error = ""
-    else:
-        error = not_a_kernel(fn, spec) or ""
-        if not error:
-            fn, error = admit(spec, fn, seed)
-        results = [] if error else run_cases(spec, fn, seed, hidden, time_limit)
-    if spec.kind == "tune" and results and all(r.passed for r in results):
-        results.append(measure(spec, fn, seed))   # correct first; then the target
+    results, error = [], ""
+    try:
+        if spec.kind == "predict":
+            results = spec.judge_answer(fn, hidden_mod.answers_for(spec))
+        else:
+            error = not_a_kernel(fn, spec) or ""
+            if not error:
+                kernel, error = admit(spec, fn, seed)
+                error = course_sentence(error, fn, spec)
+                fn = kernel
+            results = [] if error else run_cases(spec, fn, seed, hidden, time_limit)
+        if spec.kind == "tune" and results and all(r.passed for r in results):
+            results.append(measure(spec, fn, seed))   # correct first; then the target
+    except KeyboardInterrupt as exc:    # Stop: report what ran, record nothing
+        done = exc.results if isinstance(exc, Interrupted) else results
+        return CheckResult(exercise, False, runtime.MODE, seed, spec=spec, cases=done,
+                           elapsed_s=time.perf_counter() - started, hidden_run=hidden,
+                           interrupted=True)
     result = CheckResult(exercise, bool(results) and not error and all(r.passed for r in results),
                          runtime.MODE, seed, spec=spec, cases=results, error=error,
                          elapsed_s=time.perf_counter() - started, hidden_run=hidden)
@@ -135,7 +144,10 @@ def run_cases(spec, fn, seed: int, hidden: bool, time_limit: float | None,
             # A kernel that hung once hangs again; on a GPU the context is still busy.
             results.append(skipped(case))
             continue
-        results.append(run_case(spec, fn, case, case_rng(seed, i), limit, launch))
+        try:
+            results.append(run_case(spec, fn, case, case_rng(seed, i), limit, launch))
+        except KeyboardInterrupt:       # Stop: no further case runs (launch.py ended it)
+            raise Interrupted(results) from None
     return results
 
 

@@ -4,10 +4,11 @@ This half runs wherever the student's code runs: in your notebook for ``course.c
 in the grading worker (``worker.py``) when a class is graded.  It decides nothing: what it
 returns goes to ``judge.py``, which compares it with a reference this process never sees.
 It never raises because the kernel is wrong, crashes or hangs: the error becomes a message.
+Stop (the notebook's interrupt, Ctrl-C) is the one exception that passes: the simulated
+threads are ended first, and ``check.py`` reports the check as interrupted.
 """
 from __future__ import annotations
 
-import ctypes
 import re
 import sys
 import threading
@@ -25,6 +26,14 @@ TRACE_FAILS = ("race", "uninitialized", "syncthreads")
 
 class KernelTimeout(Exception):
     """Raised inside simulated threads when the time limit passes."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Stop pressed during a check's cases; ``results``: the cases that finished before."""
+
+    def __init__(self, results=()):
+        super().__init__("interrupted")
+        self.results = list(results)
 
 
 def run_launch(spec, fn, case, buffers: dict, scalars: dict, shapes: dict,
@@ -104,6 +113,9 @@ def _launch_limited(spec, fn, case, views, limit: float, race_hunt: bool):
         spec.launch(fn, case, views)
         cuda.synchronize()
         return None, False
+    except KeyboardInterrupt:           # Stop: end every simulated thread, then stop the check
+        _stop_sim_threads(patience=1.0)
+        raise
     except BaseException as exc:  # noqa: BLE001 - KernelTimeout, IndexError, anything
         if watchdog.fired or isinstance(exc, KernelTimeout):
             return (f"time limit: the kernel did not finish within {limit:g} s in the "
@@ -164,17 +176,10 @@ def _stop_sim_threads(once: bool = False, patience: float = 5.0) -> None:
     """Raise KernelTimeout in every live simulator thread (until none is left)."""
     from numba.cuda.simulator.kernel import BlockThread
 
-    deadline = time.monotonic() + patience
-    while True:
-        alive = [t for t in threading.enumerate() if isinstance(t, BlockThread) and t.is_alive()]
-        for t in alive:
-            t.abort = True
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident),
-                                                       ctypes.py_object(KernelTimeout))
-            t.syncthreads_event.set()
-        if once or not alive or time.monotonic() > deadline:
-            return
-        time.sleep(0.02)
+    from ..sim.scheduler import stop_threads
+
+    threads = [t for t in threading.enumerate() if isinstance(t, BlockThread)]
+    stop_threads(threads, patience=patience, exc=KernelTimeout, once=once)
 
 
 _SIM_THREAD = re.compile(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:?\s*(.*)",

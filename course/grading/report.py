@@ -20,6 +20,7 @@ class CheckResult:
     error: str = ""
     elapsed_s: float = 0.0
     hidden_run: bool = False
+    interrupted: bool = False      # Stop (Ctrl-C) during the check: ``cases`` are those done
 
     # -- numbers ---------------------------------------------------------------------------
     @property
@@ -44,8 +45,20 @@ class CheckResult:
             return "More cases run when your work is graded."
         return ""
 
+    @property
+    def ran(self) -> bool:
+        """True when at least one case ran (then the seed replays its inputs)."""
+        return bool(self.cases)
+
     def _headline(self) -> str:
         mode = "GPU" if self.mode == "gpu" else "simulator"
+        if self.interrupted:
+            total = len(self.spec.cases()) if self.spec is not None else 0
+            done = f" after {len(self.cases)} of {total} cases" if total else ""
+            gpu = (" A kernel still running keeps the GPU busy until it ends: if the next "
+                   "check hangs, restart the notebook kernel." if self.mode == "gpu" else "")
+            return (f"{self.exercise}: interrupted{done} ({mode}, {self.elapsed_s:.1f} s) - "
+                    f"no further case ran; run the check again when ready.{gpu}")
         if self.error:
             return f"{self.exercise}: not checked - {self.error}"
         pub = self.public
@@ -70,8 +83,12 @@ class CheckResult:
     def __bool__(self) -> bool:
         return self.passed
 
+    def _seed_shown(self) -> bool:
+        """A replay seed only for a kernel check whose cases ran."""
+        return self.ran and getattr(self.spec, "kind", "write") != "predict"
+
     def __repr__(self) -> str:
-        mark = "PASS" if self.passed else "FAIL"
+        mark = "PASS" if self.passed else "INTERRUPTED" if self.interrupted else "FAIL"
         lines = [f"[{mark}] {self._headline()}"]
         for c in self.cases:
             tag = "ok  " if c.passed else "FAIL"
@@ -83,9 +100,10 @@ class CheckResult:
         note = self._hidden_note()
         if note:
             lines.append(f"  {note}")
-        if not self.passed and self.spec is not None and not self.error:
+        if not self.passed and self.spec is not None and not self.error \
+                and not self.interrupted:
             lines.append(f"  expected: {self.spec.signature} - {self.spec.goal}")
-        if getattr(self.spec, "kind", "write") != "predict":
+        if self._seed_shown():
             lines.append(f"  seed {self.seed} (course.check(..., seed={self.seed}) replays "
                          "these inputs)")
         return "\n".join(lines)
@@ -111,11 +129,16 @@ class CheckResult:
         note = self._hidden_note()
         if note:
             extra.append(f"<b>{html.escape(note)}</b>")
-        if not self.passed and self.spec is not None and not self.error:
+        if not self.passed and self.spec is not None and not self.error \
+                and not self.interrupted:
             extra.append(f"expected: <code>{html.escape(self.spec.signature)}</code> - "
                          f"{html.escape(self.spec.goal)}")
-        extra.append(f"seed {self.seed} (pass <code>seed={self.seed}</code> to replay)")
+        if self._seed_shown():
+            extra.append(f"seed {self.seed} (pass <code>seed={self.seed}</code> to replay)")
+        if self.interrupted:
+            color, bg, mark = "#9a6700", "#fff8e5", "&#9632;"
         return (f"<div class='course-check' data-passed='{str(self.passed).lower()}' "
+                f"data-interrupted='{str(self.interrupted).lower()}' "
                 f"style='border:2px solid {color};background:{bg};padding:6px 10px;"
                 f"border-radius:6px'><div style='color:{color};font-weight:bold'>{mark} "
                 f"{html.escape(self._headline())}</div>{table}"
