@@ -28,7 +28,8 @@ def endless(n, x, y):
 
 def test_unknown_exercise_is_reported_not_raised():
     r = course.check("no_such_exercise", solution_add, record=False)
-    assert not r.passed and "known exercises" in repr(r)
+    assert not r.passed and "no exercise called 'no_such_exercise'" in repr(r)
+    assert "all_exercises()" in repr(r) and "seed" not in repr(r)
 
 
 def test_plain_python_function_is_reported():

@@ -178,13 +178,30 @@ def all_exercises() -> dict[str, Exercise]:
 
 
 def get(name: str) -> Exercise:
-    """The exercise called ``name``; KeyError listing the known names otherwise."""
+    """The exercise called ``name``; KeyError saying which name was meant otherwise."""
     exercises = all_exercises()
     if name not in exercises:
         # the leaderboard's two seed boards (found by name, like the lesson modules)
         seeds = importlib.import_module(f"{__name__}.boards").SEED_BOARDS
         if name in seeds:
             return seeds[name]
-        raise KeyError(f"no exercise called {name!r}; known exercises: "
-                       f"{', '.join(sorted(exercises))}")
+        raise KeyError(unknown_name(name, [*exercises, *seeds]))
     return exercises[name]
+
+
+def unknown_name(name, names) -> str:
+    """'no exercise called ...' with the closest of ``names`` ("did you mean"), or where to
+    look when none is close."""
+    import difflib
+
+    if not isinstance(name, str):
+        return (f"the exercise is named by a string, like course.check(\"vector_add\", add); "
+                f"got {type(name).__name__} {name!r}")
+    key = name.strip().lower()
+    close = difflib.get_close_matches(key, list(names), n=3, cutoff=0.6)
+    close += [n for n in sorted(names) if key and key in n and n not in close][:3 - len(close)]
+    if close:
+        also = f" (also close: {', '.join(repr(c) for c in close[1:])})" if close[1:] else ""
+        return f"no exercise called {name!r}: did you mean {close[0]!r}?{also}"
+    return (f"no exercise called {name!r}: each notebook's check cells name its exercises; "
+            "course.exercises.all_exercises() lists them all")

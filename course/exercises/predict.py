@@ -58,13 +58,43 @@ class Predict(Exercise):
             res.fail(f"expected a dict with the keys {', '.join(repr(q.key) for q in qs)}; "
                      f"got a {type(answer).__name__}")
             return [res]
-        return [_judge(q, answer.get(q.key, None), key) for q in qs]
+        notes = _unanswered([q.key for q in qs], answer)
+        return [_judge(q, answer.get(q.key, None), key, notes.get(q.key, "no answer yet"))
+                for q in qs]
 
 
-def _judge(q: Question, got, key: dict | None) -> CaseResult:
+def _unanswered(keys: list, answer: dict) -> dict:
+    """What to say for each question with no answer when the answer has keys that are no
+    question's: the unknown key that looks like it (a misspelling), or every unknown key
+    that looks like none."""
+    import difflib
+
+    unknown = {str(k): k for k in answer if k not in keys}
+    missing = [k for k in keys if answer.get(k) is None]
+    if not unknown:
+        return {}
+    notes, matched = {}, set()
+    for k in missing:
+        near = difflib.get_close_matches(k, [u for u in unknown if u not in matched], n=1,
+                                         cutoff=0.6)
+        if near:
+            matched.add(near[0])
+            notes[k] = (f"no answer under {k!r}, but your answer has the unknown key "
+                        f"{unknown[near[0]]!r}: rename it {k!r}")
+    rest = [unknown[u] for u in unknown if u not in matched]
+    for k in missing:
+        if k not in notes and rest:
+            notes[k] = (f"no answer under {k!r}; your answer's key{'s' * (len(rest) > 1)} "
+                        f"{', '.join(repr(u) for u in rest)} "
+                        f"{'are' if len(rest) > 1 else 'is'} no question's key "
+                        f"(the keys: {', '.join(repr(q) for q in keys)})")
+    return notes
+
+
+def _judge(q: Question, got, key: dict | None, unanswered: str = "no answer yet") -> CaseResult:
     res = CaseResult(f"{q.key}: {q.prompt}", "")
     if got is None or got is ...:
-        res.fail("no answer yet")
+        res.fail(unanswered)
     elif q.choices:
         if not isinstance(got, str) or got.strip().lower() not in q.choices:
             res.fail(f"answer one of {', '.join(repr(c) for c in q.choices)}; got {got!r}")

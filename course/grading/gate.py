@@ -175,6 +175,11 @@ HINTS = (   # what the compiler's words usually mean for a student's kernel
     (("NRT required", "DictType", "ListType", "unicode_type", "reflected list"),
      "a kernel cannot make Python objects (dict, list, str): only numbers, arrays and "
      "cuda.local/cuda.shared arrays"),
+    (("function zeros", "function empty", "function ones", "function full",
+      "function arange", "function array>", "function copy"),
+     "a kernel cannot allocate numpy arrays: for a small array of each thread's own use "
+     "cuda.local.array(SIZE, numba.float32) with a constant SIZE (cuda.shared.array for one "
+     "the block shares); make a big array on the host and pass it in"),
 )
 
 
