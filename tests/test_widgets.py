@@ -35,15 +35,42 @@ def test_sweep_covers_the_x_range_and_sweep_all_everything():
     assert len(set(calls)) == 6 and p.runs == 6
 
 
-def test_constraint_blocks_invalid_settings():
+def too_many(threads_per_block, blocks):
+    return "too many threads" if threads_per_block * blocks > 128 else None
+
+
+def test_only_valid_settings_can_be_chosen():
     calls = []
     p = SliderPanel({"k": fake_run(calls)},
-                    sliders={"threads_per_block": [32, 64], "blocks": [1, 2]},
-                    constraint=lambda threads_per_block, blocks:
-                    "too many" if threads_per_block * blocks > 64 else None,
-                    value={"threads_per_block": 32, "blocks": 1})
-    p.set(threads_per_block=64, blocks=2)
-    assert "Not a valid setting" in p.status.value and (64, 2) not in calls
+                    sliders={"threads_per_block": [32, 64, 128, 256], "blocks": [1, 2, 4]},
+                    constraint=too_many, value={"threads_per_block": 32, "blocks": 1})
+    assert list(p.sliders["threads_per_block"].options) == [32, 64, 128]  # 256 never fits
+    with pytest.raises(ValueError, match="too many threads"):
+        p.set(threads_per_block=64, blocks=4)         # several at once: must be valid
+    p.sliders["blocks"].value = 4                     # as a user drags it: 32 x 4 fits
+    assert p.params == {"threads_per_block": 32, "blocks": 4}
+    p.sliders["threads_per_block"].value = 64         # 64 x 4 does not: blocks follows
+    assert p.params == {"threads_per_block": 64, "blocks": 2}
+    assert ("moved blocks 4 \u2192 2: threads_per_block = 64, blocks = 4 cannot launch (too "
+            "many threads)") in p.status.value
+    p.set(threads_per_block=128)                      # from code, the same
+    assert p.params == {"threads_per_block": 128, "blocks": 1}
+    assert "Not a valid setting" not in p.status.value
+    assert calls and all(not too_many(*c) for c in calls)     # nothing invalid launched
+    points = {(q["threads_per_block"], q["blocks"]) for q in p.selectable()}
+    assert points == {(32, 1), (32, 2), (32, 4), (64, 1), (64, 2), (128, 1)}
+
+
+def test_an_invalid_default_is_refused_and_the_middle_moves():
+    with pytest.raises(ValueError, match="not a valid setting"):
+        SliderPanel(fake_run([]), sliders={"threads_per_block": [32, 64], "blocks": [1, 2, 4]},
+                    constraint=too_many, value={"threads_per_block": 64, "blocks": 4})
+    p = SliderPanel(fake_run([]), sliders={"threads_per_block": [16, 32, 64], "blocks": [1, 2, 4]},
+                    constraint=too_many)              # the middle, (32, 2), is valid
+    assert p.params == {"threads_per_block": 32, "blocks": 2}
+    p = SliderPanel(fake_run([]), sliders={"threads_per_block": [64, 128], "blocks": [1, 2, 4]},
+                    constraint=too_many)     # blocks 4 is dropped; the middle (128, 2) is
+    assert p.params == {"threads_per_block": 128, "blocks": 1}  # not valid: x stays put
 
 
 def test_errors_show_beside_the_sliders():
@@ -63,3 +90,101 @@ def test_bad_arguments():
         p.set(b=1)
     with pytest.raises(ValueError):
         p.set(a=3)
+
+
+# --- every slider panel in the notebooks: its default and every selectable point are valid -
+
+import ast  # noqa: E402
+import json  # noqa: E402
+import types  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import course  # noqa: E402
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+CONTROLS = ("sliders", "value", "x", "constraint")
+
+
+def _cells(nb: Path) -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(nb.read_text())["cells"]
+            if c["cell_type"] == "code"]
+
+
+def _panels():
+    """(notebook, code cell index, the SliderPanel call) for every panel a notebook makes."""
+    found = []
+    for nb in NOTEBOOKS:
+        for i, src in enumerate(_cells(nb)):
+            if "SliderPanel(" not in src:
+                continue
+            for node in ast.walk(ast.parse(src)):
+                if isinstance(node, ast.Call) and getattr(
+                        node.func, "attr", getattr(node.func, "id", "")) == "SliderPanel":
+                    found.append(pytest.param(nb, i, node, id=f"{nb.stem}-cell{i}"))
+    return found
+
+
+def _namespace(nb: Path, cell: int, call: ast.Call, profile: str) -> dict:
+    """What the call's controls need: the notebook's imports, ``course`` as it is on a GPU
+    (lecture sizes) or in the simulator, and the notebook's assignments of the names they
+    use (found before the call, evaluated alone: no kernel runs)."""
+    real = course
+    fake = types.SimpleNamespace(**{k: getattr(real, k) for k in dir(real)
+                                    if not k.startswith("__")})
+    fake.MODE = "gpu" if profile == "lecture" else "sim"
+    fake.size = lambda *, lecture, sim: lecture if profile == "lecture" else sim
+    ns = {}
+    cells = _cells(nb)[:cell + 1]
+    stmts = [s for src in cells for s in ast.parse(src).body]
+    for s in stmts:
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            try:
+                exec(compile(ast.Module([s], []), str(nb), "exec"), ns)
+            except ImportError:
+                pass
+    ns["course"] = fake
+    assigns = {}
+    for s in stmts:                       # the last assignment before the call wins
+        if s.lineno and isinstance(s, ast.Assign) and len(s.targets) == 1 \
+                and isinstance(s.targets[0], ast.Name):
+            assigns[s.targets[0].id] = s.value
+
+    def need(expr):
+        for n in ast.walk(expr):
+            if isinstance(n, ast.Name) and n.id not in ns and n.id in assigns \
+                    and not isinstance(n.ctx, ast.Store):
+                value = assigns.pop(n.id)
+                need(value)
+                ns[n.id] = eval(compile(ast.Expression(value), str(nb), "eval"), ns)
+
+    for kw in call.keywords:
+        if kw.arg in CONTROLS:
+            need(kw.value)
+    return ns
+
+
+@pytest.mark.parametrize("profile", ["sim", "lecture"])
+@pytest.mark.parametrize("nb, cell, call", _panels())
+def test_every_panel_offers_only_valid_settings(nb, cell, call, profile):
+    ns = _namespace(nb, cell, call, profile)
+    controls = {kw.arg: eval(compile(ast.Expression(kw.value), str(nb), "eval"), ns)
+                for kw in call.keywords if kw.arg in CONTROLS}
+    sliders = controls.pop("sliders")
+    runs = []
+
+    def stub(**params):                   # stands in for the panel's kernels
+        runs.append(params)
+        return Timing([1.0])
+
+    p = SliderPanel({"stub": stub}, sliders, **{k: v for k, v in controls.items()
+                                                if v is not None})
+    constraint = controls.get("constraint")
+    why = (lambda q: constraint(**q)) if constraint else (lambda q: None)
+    assert not why(p.params), f"the default {p.params} is not valid: {why(p.params)}"
+    if controls.get("value"):
+        assert p.params == {**p.params, **controls["value"]}, "the default moved"
+    points = p.selectable()
+    assert p.params in points
+    bad = [(q, why(q)) for q in points if why(q)]
+    assert not bad, f"selectable settings that cannot launch: {bad}"
+    assert runs == [p.params]             # listing them launched nothing

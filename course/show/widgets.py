@@ -11,6 +11,12 @@ Moving a slider re-launches every variant at the new setting and redraws the plo
 place (a PNG in an ``ipywidgets.Image``: no extension beyond ipywidgets 8).  "Sweep"
 runs the whole range of the x slider.  Everything can be driven from code too:
 ``panel.set(threads_per_block=128)``, ``panel.sweep()``, ``panel.results``.
+
+Only settings that can launch can be chosen.  ``constraint(**params)`` says why a setting
+cannot (a sentence) or returns None; a slider offers only values that some valid setting
+has, and when a move lands on a setting that cannot launch, the other sliders move to the
+nearest one that can (the panel says which moved and why).  The default must be valid.
+:meth:`SliderPanel.selectable` lists every setting a user can reach, without running any.
 """
 from __future__ import annotations
 
@@ -41,12 +47,15 @@ class SliderPanel:
         if self.x not in sliders:
             raise ValueError(f"x={self.x!r} is not one of the sliders {list(sliders)}")
         self.nbytes, self.flops, self.constraint = nbytes, flops, constraint
+        sliders = _launchable(sliders, self.why_not)
+        start = self._start(sliders, value or {})
+        self._adjusting = False        # True while the panel moves sliders itself
+        self.note = ""                 # which sliders the last move adjusted, and why
         self.title = title
         self.results: dict[tuple, dict[str, Timing]] = {}
         self.runs = 0  # kernel launches done through the panel (for tests)
         self.sliders = {
-            name: W.SelectionSlider(options=list(opts), description=name,
-                                    value=(value or {}).get(name, _middle(opts)),
+            name: W.SelectionSlider(options=list(opts), description=name, value=start[name],
                                     continuous_update=False,
                                     style={"description_width": "initial"},
                                     layout=W.Layout(width="420px"))
@@ -78,16 +87,85 @@ class SliderPanel:
         return tuple(params[k] for k in self.sliders)
 
     def set(self, **params) -> None:
-        """Move sliders from code (each change re-runs, like a user's)."""
+        """Move sliders from code and re-run once.  One slider moves like a user's (the
+        others follow to a valid setting); several at once must name a valid setting."""
         for k, v in params.items():
             if k not in self.sliders:
                 raise KeyError(f"no slider {k!r}; sliders are {list(self.sliders)}")
             if v not in self.sliders[k].options:
                 raise ValueError(f"{k}={v!r} is not one of {list(self.sliders[k].options)}")
-            self.sliders[k].value = v
+        target = dict(self.params, **params)
+        if len(params) > 1 and (why := self.why_not(target)):
+            raise ValueError(f"{params} is not a valid setting: {why}")
+        self._move(target, moved=set(params))
 
-    def _on_change(self, _change) -> None:
+    def why_not(self, params: dict) -> str | None:
+        """Why ``params`` cannot launch (the constraint's sentence), or None."""
+        return (self.constraint(**params) or None) if self.constraint else None
+
+    def resolve(self, params: dict, moved=()) -> dict:
+        """``params`` if valid, else the nearest valid setting that keeps the sliders in
+        ``moved`` where they are (fewest option steps; the x slider moves last)."""
+        if not self.why_not(params):
+            return dict(params)
+        options = {k: list(s.options) for k, s in self.sliders.items()}
+        best = _nearest(options, params, set(moved), self.why_not, self.x)
+        if best is None:
+            raise ValueError(f"no valid setting has {({k: params[k] for k in moved})}")
+        return best
+
+    def selectable(self) -> list[dict]:
+        """Every setting a user can land on from the default by moving one slider at a
+        time (what the panel runs; nothing is launched to list them)."""
+        seen, todo = {}, [self._default]
+        while todo:
+            p = todo.pop()
+            key = self._key(p)
+            if key in seen:
+                continue
+            seen[key] = p
+            for k, s in self.sliders.items():
+                for v in s.options:
+                    todo.append(self.resolve(dict(p, **{k: v}), moved={k}))
+        return list(seen.values())
+
+    def _start(self, sliders: dict, value: dict) -> dict:
+        for k, v in value.items():
+            if k not in sliders:
+                raise KeyError(f"no slider {k!r}; sliders are {list(sliders)}")
+            if v not in sliders[k]:
+                raise ValueError(f"default {k}={v!r} is not one of {list(sliders[k])}")
+        start = {k: value.get(k, _middle(opts)) for k, opts in sliders.items()}
+        if value and len(value) == len(sliders) and (why := self.why_not(start)):
+            raise ValueError(f"the default {start} is not a valid setting: {why}")
+        if self.why_not(start):
+            start = _nearest({k: list(o) for k, o in sliders.items()}, start, set(value),
+                             self.why_not, self.x)
+            if start is None:
+                raise ValueError(f"no valid setting has the default {value}")
+        self._default = start
+        return start
+
+    def _move(self, target: dict, moved) -> None:
+        """Put the sliders at ``target`` (or the nearest valid setting) and re-run once."""
+        fixed = self.resolve(target, moved)
+        shifted = [k for k in fixed if fixed[k] != target[k]]
+        said = ", ".join(f"{k} = {v}" for k, v in target.items())
+        self.note = (", ".join(f"{k} {target[k]} \u2192 {fixed[k]}" for k in shifted)
+                     + f": {said} cannot launch ({self.why_not(target)})") if shifted else ""
+        self._adjusting = True
+        try:
+            for k, v in fixed.items():
+                self.sliders[k].value = v
+        finally:
+            self._adjusting = False
         self.update()
+
+    def _on_change(self, change) -> None:
+        if self._adjusting:
+            return
+        moved = {k for k, s in self.sliders.items() if s is change["owner"]}
+        self._move(self.params, moved)
 
     # -- running -----------------------------------------------------------------------
     def measure(self, params: dict) -> dict[str, Timing] | None:
@@ -116,7 +194,8 @@ class SliderPanel:
         else:
             try:
                 res = self.measure(params)
-                self.status.value = _status_html(res, params, self.nbytes, self.flops)
+                self.status.value = _status_html(res, params, self.nbytes, self.flops) + (
+                    f"<br><small>moved {_escape(self.note)}</small>" if self.note else "")
             except Exception as exc:  # noqa: BLE001 - show the error beside the sliders
                 self.status.value = (f"<span style='color:#a00'>{type(exc).__name__}: "
                                      f"{_escape(str(exc))[:400]}</span>")
@@ -194,6 +273,35 @@ def _status_html(res, params, nbytes, flops) -> str:
         parts.append(f"<b>{_escape(name)}</b>: {t.median_ms:.4g} ms{r}")
     where = "" if runtime.MODE == "gpu" else " <i>(simulator wall time)</i>"
     return " &nbsp;|&nbsp; ".join(parts) + where
+
+
+def _launchable(sliders: dict, why_not) -> dict:
+    """Each slider's options that some valid setting has (all of them without a constraint)."""
+    names = list(sliders)
+    valid = [c for c in itertools.product(*sliders.values())
+             if not why_not(dict(zip(names, c)))]
+    if not valid:
+        raise ValueError("no setting of the sliders is valid")
+    return {k: [v for v in opts if any(c[i] == v for c in valid)]
+            for i, (k, opts) in enumerate(sliders.items())}
+
+
+def _nearest(options: dict, params: dict, fixed: set, why_not, x: str):
+    """The valid setting closest to ``params`` with the ``fixed`` sliders unchanged: fewest
+    option steps in all, then fewest on the x slider; None when there is none."""
+    names = list(options)
+    idx = {k: options[k].index(params[k]) for k in names}
+    choices = [[params[k]] if k in fixed else options[k] for k in names]
+    best, best_cost = None, None
+    for combo in itertools.product(*choices):
+        p = dict(zip(names, combo))
+        if why_not(p):
+            continue
+        steps = [abs(options[k].index(p[k]) - idx[k]) for k in names]
+        cost = (sum(steps), steps[names.index(x)], steps)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = p, cost
+    return best
 
 
 def _middle(opts):
