@@ -120,3 +120,48 @@ def test_stop_ends_a_bare_launch(kernel):
     out, _, error = kernel.run(CHECK.format("matrix_add_fixed"))
     assert error is None and out.startswith("[PASS]"), out
     assert time.monotonic() - kernel.started < TOTAL_S
+
+
+def test_an_interrupt_in_process_stops_the_check_and_its_threads(monkeypatch):
+    """The same without Jupyter (``_thread.interrupt_main`` is what Ctrl-C does): the first
+    case passes, the interrupt lands in the second, and no case after it runs."""
+    import _thread
+    import threading
+
+    from numba import cuda
+    from numba.cuda.simulator.kernel import BlockThread
+
+    calls = []
+
+    @cuda.jit
+    def hangs_on_the_second_case(A, B, C):
+        i, j = cuda.grid(2)
+        if j < C.shape[0] and i < C.shape[1]:
+            C[j, i] = A[j, i] + B[j, i]
+        while C.shape[0] == 1 and A[0, 0] == A[0, 0]:     # case 2 is 1 x 1: never ends
+            C[0, 0] = B[0, 0]
+
+    from course.grading import launch as launch_mod
+
+    real = launch_mod.run_launch
+
+    def counting(*args, **kw):
+        calls.append(args[2].name)
+        if len(calls) == 2:
+            threading.Timer(1.0, _thread.interrupt_main).start()
+        return real(*args, **kw)
+
+    import importlib
+
+    run_cases = importlib.import_module("course.grading.check").run_cases
+    monkeypatch.setattr(run_cases, "__defaults__", (counting,))   # launch=counting
+    start = time.monotonic()
+    r = course.check("debug_matrix_layout", hangs_on_the_second_case, record=False)
+    took = time.monotonic() - start
+    assert r.interrupted and not r.passed and len(calls) == 2, (calls, repr(r))
+    assert [c.passed for c in r.cases] == [True], repr(r)     # the case that finished
+    text, html = repr(r), r._repr_html_()
+    assert text.startswith("[INTERRUPTED]") and "after 1 of" in text, text
+    assert "data-interrupted='true'" in html and f"seed={r.seed}" in text
+    assert took < 30, took
+    assert not [t for t in threading.enumerate() if isinstance(t, BlockThread) and t.is_alive()]
