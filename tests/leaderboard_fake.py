@@ -10,6 +10,9 @@ import zlib
 def judge(board, payload, on_stage=None, isolation=None, case_time_limit=None):
     if on_stage:
         on_stage("timing")
+    if "# stop the service" in payload["source"]:      # judging that kills the service
+        time.sleep(0.5)                                # (once its POST has been answered)
+        os.kill(os.getpid(), 9)
     time.sleep(float(os.environ.get("FAKE_JUDGE_SLEEP", "0.005")))
     with open(os.environ["FAKE_JUDGE_LOG"], "a") as f:
         f.write(payload["source"].splitlines()[0] + "\n")

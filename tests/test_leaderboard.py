@@ -291,14 +291,15 @@ def test_boards_state_shape_signature_and_tests(real):
 # ---------------------------------------------------------------------------------------
 # load, restart: the queue and the store under a fast judge
 
-def _fake_server(tmp, log, sleep="0.005", rate="4"):
+def _fake_server(tmp, log, sleep="0.005", rate="4", *extra):
     return Server(tmp, "--judge", "leaderboard_fake:judge", "--rate", rate, "--isolation",
-                  "none", env={"FAKE_JUDGE_LOG": str(log), "FAKE_JUDGE_SLEEP": sleep})
+                  "none", *extra, env={"FAKE_JUDGE_LOG": str(log), "FAKE_JUDGE_SLEEP": sleep})
 
 
 def test_200_concurrent_submissions_from_50_students(tmp_path):
     tokens, log = _tokens(tmp_path, 50), tmp_path / "measured.txt"
-    srv = _fake_server(tmp_path, log)
+    srv = _fake_server(tmp_path, log, "0.005", "4", "--max-per-client", "256")   # 50 students
+    #                                                      on one address, as behind a NAT
     try:
         jobs = [(s, k) for s in sorted(tokens) for k in range(4)]
         got, lock = {}, threading.Lock()
@@ -510,7 +511,8 @@ def test_a_submission_out_of_time_is_told_so_and_a_slow_board_gets_more(monkeypa
     spec = get("tune_vector_add")
     unit = extract(defined("tune_vector_add")[0], spec.launch_names)
     error, cases = session.judge_unit(spec, unit, 1, 0.2, 16384, mode="sim")
-    assert error.startswith("not judged: it ran past the time limit") and cases == [], error
+    assert "not judged" in error and "ran past the time limit" in error, error   # the gate's
+    assert cases == [] and "broke" not in error            # compile counts in the deadline too
 
     seen = {}
 

@@ -13,4 +13,6 @@ Floor 8: above ``grading``, whose judge and measurer it uses unchanged.  Its par
 - ``app.py``       the HTTP API (JSON) on Starlette; ``pages.py`` the HTML boards
 - ``client.py``    ``course.submit(...)`` and ``python -m course submit``
 - ``cli.py``       ``python -m course leaderboard serve | tokens | export``
+- ``limits.py``    what slow or crowding clients can hold: header deadline, connections per
+                   address and in all, the port taken before "serving"
 """

@@ -13,8 +13,12 @@ JSON API (the contract in ``shared/DESIGN.md``):
 
 Every bad request gets a 4xx and one sentence in ``{"error": ...}``: 400 malformed,
 401 no or unknown token, 403 someone else's submission, 404 unknown board or submission,
-413 too large, 422 not a kernel the service can take (syntax error, no such ``@cuda.jit``
-function, malformed unit), 429 too many submissions (``Retry-After`` says when to retry).
+408 a body that took over ``limits.BODY_S``, 413 too large, 422 not a kernel the service can
+take (syntax error, no such ``@cuda.jit`` function, malformed unit, a ``"source"`` that is
+not the unit's: the unit is what is judged, so the source shown is always the unit's), 429
+too many submissions (``Retry-After`` says when to retry); 503 while
+``limits.BODIES_IN_FLIGHT`` bytes are being read.  Connection-level limits (header deadline,
+per-client cap): ``limits.py``.
 HTML pages (``pages.py``): ``/boards``, ``/boards/{board}``, ``/signin``.
 """
 from __future__ import annotations
@@ -33,10 +37,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from . import boards as boards_mod
+from .limits import Refused, read_body
 from .store import COURSE_PREFIX
 
 MAX_SOURCE = 64 << 10        # characters of a submitted file
-MAX_BODY = 1 << 20           # bytes of a request (the source plus its unit)
 
 
 @dataclass
@@ -47,12 +51,6 @@ class Settings:
     admin_token: str | None = None    # COURSE_LEADERBOARD_ADMIN_TOKEN
     mode: str = "sim"
     boards: dict = field(default_factory=dict)
-
-
-class Refused(Exception):
-    def __init__(self, status: int, message: str, headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers or {}
 
 
 def error(status: int, message: str, headers=None) -> JSONResponse:
@@ -75,28 +73,33 @@ def who(request: Request, settings: Settings, store, required: bool = True):
 
 
 async def read_json(request: Request) -> dict:
-    length = request.headers.get("content-length")
-    if length and length.isdigit() and int(length) > MAX_BODY:
-        raise Refused(413, f"the request is {int(length):,} bytes; the limit is {MAX_BODY:,}")
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY:
-            raise Refused(413, f"the request is over the limit of {MAX_BODY:,} bytes")
+    body = await read_body(request)
     try:
         data = json.loads(body or b"null")
     except (ValueError, UnicodeDecodeError):
         raise Refused(400, "the body is not JSON") from None
+    except RecursionError:
+        raise Refused(400, "the body's JSON nests too deeply") from None
     if not isinstance(data, dict):
         raise Refused(400, 'the body must be a JSON object {"board", "source", "function"}')
     return data
 
 
 def check_submission(data: dict, settings: Settings) -> tuple[str, str, str, dict | None]:
-    """(board, source, function, unit) of a well-formed submission, else Refused."""
+    """(board, source, function, unit) of a well-formed submission, else Refused.  With a
+    unit (what ``course.submit`` sends), the unit is what is judged, so the source stored
+    and shown is the unit's: a ``"source"`` that differs from it is refused."""
     board, source, function = data.get("board"), data.get("source"), data.get("function")
     if not isinstance(board, str) or board not in settings.boards:
         raise Refused(404, boards_mod.unknown(board, settings.boards))
+    unit = data.get("unit")
+    if unit is not None:
+        unit = _check_unit(unit, function)
+        if source is None:
+            source = unit["source"]
+        elif source != unit["source"]:
+            raise Refused(422, '"source" is not the unit\'s source, and the unit is what is '
+                               'judged: send the unit\'s source (course.submit does)')
     if not isinstance(source, str) or not isinstance(function, str) or not source.strip():
         raise Refused(400, '"source" (the file\'s text) and "function" (the kernel\'s name) '
                            "must be strings")
@@ -104,29 +107,36 @@ def check_submission(data: dict, settings: Settings) -> tuple[str, str, str, dic
         raise Refused(413, f"the source is {len(source):,} characters; the limit is "
                            f"{MAX_SOURCE:,}")
     if not function.isidentifier():
-        raise Refused(422, f"{function!r} is not a Python function name")
+        raise Refused(422, f"{function[:80]!r} is not a Python function name")
     try:
         tree = ast.parse(source)
+        defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function]
+        jitted = bool(defs) and any("jit" in ast.unparse(d) for d in defs[-1].decorator_list)
     except SyntaxError as exc:
         raise Refused(422, f"the source does not compile: {exc.msg} (line {exc.lineno})") \
             from None
-    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function]
+    except (ValueError, RecursionError, MemoryError) as exc:   # NUL bytes, deep nesting
+        raise Refused(422, f"the source cannot be read as Python ({type(exc).__name__}: "
+                           f"{str(exc)[:120]})") from None
     if not defs:
         raise Refused(422, f"the source defines no function `{function}` at its top level")
-    if not any("jit" in ast.unparse(d) for d in defs[-1].decorator_list):
+    if not jitted:
         raise Refused(422, f"`{function}` is not decorated with @cuda.jit")
-    unit = data.get("unit")
-    if unit is not None:
-        from ..grading.unit import UnitError, parse, validate
-
-        try:
-            validate(unit)
-            parse(unit["source"], unit["name"])
-        except (UnitError, KeyError, TypeError) as exc:
-            raise Refused(422, f"the kernel unit cannot be used: {exc}") from None
-        if unit["name"] != function:
-            raise Refused(422, "the unit's function is not the one named in \"function\"")
     return board, source, function, unit
+
+
+def _check_unit(unit, function) -> dict:
+    """The unit, checked as data (``course.grading.unit``), else Refused (422)."""
+    from ..grading.unit import parse, validate
+
+    try:
+        validate(unit)
+        parse(unit["source"], unit["name"])
+    except Exception as exc:  # noqa: BLE001 - any malformed unit is the sender's, not ours
+        raise Refused(422, f"the kernel unit cannot be used: {str(exc)[:300]}") from None
+    if unit["name"] != function:
+        raise Refused(422, "the unit's function is not the one named in \"function\"")
+    return unit
 
 
 def check_entry(data: dict, settings: Settings, admin: bool) -> tuple:
@@ -203,10 +213,11 @@ def create_app(store, queue, settings: Settings) -> Starlette:
 
     async def submission(request):
         student, admin = who(request, settings, store)
-        try:
-            sid = int(request.path_params["sid"])
-        except ValueError:
-            raise Refused(404, "no such submission") from None
+        text = request.path_params["sid"]
+        if not (text.isascii() and text.isdigit() and len(text) <= 18):
+            raise Refused(404, f"there is no submission {text[:40]!r}: a submission's id is "
+                               "the whole number its POST answered")
+        sid = int(text)
         sub = store.get(sid)
         if sub is None:
             raise Refused(404, f"there is no submission {sid}")
@@ -222,14 +233,20 @@ def create_app(store, queue, settings: Settings) -> Starlette:
 
     async def http_error(request, exc: HTTPException):
         msg = {404: "there is no such page", 405: "that method is not allowed here"}
-        return error(exc.status_code, msg.get(exc.status_code, str(exc.detail)))
+        return error(exc.status_code, msg.get(exc.status_code, str(exc.detail)),
+                     getattr(exc, "headers", None))
+
+    async def failed(request, exc: Exception):   # a bug of ours: say so (uvicorn logs it)
+        return error(500, f"the leaderboard failed on this request ({type(exc).__name__}); "
+                          "the instructor's log has the details")
 
     routes = [Route("/api/boards", list_boards), Route("/api/boards/{board}", board_rows),
               Route("/api/submissions", submit, methods=["POST"]),
               Route("/api/submissions/{sid}", submission),
               Route("/api/health", health), *pages.routes(store, settings, who)]
     return Starlette(routes=routes, exception_handlers={Refused: refused,
-                                                        HTTPException: http_error})
+                                                        HTTPException: http_error,
+                                                        Exception: failed})
 
 
 def settings_from_env(mode: str, **kw) -> Settings:

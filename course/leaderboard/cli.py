@@ -13,6 +13,7 @@ import importlib
 import sys
 from pathlib import Path
 
+from . import limits
 from .store import Store
 
 
@@ -87,12 +88,19 @@ def serve(opts) -> int:
 
     if os.environ.get("COURSE_LEADERBOARD_EXIT_WITH", "").isdigit():
         _exit_with(int(os.environ["COURSE_LEADERBOARD_EXIT_WITH"]))
+    try:                              # the port first: nothing starts on a taken one
+        sock = limits.bind(opts.host, opts.port)
+    except limits.BindError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     from ..platform import runtime
     from . import queue as queues
     from . import runner
     from .app import create_app, settings_from_env
 
+    files = limits.raise_open_files()
+    most = limits.max_connections(opts.max_connections, files)
     store = Store(opts.db)
     roster = _roster(opts.roster)
     if roster is not None:
@@ -111,15 +119,25 @@ def serve(opts) -> int:
         where = "this machine, one submission at a time"
     settings = settings_from_env(runtime.MODE, rate=opts.rate, per_s=opts.per)
     app = create_app(store, q, settings)
-    requeued = q.start()
-    print(f"leaderboard: {opts.db}, mode {runtime.MODE} ({runtime.device_name()}), queue on "
-          f"{where}; {requeued} unfinished submission(s) queued again"
-          + ("" if settings.admin_token else "; no COURSE_LEADERBOARD_ADMIN_TOKEN: no "
-             "instructor access"), flush=True)
+
+    def said(requeued, gave_up):     # before the queue starts: its first work may kill it
+        print(f"leaderboard: {opts.db}, mode {runtime.MODE} ({runtime.device_name()}), "
+              f"queue on {where}; {requeued} unfinished submission(s) queued again"
+              + (f", {gave_up} that stopped the service twice marked error" if gave_up
+                 else "") + ("" if settings.admin_token else "; no "
+                             "COURSE_LEADERBOARD_ADMIN_TOKEN: no instructor access"),
+              flush=True)
+    q.start(said)
+    print(f"limits: headers within {limits.HEADER_S:g} s, bodies within "
+          f"{limits.BODY_S:g} s, {opts.max_per_client} connections per client address, "
+          f"{most} in all ({files} open files)", flush=True)
     print(f"serving on http://{opts.host}:{opts.port}/boards", flush=True)
+    config = uvicorn.Config(app, root_path=opts.root_path, log_level="warning",
+                            http=limits.protocol(opts.max_per_client, limits.HEADER_S, most),
+                            limit_concurrency=most, timeout_keep_alive=limits.KEEP_ALIVE_S,
+                            timeout_graceful_shutdown=limits.SHUTDOWN_S)
     try:
-        uvicorn.run(app, host=opts.host, port=opts.port, root_path=opts.root_path,
-                    log_level="warning")
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         q.stop()
     return 0
@@ -143,6 +161,12 @@ def main(argv=None) -> int:
                    help="the grading sandbox for files run to find a kernel (default auto)")
     s.add_argument("--case-time-limit", type=float, help="seconds per test case (default "
                    "10 on a GPU, 60 in the simulator)")
+    s.add_argument("--max-per-client", type=int, default=limits.PER_CLIENT, metavar="N",
+                   help="open connections per client address (default %(default)s; behind "
+                        "a proxy every client has the proxy's address)")
+    s.add_argument("--max-connections", type=int, default=limits.MAX_CONNECTIONS,
+                   metavar="N", help="open connections in all (default %(default)s, within "
+                                     "the open-file limit)")
     s.add_argument("--judge", help=argparse.SUPPRESS)   # MODULE:FUNC, tests only
     t = sub.add_parser("tokens", help="make a token for each roster student (CSV, once)")
     t.add_argument("--db", type=Path, required=True)

@@ -13,10 +13,11 @@ mean ± spread over the timed runs, the best run, and the rank on the board.
 
 From a shell, a file goes as it is (the service runs it in its sandbox to find the kernel)::
 
-    python -m course submit tune_vector_add my_add.py --function add_fast
+    python -m course submit tune_vector_add my_add.py [--function add_fast]
 
-and the instructor enters the course's own fastest kernels, launched their own way
-(``course/exercises/entries.py``)::
+(``--function`` is needed only where the file defines several ``@cuda.jit`` kernels and
+none has the name the board expects), and the instructor enters the course's own fastest
+kernels, launched their own way (``course/exercises/entries.py``)::
 
     python -m course submit histogram --course-kernel histogram_tuned
 """
@@ -110,25 +111,71 @@ def _request(method: str, url: str, token: str | None, body: dict | None = None)
         raise SubmitError(f"cannot reach the leaderboard at {url}: {exc}") from None
 
 
-def _where(server, token) -> tuple[str, str]:
+PYTHON_WORDS = {"server": "pass server=...", "token": "pass token=..."}
+SHELL_WORDS = {"server": "give --server URL", "token": "give --token TOKEN"}
+
+
+def _where(server, token, words=PYTHON_WORDS) -> tuple[str, str]:
     server = (server or os.environ.get("COURSE_LEADERBOARD_URL") or "").rstrip("/")
     token = (token or os.environ.get("COURSE_LEADERBOARD_TOKEN") or "").strip()
     if not server:
-        raise SubmitError("no leaderboard given: pass server=... or set "
+        raise SubmitError(f"no leaderboard given: {words['server']} or set "
                           "COURSE_LEADERBOARD_URL (your instructor has the address)")
     if not token:
-        raise SubmitError("no token given: pass token=... or set COURSE_LEADERBOARD_TOKEN "
-                          "(your instructor gave you one)")
+        raise SubmitError(f"no token given: {words['token']} or set "
+                          "COURSE_LEADERBOARD_TOKEN (your instructor gave you one)")
     return server, token
+
+
+def kernel_in(board: str, source: str, file="the file") -> str:
+    """The kernel to submit from a file: the one named as the board expects, else the
+    file's only ``@cuda.jit`` kernel (device functions do not count); SubmitError with a
+    sentence otherwise."""
+    import ast
+
+    from .boards import UnknownBoard, get
+
+    try:
+        expected = get(board).function
+    except UnknownBoard as exc:
+        raise SubmitError(str(exc.args[0])) from None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError) as exc:
+        raise SubmitError(f"{file} is not Python: {getattr(exc, 'msg', exc)}") from None
+    kernels = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+               and any(_is_kernel(d) for d in n.decorator_list)]
+    if expected in kernels:
+        return expected
+    if len(set(kernels)) == 1:
+        return kernels[0]
+    which = (f"{len(set(kernels))} @cuda.jit kernels ({', '.join(sorted(set(kernels)))})"
+             if kernels else "no @cuda.jit kernel")
+    raise SubmitError(f"{file} defines {which} and none is called `{expected}` (the name "
+                      f"the {board} board expects): give --function NAME")
+
+
+def _is_kernel(decorator) -> bool:
+    """``@cuda.jit``, ``@cuda.jit(...)`` without ``device=True``, any alias of ``jit``."""
+    import ast
+
+    call = decorator if isinstance(decorator, ast.Call) else None
+    target = call.func if call else decorator
+    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+    if name != "jit":
+        return False
+    return not (call and any(k.arg == "device" and isinstance(k.value, ast.Constant)
+                             and k.value.value is True for k in call.keywords))
 
 
 def send(board: str, source: str | None, function: str | None, unit: dict | None = None, *,
          server=None, token=None, wait: bool = True, timeout: float = 900,
-         poll_s: float = 1.0, out=None, course_kernel: str | None = None) -> Submission:
+         poll_s: float = 1.0, out=None, course_kernel: str | None = None,
+         words=PYTHON_WORDS) -> Submission:
     """POST one submission and (``wait``) follow it to its result with a progress line.
     ``course_kernel`` (instructor's token): enter the course's own kernel of that name
     instead of a source (``course/exercises/entries.py``)."""
-    server, token = _where(server, token)
+    server, token = _where(server, token, words)
     if course_kernel is not None:
         body = {"board": board, "course_kernel": course_kernel}
     else:
@@ -190,7 +237,8 @@ def main(argv=None) -> int:
     ap.add_argument("board", help="e.g. tune_vector_add, histogram, flash_attention")
     ap.add_argument("file", type=Path, nargs="?",
                     help="a .py file that defines the @cuda.jit kernel")
-    ap.add_argument("--function", help="the kernel's name in the file")
+    ap.add_argument("--function", help="the kernel's name in the file (default: the "
+                    "name the board expects, or the file's only @cuda.jit kernel)")
     ap.add_argument("--course-kernel", metavar="NAME",
                     help="instead of a file: enter the course's own kernel NAME (instructor's "
                          "token; histogram_tuned on histogram, flash_mma on flash_attention)")
@@ -198,13 +246,15 @@ def main(argv=None) -> int:
     ap.add_argument("--token", help="default: $COURSE_LEADERBOARD_TOKEN")
     ap.add_argument("--no-wait", action="store_true", help="print the id and return")
     opts = ap.parse_args(argv)
-    if (opts.course_kernel is None) == (opts.file is None) or \
-            (opts.file is not None and not opts.function):
-        ap.error("give a FILE and --function NAME, or --course-kernel NAME")
+    if (opts.course_kernel is None) == (opts.file is None):
+        ap.error("give a FILE (a .py file with the kernel), or --course-kernel NAME")
     try:
         source = opts.file.read_text() if opts.file is not None else None
-        sub = send(opts.board, source, opts.function, server=opts.server, token=opts.token,
-                   wait=not opts.no_wait, course_kernel=opts.course_kernel)
+        function = opts.function or (kernel_in(opts.board, source, opts.file)
+                                     if source is not None else None)
+        sub = send(opts.board, source, function, server=opts.server, token=opts.token,
+                   wait=not opts.no_wait, course_kernel=opts.course_kernel,
+                   words=SHELL_WORDS)
     except (OSError, SubmitError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from starlette.responses import HTMLResponse, RedirectResponse
 from starlette.routing import Route
 
 from .client import ms_text
+from .limits import read_body
 from .store import COURSE_PREFIX
 
 CSS = """body{font:15px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:62rem;color:#222}
@@ -26,14 +27,15 @@ code{background:#f4f4f4;padding:0 .2rem}
 .muted{color:#666}nav a{margin-right:1rem}svg{background:#fafafa;border:1px solid #eee}"""
 
 
-def _page(title: str, body: str, root: str, signed_in: str | None = None) -> HTMLResponse:
+def _page(title: str, body: str, root: str, signed_in: str | None = None,
+          status: int = 200) -> HTMLResponse:
     who = (f'signed in as <b>{html.escape(signed_in)}</b> · <a href="{root}/signout">sign '
            f'out</a>' if signed_in else f'<a href="{root}/signin">sign in</a>')
     return HTMLResponse(f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(title)}</title><style>{CSS}</style></head><body>
 <nav><a href="{root}/boards">All boards</a><span class="muted">{who}</span></nav>
-<h1>{html.escape(title)}</h1>{body}</body></html>""")
+<h1>{html.escape(title)}</h1>{body}</body></html>""", status_code=status)
 
 
 def _when(t) -> str:
@@ -106,8 +108,11 @@ def routes(store, settings, who) -> list:
     async def one_board(request):
         r, name = root(request), request.path_params["board"]
         if name not in settings.boards:
+            known = ", ".join(f'<a href="{r}/boards/{b}">{b}</a>' for b in sorted(
+                settings.boards))
             return _page("No such board", f"<p>There is no board called "
-                         f"<code>{html.escape(name)}</code>.</p>", r, signed_in(request))
+                         f"<code>{html.escape(name)}</code>. The boards are: {known}.</p>",
+                         r, signed_in(request), status=404)
         d = settings.boards[name].describe(settings.mode)
         me = signed_in(request)
         body = [f'<p>{html.escape(d["goal"])}</p><p>Define <code>{html.escape(d["signature"])}'
@@ -148,7 +153,7 @@ def routes(store, settings, who) -> list:
     async def signin(request):
         r = root(request)
         if request.method == "POST":
-            form = parse_qs((await request.body())[:4096].decode(errors="replace"))
+            form = parse_qs((await read_body(request, 4096)).decode(errors="replace"))
             token = (form.get("token") or [""])[0].strip()
             ok = token and (store.student_for(token) or token == settings.admin_token)
             if ok:

@@ -8,7 +8,8 @@ processes).  With ``--scheduler tcp://...`` it goes to the Dask cluster as a tas
 the resource ``GPU=1``: start one worker per GPU with ``--resources GPU=1`` (and
 ``CUDA_VISIBLE_DEVICES`` set) and several GPUs on several machines drain one queue, each
 timing one submission at a time.  Either way, a restart puts unfinished work back in the
-queue (``Store.requeue_unfinished``) and it runs again.
+queue (``Store.requeue_unfinished``) and it runs again - once: a submission that was being
+judged when the service stopped twice ends ``error`` and is not queued again.
 """
 from __future__ import annotations
 
@@ -30,9 +31,13 @@ class _Dispatcher:
         self._thread = threading.Thread(target=self._loop, name=type(self).__name__,
                                         daemon=True)
 
-    def start(self) -> int:
-        """Put unfinished work back in the queue, then start; how many were put back."""
+    def start(self, said=None) -> tuple[int, int]:
+        """Put unfinished work back in the queue (but not work that has stopped the
+        service twice: that ends ``error``), call ``said(put back, given up)``, then
+        start; (put back, given up)."""
         n = self.store.requeue_unfinished()
+        if said is not None:
+            said(*n)
         self._thread.start()
         return n
 

@@ -5,7 +5,12 @@ written once, to the instructor's CSV, and never stored) and ``submissions`` (wh
 the source and kernel unit sent, status, verdict, every timing figure, the device and the
 versions it ran with, and when it was queued, started and finished).  A submission is
 written before the HTTP answer says 202, so a crash after that loses nothing: at start-up,
-work that was ``testing`` or ``timing`` when the service stopped goes back to ``queued``.
+work that was ``testing`` or ``timing`` when the service stopped goes back to ``queued`` -
+unless it had been started ``MAX_ATTEMPTS`` (2) times already (``attempts`` counts claims):
+a submission whose judging stopped the service twice ends ``error`` with ``BROKE_TWICE`` and
+is never queued again.  Every start counts, a restart on purpose too (a stop could come
+from the work itself, where the sandbox cannot keep it from signalling the service).  A
+database from before ``attempts`` gets the column at open.
 """
 from __future__ import annotations
 
@@ -40,6 +45,8 @@ EXPORT = ("id", "student", "board", "function", "status", "passed", "mean_ms", "
           "best_ms", "median_ms", "runs", "device", "mode", "created", "finished", "message")
 
 
+MAX_ATTEMPTS = 2
+BROKE_TWICE = "judging this submission stopped the service twice; it is not queued again"
 COURSE_PREFIX = "course:"     # the student name of the course's own entries: course:NAME
 
 
@@ -62,6 +69,10 @@ class Store:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
+            cols = {r["name"] for r in self._db.execute("PRAGMA table_info(submissions)")}
+            if "attempts" not in cols:                  # a database from before attempts
+                self._db.execute("ALTER TABLE submissions ADD COLUMN attempts INTEGER NOT "
+                                 "NULL DEFAULT 0")
 
     def close(self) -> None:
         with self._lock:
@@ -118,10 +129,25 @@ class Store:
         return self._q("SELECT COUNT(*) AS n FROM submissions WHERE student = ? AND status "
                        "IN ('queued', 'testing', 'timing')", (student,))[0]["n"]
 
-    def requeue_unfinished(self) -> int:
-        """After a restart: work that was running goes back to the queue."""
-        return self._x("UPDATE submissions SET status = 'queued', started = NULL WHERE "
-                       "status IN ('testing', 'timing')").rowcount
+    def requeue_unfinished(self) -> tuple[int, int]:
+        """After a restart: work that was running goes back to the queue, unless it has
+        been started MAX_ATTEMPTS times (then it ends ``error``, BROKE_TWICE);
+        (queued again, given up)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                gave_up = self._db.execute(
+                    "UPDATE submissions SET status = 'error', passed = NULL, message = ?, "
+                    "finished = ? WHERE status IN ('testing', 'timing') AND attempts >= ?",
+                    (BROKE_TWICE, time.time(), MAX_ATTEMPTS)).rowcount
+                again = self._db.execute(
+                    "UPDATE submissions SET status = 'queued', started = NULL WHERE status "
+                    "IN ('testing', 'timing')").rowcount
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return again, gave_up
 
     def queued(self, limit: int = 100) -> list[int]:
         return [r["id"] for r in self._q("SELECT id FROM submissions WHERE status = 'queued' "
@@ -204,9 +230,15 @@ class Store:
         w.writerow(EXPORT)
         n = 0
         for r in self._q(f"SELECT {', '.join(EXPORT)} FROM submissions ORDER BY id"):
-            w.writerow([r[k] for k in EXPORT])
+            w.writerow([iso(r[k]) if k in ("created", "finished") else r[k]
+                        for k in EXPORT])
             n += 1
         return n
+
+
+def iso(t: float | None) -> str:
+    """A time as ISO 8601 in UTC to the second (2026-11-26T14:30:05Z); "" for none."""
+    return "" if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def _row(r: sqlite3.Row) -> dict:
