@@ -2,6 +2,7 @@
 import pytest
 
 from course.measure.timing import Timing
+from course.show import plots
 from course.show.widgets import SliderPanel
 
 
@@ -20,7 +21,8 @@ def test_panel_runs_on_creation_and_on_change():
     first = p.image.value
     p.set(threads_per_block=128)
     assert calls[-1] == (128, 2) and p.image.value != first
-    assert "GB/s" in p.status.value and "simulator" in p.status.value
+    assert "simulator" in p.status.value and "not a speed" in p.status.value
+    assert "GB/s" not in p.status.value           # CPU time is never shown as a speed
     p.set(threads_per_block=64)           # cached: no new launch
     assert len(calls) == 2
 
@@ -90,6 +92,94 @@ def test_bad_arguments():
         p.set(b=1)
     with pytest.raises(ValueError):
         p.set(a=3)
+
+
+
+# --- simulator mode: the GPU's recorded grid, never the simulator's CPU time ---------------
+
+from course.show import records  # noqa: E402
+
+
+def fake_record(panel="test/panel"):
+    """A small record as ``python -m course bench sliders`` writes it (made-up numbers:
+    on this GPU 64 threads per block is faster than 32, as on a real one)."""
+    points = []
+    for tpb in (32, 64, 128):
+        for blocks in (1, 2):
+            ms = 1.0 / (tpb * blocks)
+            points.append({"params": {"threads_per_block": tpb, "blocks": blocks},
+                           "results": {"k": {"median_ms": ms, "rate": 1e6 / ms / 1e9 * 1e3,
+                                             "floor_ms": 0.001, "n": 5}}})
+    return records.Record(panel=panel, device="FakeGPU 9000", date="2026-11-26",
+                          points=points, x="threads_per_block", rate="GB/s",
+                          sliders={"threads_per_block": [32, 64, 128], "blocks": [1, 2]},
+                          ceilings={"copy_gbps": 3000.0, "fp32_tflops": 50.0},
+                          command="python -m course bench sliders test/panel")
+
+
+def test_simulator_panel_plots_the_record_and_says_what_it_counts(monkeypatch):
+    drawn = []
+    real_sweep = plots.sweep
+    monkeypatch.setattr(plots, "sweep", lambda xs, series, **kw: (
+        drawn.append((kw["ylabel"], dict(series), kw.get("source"))),
+        real_sweep(xs, series, **kw))[1])
+    calls = []
+    p = SliderPanel({"k": fake_run(calls)}, sliders={"threads_per_block": [32, 64, 128],
+                                                     "blocks": [1, 2]},
+                    nbytes=1e6, record=fake_record(),
+                    counts=lambda threads_per_block, blocks: {"sectors / request": "4.00"})
+    assert calls == [(64, 2)]                      # the kernel still runs in the simulator
+    status = p.status.value
+    assert "0.007812 ms" in status and "GB/s on the GPU" in status, status
+    assert "recorded on FakeGPU 9000, 2026-11-26" in status
+    assert "sectors / request 4.00" in status and "roofline floor on the GPU 0.001 ms" in status
+    assert "not a speed" in status
+    ylabel, series, source = drawn[0]
+    assert ylabel == "GPU time (ms)" and source == "recorded on FakeGPU 9000, 2026-11-26"
+    assert series == {"k": [1 / 64, 1 / 128, 1 / 256]}     # the record, at blocks = 2
+    cpu = {t.median_ms for res in p.results.values() for t in res.values()}
+    assert not cpu & {y for ys in series.values() for y in ys}   # no CPU time plotted
+    before = p.image.value
+    p.set(threads_per_block=32)                   # the figure follows the GPU's record
+    assert p.image.value != before and "0.01562 ms" in p.status.value
+
+
+def test_simulator_panel_without_a_record_plots_no_speed(monkeypatch):
+    drawn = []
+    monkeypatch.setattr(plots, "sweep", lambda *a, **kw: drawn.append(kw))
+    p = SliderPanel(fake_run([]), sliders={"threads_per_block": [32, 64], "blocks": [1, 2]},
+                    nbytes=1e6, record="no/such/panel")
+    assert p.record is None and not drawn and p.image.value[:4] == b"\x89PNG"
+    assert "no GPU record" in p.status.value and "GB/s" not in p.status.value
+
+
+def test_records_save_and_load_the_newest(tmp_path):
+    old, new = fake_record(), fake_record()
+    old.date, new.date = "2026-01-01", "2026-11-26"
+    for r in (old, new):
+        r.save(tmp_path)
+    got = records.load("test/panel", tmp_path)
+    assert got.date == "2026-11-26" and got.device == "FakeGPU 9000"
+    assert got.at({"threads_per_block": 64, "blocks": 2})["k"]["median_ms"] == 1 / 128
+    assert got.at({"threads_per_block": 256, "blocks": 2}) is None
+    assert records.load("other/panel", tmp_path) is None
+
+
+def test_on_a_gpu_the_record_is_drawn_dashed_beside_the_live_figures(monkeypatch):
+    from course.measure import perf
+    from course.platform import runtime
+
+    monkeypatch.setattr(runtime, "MODE", "gpu")
+    monkeypatch.setattr(perf, "measured_ceilings", lambda: {"copy_gbps": 3000.0})
+    drawn = []
+    monkeypatch.setattr(plots, "sweep", lambda xs, series, **kw: drawn.append(
+        (dict(series), kw.get("dashed"))))
+    p = SliderPanel({"k": fake_run([])}, sliders={"threads_per_block": [32, 64, 128],
+                                                  "blocks": [1, 2]},
+                    nbytes=1e6, record=fake_record())
+    series, dashed = drawn[0]
+    assert "k" in series and "k (2026-11-26 record)" in series
+    assert dashed == ["k (2026-11-26 record)"] and "record: 0.007812 ms" in p.status.value
 
 
 # --- every slider panel in the notebooks: its default and every selectable point are valid -

@@ -39,23 +39,38 @@ def png_bytes(fig, dpi: int = 90) -> bytes:
     return buf.getvalue()
 
 
-def mode_note(ax) -> None:
-    """Say under the axes what its numbers mean in this mode (never over the data)."""
-    if runtime.MODE != "gpu":
+def mode_note(ax, source: str | None = None) -> None:
+    """Say under the axes what its numbers mean in this mode (never over the data);
+    ``source``: where they come from instead (e.g. 'recorded on NVIDIA H100, 2026-11-26')."""
+    if source:
+        ax.set_xlabel(ax.get_xlabel() + f"\n({source})", color="#1a4f8b")
+    elif runtime.MODE != "gpu":
         ax.set_xlabel(ax.get_xlabel() + "\n(simulator: CPU wall time, not GPU speed)",
                       color="#a00000")
 
 
+def message(text: str, figsize=(6.5, 2.2)):
+    """A figure that says something instead of plotting (e.g. why there is no plot)."""
+    fig = Figure(figsize=figsize, layout="constrained")
+    ax = fig.subplots()
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=10)
+    return fig
+
+
 def sweep(xs, series: dict, *, xlabel: str, ylabel: str, axes, highlight=None,
           logx: bool = True, logy: bool = False, title: str = "", ceiling: float | None = None,
-          ceiling_label: str = "") -> None:
-    """Lines of y vs x for each named series; ``highlight`` = x of the current point."""
+          ceiling_label: str = "", source: str | None = None, dashed=()) -> None:
+    """Lines of y vs x for each named series; ``highlight`` = x of the current point;
+    ``source``: where the numbers come from (:func:`mode_note`); ``dashed``: series names
+    drawn as references (dashed)."""
     ax = axes
     for name, ys in series.items():
         pts = [(x, y) for x, y in zip(xs, ys) if y is not None]
         if not pts:
             continue
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=4, label=name)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=4, label=name,
+                ls="--" if name in dashed else "-")
         if highlight is not None:
             cur = [p for p in pts if p[0] == highlight]
             if cur:
@@ -81,7 +96,7 @@ def sweep(xs, series: dict, *, xlabel: str, ylabel: str, axes, highlight=None,
     if len(series) > 1:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    mode_note(ax)
+    mode_note(ax, source)
 
 
 def time_bars(labels, times_ms, *, axes, floors=None, kinds=None, title: str = "",

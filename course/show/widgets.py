@@ -17,6 +17,14 @@ cannot (a sentence) or returns None; a slider offers only values that some valid
 has, and when a move lands on a setting that cannot launch, the other sliders move to the
 nearest one that can (the panel says which moved and why).  The default must be valid.
 :meth:`SliderPanel.selectable` lists every setting a user can reach, without running any.
+
+In simulator mode the plot is never the simulator's CPU time (a laptop's threads say
+nothing of a GPU's speed): with ``record="04_matmul/v3"`` it is the GPU's time and
+bandwidth or FLOP/s recorded for the whole grid (``records.py``, ``python -m course bench
+sliders``), marked with the device and the date, and ``counts(**params)`` adds what the
+simulator can honestly say of the same launch (``simcounts.py``: sectors per request,
+bank-conflict ways, occupancy, the roofline floor).  On a GPU the live measurement is
+plotted and the record drawn dashed beside it.
 """
 from __future__ import annotations
 
@@ -25,7 +33,8 @@ import itertools
 import ipywidgets as W
 
 from ..measure import perf
-from . import plots
+from . import panel_view as view
+from . import plots, records
 from ..platform import runtime
 from ..measure.timing import Timing
 
@@ -34,7 +43,8 @@ class SliderPanel:
     """Sliders for launch parameters, a re-run on change, and a time/bandwidth plot."""
 
     def __init__(self, variants, sliders: dict, *, x: str | None = None, nbytes=None,
-                 flops=None, constraint=None, title: str = "", value: dict | None = None):
+                 flops=None, constraint=None, title: str = "", value: dict | None = None,
+                 record=None, counts=None):
         if callable(variants):
             variants = {"kernel": variants}
         if not variants or not sliders:
@@ -52,6 +62,8 @@ class SliderPanel:
         self._adjusting = False        # True while the panel moves sliders itself
         self.note = ""                 # which sliders the last move adjusted, and why
         self.title = title
+        self.record = records.load(record) if isinstance(record, str) else record
+        self.counts, self.counted = counts, {}
         self.results: dict[tuple, dict[str, Timing]] = {}
         self.runs = 0  # kernel launches done through the panel (for tests)
         self.sliders = {
@@ -69,9 +81,7 @@ class SliderPanel:
         for s in self.sliders.values():
             s.observe(self._on_change, names="value")
         self.sweep_button.on_click(lambda _b: self.sweep())
-        mode = W.HTML(f"<small><b>{runtime.mode_label()}</b>"
-                      + ("" if runtime.MODE == "gpu" else
-                         ": times are CPU wall time of the simulation, not GPU speed") + "</small>")
+        mode = W.HTML(view.mode_html(self.record))
         self.widget = W.VBox([W.HTML(f"<b>{title}</b>") if title else W.HTML(""), mode,
                               *self.sliders.values(), self.sweep_button, self.status,
                               self.image])
@@ -194,8 +204,12 @@ class SliderPanel:
         else:
             try:
                 res = self.measure(params)
-                self.status.value = _status_html(res, params, self.nbytes, self.flops) + (
-                    f"<br><small>moved {_escape(self.note)}</small>" if self.note else "")
+                counted = self._count(params)
+                self.status.value = (view.status_html(res, params, self.nbytes, self.flops,
+                                                      self.record)
+                                     + view.counts_html(counted, self.record, params)
+                                     + (f"<br><small>moved {_escape(self.note)}</small>"
+                                        if self.note else ""))
             except Exception as exc:  # noqa: BLE001 - show the error beside the sliders
                 self.status.value = (f"<span style='color:#a00'>{type(exc).__name__}: "
                                      f"{_escape(str(exc))[:400]}</span>")
@@ -221,8 +235,20 @@ class SliderPanel:
                 self.measure(p)
         self.redraw()
 
+    def _count(self, params: dict) -> dict:
+        """What the simulator can say of this launch (``counts``), once per setting."""
+        key = self._key(params)
+        if self.counts and key not in self.counted:
+            self.counted[key] = self.counts(**params)
+        return self.counted.get(key, {})
+
     # -- drawing -----------------------------------------------------------------------
     def redraw(self) -> None:
+        if runtime.MODE != "gpu":           # never the simulator's CPU time as a speed
+            fig = view.recorded_figure(self.record, self.x, list(self.sliders[self.x].options),
+                                       self.params, self.title)
+            self.image.value = plots.png_bytes(fig)
+            return plots.close(fig)
         rate = self.nbytes or self.flops
         fig, axes = plots.figure(figsize=(9, 3.4) if rate else (5.5, 3.4), ncols=2 if rate else 1)
         ax_t = axes[0] if rate else axes
@@ -235,12 +261,16 @@ class SliderPanel:
                 p = dict(params, **{self.x: v})
                 t = self.results.get(self._key(p), {}).get(name)
                 times[name].append(t.median_ms if t else None)
-                rates[name].append(_rate(t, p, self.nbytes, self.flops) if (t and rate) else None)
+                rates[name].append(view.rate(t, p, self.nbytes, self.flops) if (t and rate) else None)
+        if self.record:                   # the record beside the live figures, dashed
+            rt, rr = view.recorded(self.record, self.x, xs, params)
+            times.update({f"{n} ({self.record.date} record)": v for n, v in rt.items()})
+            rates.update({f"{n} ({self.record.date} record)": v for n, v in rr.items()})
         numeric = all(isinstance(v, (int, float)) for v in xs)
         plots.sweep(xs if numeric else list(range(len(xs))), times, xlabel=self.x,
                     ylabel="time (ms)", axes=ax_t, highlight=params[self.x] if numeric else
                     xs.index(params[self.x]), logx=numeric and _is_pow2(xs), logy=True,
-                    title=self.title)
+                    title=self.title, dashed=[n for n in times if n.endswith(" record)")])
         if rate:
             c = perf.measured_ceilings() if runtime.MODE == "gpu" else {}
             ceiling = c.get("copy_gbps") if self.nbytes else (
@@ -249,7 +279,8 @@ class SliderPanel:
                         ylabel="GB/s" if self.nbytes else "GFLOP/s", axes=axes[1],
                         highlight=params[self.x] if numeric else xs.index(params[self.x]),
                         logx=numeric and _is_pow2(xs), ceiling=ceiling,
-                        ceiling_label="measured copy bandwidth" if self.nbytes else "FP32 peak")
+                        ceiling_label="measured copy bandwidth" if self.nbytes else "FP32 peak",
+                        dashed=[n for n in rates if n.endswith(" record)")])
         self.image.value = plots.png_bytes(fig)
         plots.close(fig)
 
@@ -257,22 +288,6 @@ class SliderPanel:
         from IPython.display import display
 
         display(self.widget)
-
-
-def _rate(t: Timing, params: dict, nbytes, flops) -> float:
-    if nbytes:
-        return t.gbps(nbytes(params) if callable(nbytes) else nbytes)
-    return t.gflops(flops(params) if callable(flops) else flops)
-
-
-def _status_html(res, params, nbytes, flops) -> str:
-    parts = []
-    for name, t in (res or {}).items():
-        r = f", {_rate(t, params, nbytes, flops):.3g} {'GB/s' if nbytes else 'GFLOP/s'}" \
-            if (nbytes or flops) else ""
-        parts.append(f"<b>{_escape(name)}</b>: {t.median_ms:.4g} ms{r}")
-    where = "" if runtime.MODE == "gpu" else " <i>(simulator wall time)</i>"
-    return " &nbsp;|&nbsp; ".join(parts) + where
 
 
 def _launchable(sliders: dict, why_not) -> dict:
