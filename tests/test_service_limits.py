@@ -252,7 +252,9 @@ def test_every_malformed_request_gets_a_4xx_and_a_sentence(tmp_path):
                      b"\r\n\r\n", b"POST /api/submissions HTTP/1.1\r\nHost: x\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", b"\x16\x03\x01\x02\x00",
                      b"GET /\x00 HTTP/1.1\r\n\r\n", b"GET / HTTP/1.1\r\nno colon\r\n\r\n",
-                     b"POST /signin HTTP/1.1\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n"):
+                     b"POST /signin HTTP/1.1\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n",
+                     b"GET /api/submissions/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a"
+                     b"\r\nAuthorization: Bearer " + tok.encode() + b"\r\n\r\n"):
             got = _raw(srv.port, data)
             status = int(got.split(b" ", 2)[1]) if got.startswith(b"HTTP/") else 0
             assert got == b"" or 400 <= status < 500, (data, got)

@@ -132,7 +132,7 @@ def serve(opts) -> int:
           f"{limits.BODY_S:g} s, {opts.max_per_client} connections per client address, "
           f"{most} in all ({files} open files)", flush=True)
     print(f"serving on http://{opts.host}:{opts.port}/boards", flush=True)
-    config = uvicorn.Config(app, root_path=opts.root_path, log_level="warning",
+    config = uvicorn.Config(app, root_path=opts.root_path, log_level="warning", ws="none",
                             http=limits.protocol(opts.max_per_client, limits.HEADER_S, most),
                             limit_concurrency=most, timeout_keep_alive=limits.KEEP_ALIVE_S,
                             timeout_graceful_shutdown=limits.SHUTDOWN_S)

@@ -23,6 +23,8 @@ connections once made the service unreachable at the usual limit of 1,024 open f
   past it get ``503``, and connections past it are answered ``503`` and closed at once, so
   no crowd holds more open files than that.
 - **Open files**: at start the soft ``RLIMIT_NOFILE`` is raised to the hard limit.
+- **No WebSockets** (``ws="none"``): an upgrade is a plain request, so no other protocol
+  takes over a connection past these deadlines.
 - **Stopping**: SIGTERM waits ``SHUTDOWN_S`` (5 s) for open requests, so no slow client
   holds a stop either.
 - **Memory**: no ``RLIMIT_AS`` / ``RLIMIT_DATA`` on ``serve``: its judges (child processes)
