@@ -1,19 +1,49 @@
 """*Tune* exercises: make a correct but slow kernel reach a measured target.
 
 The student copy gives a kernel that already passes every correctness case; the check then
-measures one launch and compares the figure with a target stated in the spec:
+measures the kernel at the exercise's size and compares the figure with a target stated in
+the spec:
 
 - in the simulator, a figure the tracer counts (``course.sim.trace``): global bytes moved per
   element, memory efficiency (bytes used / bytes moved), shared-memory replays (bank
   conflicts), global atomics per element, global bytes read per FLOP;
-- on a GPU, the time of the launch (CUDA events, after warm-up) as a fraction of the
-  measured copy bandwidth (memory-bound kernels) or of the measured FP32 rate (matmul).
+- on a GPU, the fastest of 30 timed launches (CUDA events, after warm-ups) as a fraction of
+  the measured copy bandwidth (memory-bound kernels) or of the measured FP32 rate (matmul).
 
 Correctness comes first: a kernel that fails a case is not measured.  When a class is
 graded the measurement runs in the measurer (``course/grading/measurer.py``), a process that
 runs the rebuilt kernel and nothing else of the student's, with this GPU's measuring lock
-held; the measured launch's outputs are judged too, and the grader applies the target
-(``judge_figures``) with ceilings it measured itself.
+held; the grader judges every run's outputs and applies the target (``judge_figures``) with
+ceilings it measured itself.
+
+Why no timed run can skip work (the threat model; the loop is ``timed.py``)
+-----------------------------------------------------------------------------
+A figure is believed only if every launch it could come from did the whole job.  A kernel
+that skips work must find the answer somewhere instead of computing it, or leave outputs
+wrong; each place is closed:
+
+- *its outputs*: before every run (warm-ups and the probe included) every output is poisoned
+  anew and every in-out array and input restored, by device-to-device copies from pristine
+  copies made once, enqueued before the start event (so they are not timed).  A kernel that
+  "returns at once when C already holds numbers" always finds NaN, so it computes every
+  time; one that wrote a cache into an input finds the input restored.
+- *doing part of the job*: after every run, values at positions drawn only then, from a seed
+  the judge chose and keeps (the kernel never sees it, and the positions do not exist
+  anywhere on the device while it runs), go back to the judge, which compares them with its
+  float64 reference under the case's tolerance: about 4,096 of each output per run (all of
+  it when smaller), so leaving even 1 % of an output wrong is caught with probability
+  1 - 0.99^4096 per run; any wrong run means no figure.  The last run's arrays come back
+  whole and are judged like a case's (every element, inputs unchanged).
+- *memory beside its arguments*: a kernel can keep state between runs only by writing past
+  its arrays.  Each array runs in its own buffer with a tail band that is never restored,
+  and the pristine copies are compared with what the judge sent: after the runs both must be
+  unchanged, or there is no figure.  What lies farther away is not checked; copying a
+  result kept there still takes time, and the ceiling rule below bounds what it can gain.
+- *a figure past the hardware*: on a GPU a figure above the measured copy bandwidth, FP32
+  rate or tensor-core peak (``CEILING_MARGIN``) fails as not believable: no point, no rank.
+
+In the simulator the figure is counted, not timed: one traced launch on freshly poisoned
+buffers, its outputs judged whole.
 """
 from __future__ import annotations
 
@@ -51,6 +81,8 @@ class Tune(Exercise):
     sim_case: Case = None          # the measured launch in the simulator (small)
     gpu_case: Case = None          # ... and on a GPU (lecture size)
     work: object = None            # case -> (elements, bytes moved, FLOPs) of that launch
+    peak: str = "fp32"             # the FLOP ceiling: "fp32", or "tensor" (tensor-core boards)
+    flop_excess: float = 1.0       # counted FLOPs / FLOPs an honest kernel must do, at most
 
     def __getattr__(self, name):   # cases, make_inputs, outputs, reference, launch, ...
         if name.startswith("__") or name == "base":
@@ -94,27 +126,10 @@ class Tune(Exercise):
         return self.sim_case if (mode or runtime.MODE) == "sim" else self.gpu_case
 
     def measure_on(self, fn, case, args) -> dict:
-        """Raw figures of ``fn`` launched on the device arrays ``args``: traced counts
-        (simulator) or CUDA-event times (GPU; the fastest of 30 runs is the figure, the
-        median and slowest say how noisy the GPU was; a launch slower than SLOW_MS, such
-        as a naive kernel on a leaderboard's seed board, gets 3 to 30 runs, about BUDGET_MS
-        in all).  Runs in the measurer process when a class is graded, in your notebook for
-        ``course.check``."""
-        if runtime.MODE == "sim":
-            return _traced_figures(self, fn, case, args)
-        from ..measure.timing import benchmark
-
-        launch = lambda: self.launch(fn, case, args)                     # noqa: E731
-        probe = benchmark(launch, repeat=1, warmup=1)    # compiles, warms up, sizes the run
-        if probe.min_ms > SLOW_MS:      # a slow kernel (a seed board's naive entry): fewer runs
-            runs = max(MIN_SLOW_RUNS, min(30, int(BUDGET_MS / probe.min_ms)))
-            t = benchmark(launch, repeat=runs, warmup=0)
-        else:
-            t = benchmark(launch, repeat=30)                            # warms up first
-        times = np.asarray(t.times_ms, dtype=np.float64)
-        return {"ms": float(t.min_ms), "median_ms": float(t.median_ms),
-                "max_ms": float(t.max_ms), "mean_ms": float(times.mean()),
-                "std_ms": float(times.std()), "runs": len(times)}
+        """Traced counts of one launch of ``fn`` on the device arrays ``args`` (the
+        simulator's figure).  GPU times come from ``timed.judged_runs``, which restores and
+        judges every run; the measurer calls it."""
+        return _traced_figures(self, fn, case, args)
 
     # -- judging (the grader's side) ----------------------------------------------------
     def judge_figures(self, figures: dict, mode: str | None = None,
@@ -126,9 +141,19 @@ class Tune(Exercise):
         mode = mode or runtime.MODE
         res = CaseResult(f"{TIMED} ({'simulator' if mode == 'sim' else 'GPU'})", "")
         try:
+            if mode != "sim" and ceilings is None:
+                from ..measure.perf import measured_ceilings
+
+                ceilings = measured_ceilings()
             value, what, op, target = self._value(figures, mode, ceilings)
+            past = None if mode == "sim" else self._past_ceiling(_finite(figures["ms"]),
+                                                                 ceilings)
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
             res.fail(f"the measurement came back incomplete ({exc}); run the check again")
+            return res
+        if past:
+            res.fail(past)
+            res.figures = {}       # not believable: no figure to grade or rank
             return res
         ok = value <= target if op == "<=" else value >= target
         text = (f"{what}: measured {value:.4g}, target {op} {target:g}"
@@ -151,19 +176,44 @@ class Tune(Exercise):
             return _finite(v), what, op, self.sim_target
         _n, nbytes, flops = self.work(self.gpu_case)
         ms = _finite(f["ms"])
-        if ceil is None:
-            from ..measure.perf import measured_ceilings
-
-            ceil = measured_ceilings()
         if self.gpu_metric == "copy_fraction":
             v = nbytes / (ms * 1e-3) / 1e9 / ceil["copy_gbps"]
         else:
             v = flops / (ms * 1e-3) / 1e12 / ceil["fp32_tflops"]
         return v, f"{GPU_METRICS[self.gpu_metric]} ({ms:.4g} ms)", ">=", self.gpu_target
 
+    def _past_ceiling(self, ms: float, ceil: dict) -> str | None:
+        """Why the figure cannot be true (above what this GPU can do), or None."""
+        _n, nbytes, flops = self.work(self.gpu_case)
+        limits = []
+        if nbytes:
+            limits.append((nbytes / (ms * 1e-3) / 1e9, float(ceil["copy_gbps"]),
+                           "copy bandwidth", "GB/s"))
+        if flops and self.peak == "tensor":
+            limits.append((flops / (ms * 1e-3) / 1e12,
+                           float(ceil.get("tensor_tflops") or TENSOR_TFLOPS),
+                           "dense FP16 tensor-core rate", "TFLOP/s"))
+        elif flops:
+            limits.append((flops / (ms * 1e-3) / 1e12 / self.flop_excess,
+                           float(ceil["fp32_tflops"]), "FP32 rate", "TFLOP/s"))
+        for rate, limit, what, unit in limits:
+            if rate > CEILING_MARGIN * limit:
+                return (f"no figure: {ms:.4g} ms is {rate / limit:.1f}x the {what} this GPU "
+                        f"can do ({rate:.4g} vs {limit:.4g} {unit}): not believable; the "
+                        "timed launches cannot have done the work")
+        return None
 
-SLOW_MS, BUDGET_MS = 200.0, 6000.0   # a launch slower than this is timed in about that much
-MIN_SLOW_RUNS = 3                     # but never fewer runs than this (a mean and a spread)
+
+# A figure up to this much above a measured ceiling is still believed: a read-mostly kernel
+# (a reduction, a histogram) streams a few per cent faster than the copy kernel the copy
+# ceiling comes from (no read/write turnaround on the memory bus; its last inputs may still
+# sit in L2 after the untimed restore), and the clock may boost a little between the
+# ceilings' measurement and the run.  10 % covers those; skipping work gains far more.
+CEILING_MARGIN = 1.10
+# The H100's (and H200's) dense FP16 tensor-core peak with FP32 accumulation, 989 TFLOP/s
+# (NVIDIA's data sheet, SXM): no GPU the course compiles for (sm_75, sm_90) does more, so
+# it bounds a tensor-core board where no tensor rate was measured.
+TENSOR_TFLOPS = 990.0
 NOISY = 0.25     # median this much above the fastest run: something else used the GPU
 
 
@@ -268,6 +318,7 @@ def _tunes():
                            (16, 16), shared_bytes=2 * 16 * 16 * 4),
              gpu_case=Case("m = 20,000, n = 2,048, chunk_size = 16", {"m": 20_000, "n": 2048},
                            (128, 128), (16, 16), shared_bytes=2 * 16 * 16 * 4),
+             flop_excess=2.0,      # a symmetric kernel computes half of cov
              work=lambda c: (c.params["n"] ** 2, 0, 2 * c.params["m"] * c.params["n"] ** 2)),
         tune("tune_histogram", "09_histogram", "@cuda.jit def histogram_fast(data, hist)",
              "make the given (correct) histogram use few global atomics on skewed data",

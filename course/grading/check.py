@@ -192,18 +192,24 @@ def run_case(spec, fn, case, rng, time_limit: float, launch=run_launch) -> CaseR
 
 def measure(spec, fn, seed: int) -> CaseResult:
     """A tune exercise's measured launch against its target (``course/exercises/tune.py``);
-    its outputs are judged like a case's, so a kernel that skips work gets no figure."""
+    every run's outputs are judged (sampled, ``sampled.py``) and the last run's whole, so
+    a kernel that skips work on any run gets no figure."""
     from .measurer import device_lock, measure_launch
+    from .sampled import plan
 
     case = spec.measured_case()
     try:
         prep = judge.prepare(spec, case, measured_rng(seed), guard=False)
+        p = plan(spec, prep)
         with device_lock(runtime.MODE == "gpu"):
-            figures, returned = measure_launch(spec, fn, case, prep.buffers(), prep.shapes,
-                                               prep.scalars())
+            figures, returned, samples, trespass = measure_launch(
+                spec, fn, case, prep.buffers(), prep.shapes, prep.scalars(),
+                dict(p.request(), domains=p.domains))
     except Exception as exc:  # noqa: BLE001 - the report, never a traceback
         return measure_failed(f"{type(exc).__name__}: {exc}")
-    return judge_measured(spec, case, prep, returned, figures)
+    if trespass:
+        return measure_failed(trespass)
+    return judge_measured(spec, case, prep, returned, figures, plan=p, samples=samples)
 
 
 def measured_rng(seed: int) -> np.random.Generator:
@@ -211,16 +217,26 @@ def measured_rng(seed: int) -> np.random.Generator:
 
 
 def judge_measured(spec, case, prep, returned: dict, figures: dict, mode=None,
-                   ceilings=None) -> CaseResult:
-    """The target's verdict, or no figure when the measured launch's outputs are wrong."""
-    wrong = judge.judge(spec, case, prep, returned)
+                   ceilings=None, plan=None, samples=None) -> CaseResult:
+    """The target's verdict, or no figure when any run's outputs are wrong: the last run's
+    arrays (``returned``) whole, every run's ``samples`` against ``plan`` (``sampled.py``),
+    or a figure past this GPU's ceilings (``Tune.judge_figures``)."""
+    mode = mode or runtime.MODE
+    wrong = None
+    if plan is not None:          # every run's samples, earliest first
+        timed = figures.get("runs", 0) if isinstance(figures.get("runs"), int) else 0
+        wrong = plan.wrong(spec, case, prep, samples or {},
+                           at_least=1 + plan.sim_runs if mode == "sim" else timed + 2)
+    if not wrong and (wrong := judge.judge(spec, case, prep, returned)):
+        wrong = f"no figure: the measured launch ({case.name}) gave wrong results - {wrong}"
     if wrong:
         res = CaseResult(TIMED, case.launch)
-        res.fail(f"no figure: the measured launch ({case.name}) gave wrong results - {wrong}")
+        res.fail(wrong)
         return res
     res = spec.judge_figures(figures, mode, ceilings)
-    res.figures = {k: float(v) for k, v in figures.items()
-                   if isinstance(v, numbers.Real) and not isinstance(v, bool)}
+    if res.figures is None:     # {}: a figure past the ceiling, nothing to grade or rank
+        res.figures = {k: float(v) for k, v in figures.items()
+                       if isinstance(v, numbers.Real) and not isinstance(v, bool)}
     return res
 
 

@@ -63,10 +63,14 @@ class Child:
             raise Tampered("the worker's first message was not its greeting")
 
     def ask(self, header: dict, op: str, step: int | None = None,
-            arrays: dict | None = None):
-        """Send one request and read its one reply; Tampered if the reply does not fit."""
+            arrays: dict | None = None, expect: dict | None = None):
+        """Send one request and read its one reply; Tampered if the reply does not fit.
+
+        ``expect``: the arrays the reply may carry (name -> (dtype, shape), ``wire.recv``);
+        none when not given.  A reply announcing more is refused before its data is read
+        (WireError, which the caller treats as tampering)."""
         self.chan.send(header, arrays)
-        reply, got = self.chan.recv()
+        reply, got = self.chan.recv(expect or {})
         if reply.get("op") != op or reply.get("step") != step:
             raise Tampered(f"expected the {op!r} reply to step {step}, got "
                            f"{str(reply.get('op'))[:40]!r} for step {reply.get('step')!r}: "

@@ -9,9 +9,10 @@ the kernel in a fresh namespace, then answers the judge one request at a time:
 - ``launch``: launch it on the guarded buffers that came with the request and send them
   back (``launch.py``) - a correctness case;
 - ``measure``: a tune exercise's measured launch: traced counts in the simulator, CUDA-event
-  times on a GPU (the judge holds the GPU's lock meanwhile, see :func:`device_lock`), then
-  one more launch on fresh buffers whose outputs go back to be judged: a kernel that skips
-  work at the measured size gets no figure.
+  times on a GPU (the judge holds the GPU's lock meanwhile, see :func:`device_lock`),
+  every run on restored buffers and judged (``exercises/timed.py``): the request names the
+  outputs to sample and carries the judge's seed (``sample``); the reply carries each run's
+  samples (``sample:NAME``, runs x positions) and the last run's arrays whole.
 
 The ceilings GPU figures are divided by are measured by the judge itself, before any worker
 starts (``prepare.py``, with :func:`measure_ceilings` below): no student kernel runs there.
@@ -63,22 +64,31 @@ def _case(c: dict):
                 c.get("shared_bytes", 0), c.get("repeats", 1))
 
 
-def measure_launch(spec, fn, case, arrays, shapes, scalars) -> tuple[dict, dict]:
-    """(figures, buffers after the verified launch) of a tune exercise's measured launch."""
-    from numba import cuda
+def measure_launch(spec, fn, case, arrays, shapes, scalars, sample: dict):
+    """(figures, the last run's arrays, samples, trespass) of a tune exercise's measured
+    launch: every run restored and sampled (``exercises/timed.py``); ``sample`` is the
+    request's {"seed", "names", "sim_runs"} and "domains" (name -> flat positions the
+    reference judges, from the request's ``domain:NAME`` arrays)."""
+    from ..exercises.timed import Arrays, Sampling, judged_runs
 
-    from ..platform import runtime
-    from .launch import views_of
+    sampling = Sampling(sample["seed"], sample["names"], sample.get("domains") or {},
+                        sample.get("sim_runs", 0))
+    bufs = Arrays(arrays, shapes, scalars)
+    return judged_runs(spec, fn, case, bufs, sampling, traced=spec.measure_on)
 
-    dev, views = views_of(arrays, shapes, scalars)
-    spec.prepare(case, views)
-    figures = spec.measure_on(fn, case, views)
-    if runtime.MODE == "gpu":      # timed runs changed in-out arrays: verify on fresh ones
-        dev, views = views_of(arrays, shapes, scalars)
-        spec.prepare(case, views)
-        spec.launch(fn, case, views)
-        cuda.synchronize()
-    return figures, {name: d.copy_to_host() for name, d in dev.items()}
+
+def _measure(chan, spec, fn, req, arrays) -> None:
+    domains = {k[len("domain:"):]: arrays.pop(k) for k in list(arrays)
+               if k.startswith("domain:")}
+    shapes = {k: tuple(v) for k, v in req["shapes"].items()}
+    figures, returned, samples, trespass = measure_launch(
+        spec, fn, _case(req["case"]), arrays, shapes, req["scalars"],
+        dict(req["sample"], domains=domains))
+    if trespass:
+        chan.send({"op": "measured", "error": trespass})
+        return
+    chan.send({"op": "measured", "figures": figures, "error": None},
+              {**returned, **{f"sample:{k}": v for k, v in samples.items()}})
 
 
 _REPLY = {"load": "loaded", "launch": "launched", "measure": "measured"}
@@ -130,11 +140,7 @@ def main(argv=None) -> int:
                 chan.send({"op": "launched", "error": error, "timed_out": timed_out},
                           returned)
             elif op == "measure":
-                spec = _spec(req["exercise"], fn)
-                shapes = {k: tuple(v) for k, v in req["shapes"].items()}
-                figures, returned = measure_launch(spec, fn, _case(req["case"]), arrays, shapes,
-                                             req["scalars"])
-                chan.send({"op": "measured", "figures": figures}, returned)
+                _measure(chan, _spec(req["exercise"], fn), fn, req, arrays)
             else:  # "bye"
                 break
         except Exception as exc:  # noqa: BLE001 - the judge reports it

@@ -31,7 +31,7 @@ from .check import gate_error, judge_measured, measure_failed, measured_rng, run
 from .child import Child, Tampered
 from .launch import TIME_LIMIT_S
 from .report import CaseResult
-from .wire import WireError
+from .wire import WireError, allowed
 
 
 @dataclass
@@ -266,7 +266,7 @@ def _measured_launch(m):
         header = {"op": "launch", "exercise": spec.name, "case": _case_data(case),
                   "shapes": shapes, "scalars": scalars, "time_limit": limit,
                   "race_hunt": race_hunt}
-        reply, arrays = m.ask(header, "launched", arrays=buffers)
+        reply, arrays = m.ask(header, "launched", arrays=buffers, expect=allowed(buffers))
         error = reply.get("error")
         if error:
             return {}, str(error)[:1000], reply.get("timed_out") is True
@@ -289,22 +289,31 @@ def _same_arrays(arrays: dict, buffers: dict) -> None:
 
 def _judge_measure(m, spec, jd: Judge) -> CaseResult:
     """A tune exercise's figure: the measured launch's inputs made and its outputs judged
-    here, timed (GPU) with this machine's measuring lock held, the target applied here."""
+    here - every run's samples against a seed only this side knows, and the last run whole
+    (``sampled.py``) - timed (GPU) with this machine's measuring lock held, the target and
+    the ceilings applied here.  The reply may carry only what was sent plus the samples."""
     from .measurer import device_lock
+    from .sampled import plan
 
     case = spec.measured_case(jd.mode)
     prep = judge.prepare(spec, case, measured_rng(jd.seed), guard=False)
+    p = plan(spec, prep)
     with device_lock(jd.mode == "gpu"):
         reply, arrays = m.ask({"op": "measure", "exercise": spec.name,
                                "case": _case_data(case), "shapes": prep.shapes,
-                               "scalars": prep.scalars()}, "measured", arrays=prep.buffers())
+                               "scalars": prep.scalars(), "sample": p.request()},
+                              "measured", arrays={**prep.buffers(), **p.arrays()},
+                              expect=p.expect(prep))
     if reply.get("error") is not None:
         return measure_failed(str(reply["error"]))
     figures = reply.get("figures")
     if not isinstance(figures, dict):
         raise Tampered("a measurement came back without figures")
+    samples = {k[len("sample:"):]: arrays.pop(k) for k in list(arrays)
+               if k.startswith("sample:")}
     _same_arrays(arrays, prep.buffers())
-    return judge_measured(spec, case, prep, arrays, figures, jd.mode, jd.ceilings)
+    return judge_measured(spec, case, prep, arrays, figures, jd.mode, jd.ceilings,
+                          plan=p, samples=samples)
 
 
 def _judge_answer(worker, n: int, spec, name: str) -> list:

@@ -129,6 +129,24 @@ def _batching(cuda, fn, args) -> tuple[int, bool]:
     return max(1, min(BATCH, fits)), fits >= 1
 
 
+def time_call(fn, hold: bool = False) -> tuple[float, float]:
+    """(device ms, host ms) of one call of ``fn`` between two CUDA events (GPU only);
+    ``hold``: queued behind the hold kernel, so the events bracket device work only.  Work
+    ``fn``'s caller enqueued before this call (copies that reset buffers) is not timed."""
+    from numba import cuda
+
+    if hold:
+        _hold_kernel()[1, 1](HOLD_US)
+    start, stop = cuda.event(), cuda.event()
+    start.record()
+    t0 = time.perf_counter()
+    fn()
+    host_ms = (time.perf_counter() - t0) * 1e3
+    stop.record()
+    stop.synchronize()
+    return cuda.event_elapsed_time(start, stop), host_ms
+
+
 def _events(cuda, fn, args, batch: int, hold: bool) -> float:
     """ms per call of ``batch`` calls between two CUDA events (behind a hold kernel)."""
     if hold:

@@ -1,0 +1,299 @@
+"""Every timed run judged, and no figure past the hardware (issue #38, items 2 and 4).
+
+The GPU loop (course/exercises/timed.py) runs here with the simulator's launch: every run
+restores its arrays from pristine copies, and its outputs are sampled at positions drawn
+from the judge's seed after the run (course/grading/sampled.py).  Kernels that skip work on
+later runs get no figure; so does a figure past the measured ceilings (Tune.judge_figures).
+"""
+import importlib
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+import course
+from course.exercises import get, timed
+from course.grading import judge, measurer, sampled, session
+from course.grading.unit import extract
+
+check_mod = importlib.import_module("course.grading.check")
+sim_only = pytest.mark.skipif(course.MODE == "gpu", reason="the simulator's sizes and runs")
+
+
+@cuda.jit
+def memo_matmul(A, B, C):
+    # the attack of issue #38: return at once when C already holds numbers
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        if C[row, col] == C[row, col]:
+            return
+        acc = float32(0.0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def stale_matmul(A, B, C):
+    # right only when every run starts from a poisoned C (else it leaves -1 behind)
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        if C[row, col] == C[row, col]:
+            C[row, col] = -1.0
+            return
+        acc = float32(0.0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def add_all(n, x, y):
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        y[i] = x[i] + y[i]
+
+
+@cuda.jit
+def add_half(n, x, y):
+    for i in range(cuda.grid(1), n // 2, cuda.gridsize(1)):
+        y[i] = x[i] + y[i]
+
+
+@cuda.jit
+def add_nothing(n, x, y):
+    pass
+
+
+class Runs:
+    """The spec, launching ``kernels[r]`` on run r (the last one on later runs): a kernel
+    with state between runs, as a GPU kernel keeps it in memory past its arrays."""
+
+    def __init__(self, spec, kernels):
+        self._spec, self.kernels, self.n = spec, kernels, 0
+
+    def __getattr__(self, name):
+        return getattr(self._spec, name)
+
+    def launch(self, fn, case, args):
+        kernel = self.kernels[min(self.n, len(self.kernels) - 1)]
+        self.n += 1
+        self._spec.launch(kernel, case, args)
+
+    def measure_on(self, fn, case, args):
+        return type(self._spec).measure_on(self, fn, case, args)
+
+
+def _measure(spec, kernels, sim_runs=2, seed=5):
+    """The measurer's loop and the judge's verdict, in this process."""
+    runs = Runs(spec, kernels)
+    case = spec.measured_case()
+    prep = judge.prepare(spec, case, check_mod.measured_rng(seed), guard=False)
+    plan = sampled.plan(spec, prep)
+    plan.sim_runs = sim_runs
+    figures, returned, samples, trespass = measurer.measure_launch(
+        runs, None, case, prep.buffers(), prep.shapes, prep.scalars(),
+        dict(plan.request(), domains=plan.domains))
+    assert runs.n == 1 + sim_runs
+    assert trespass is None
+    return check_mod.judge_measured(spec, case, prep, returned, figures, plan=plan,
+                                    samples=samples)
+
+
+ADD = get("tune_vector_add")          # measured in the simulator at n = 4096, 128 threads
+
+
+@sim_only
+def test_an_honest_kernel_passes_every_judged_run():
+    res = _measure(ADD, [add_all])
+    assert "no figure" not in res.message and res.figures, res.message
+
+
+@sim_only
+@pytest.mark.parametrize("later, where", [(add_nothing, "y["), (add_half, "y[")])
+def test_a_kernel_that_does_the_work_only_on_the_first_run_gets_no_figure(later, where):
+    res = _measure(ADD, [add_all, later])
+    assert not res.passed and res.message.startswith("no figure: timed run 2 of 3"), \
+        res.message
+    assert where in res.message and not res.figures
+
+
+@sim_only
+def test_sampled_positions_catch_part_of_a_large_output(monkeypatch):
+    """Outputs larger than the sample: positions drawn from the judge's seed after the run,
+    a different set every run; half an output unwritten is found at once."""
+    monkeypatch.setattr(timed, "SAMPLES", 64)            # 64 of the 4096 elements per run
+    res = _measure(ADD, [add_all, add_all, add_half])
+    assert res.message.startswith("no figure: timed run 3 of 3"), res.message
+    a = timed.positions(7, 0, 0, 4096)
+    assert len(a) == 64 and np.array_equal(a, timed.positions(7, 0, 0, 4096))
+    assert not np.array_equal(a, timed.positions(7, 1, 0, 4096))       # run by run
+    assert not np.array_equal(a, timed.positions(8, 0, 0, 4096))       # the judge's seed
+    dom = np.arange(100, 200)
+    assert set(timed.positions(7, 0, 0, 4096, dom)) <= set(dom)        # judged rows only
+
+
+@sim_only
+def test_without_restoring_the_arrays_honest_and_stale_kernels_would_be_misjudged(
+        monkeypatch):
+    """The mutant: runs on the previous run's buffers.  y = x + y then accumulates, and a
+    kernel that reads its output finds numbers: the judge notices both."""
+    monkeypatch.setattr(timed.Arrays, "restore", lambda self: None)
+    assert _measure(ADD, [add_all]).message.startswith("no figure: timed run 2 of 3")
+
+
+@sim_only
+def test_the_memoizing_kernel_computes_every_run_through_course_check(monkeypatch):
+    """On a GPU this kernel ranked first at 27.6x the FP32 peak: it timed 30 launches on
+    one set of buffers.  Every run now starts from a poisoned C, so it does all the work
+    each time and gets its honest figure (here the naive kernel's, below the target)."""
+    monkeypatch.setattr(sampled, "SIM_RUNS", 2)
+    memo = course.check("tune_matmul", memo_matmul, record=False, seed=3)
+    timed_case = memo.cases[-1]
+    assert timed_case.name.startswith("tune target") and not timed_case.passed
+    assert "not there yet" in timed_case.message and "measured 1.125" in timed_case.message
+    spec = get("tune_matmul")
+    stale = check_mod.measure(spec, stale_matmul, 3)            # course.check's measurement
+    assert "no figure" not in stale.message and stale.figures, stale.message
+    monkeypatch.setattr(timed.Arrays, "restore", lambda self: None)      # the mutant
+    stale = check_mod.measure(spec, stale_matmul, 3)
+    assert stale.message.startswith("no figure: timed run 2 of 3"), stale.message
+
+
+@sim_only
+def test_the_graders_judge_judges_every_run_the_measurer_makes(monkeypatch):
+    """session.judge_unit (the leaderboard's and the grader's judge): the measurer process
+    makes three judged runs of the stale kernel (right only on a poisoned C), and the
+    judge checks that all three came back (fewer: no figure)."""
+    monkeypatch.setattr(sampled, "SIM_RUNS", 2)
+    error, cases = session.judge_unit(get("tune_matmul"), extract(stale_matmul), 3, 120.0,
+                                      16384, mode="sim")
+    assert not error and all(c.passed for c in cases[:-1]), error
+    assert "no figure" not in cases[-1].message and cases[-1].figures, cases[-1].message
+
+
+class FakeMeasurer:
+    """A measurer whose reply the test writes (what a broken or hostile one could send)."""
+
+    def __init__(self, edit):
+        self.edit = edit
+
+    def ask(self, header, op, arrays=None, expect=None):
+        spec = get(header["exercise"])
+        case = spec.measured_case("sim")
+        prep = judge.prepare(spec, case, check_mod.measured_rng(9), guard=False)
+        bufs = {k: arrays[k].copy() for k in prep.shapes}
+        bufs["y"] = prep.expected["y"].astype(np.float32)
+        plan = sampled.Plan(header["sample"]["seed"], header["sample"]["names"], {}, 2)
+        out = dict(bufs)
+        for j, name in enumerate(plan.names):
+            pos = [timed.positions(plan.seed, r, j, bufs[name].size) for r in range(3)]
+            out[f"sample:{name}"] = np.stack([bufs[name].reshape(-1)[p] for p in pos])
+        self.edit(out)
+        for k, v in out.items():
+            dt, shape = expect[k]
+            assert v.dtype == dt and all(s in a if isinstance(a, range) else s == a
+                                         for s, a in zip(v.shape, shape))
+        return {"op": "measured", "figures": {"used": 1, "moved": 1}, "error": None}, out
+
+
+def test_the_session_judge_refuses_a_run_whose_samples_are_wrong(monkeypatch):
+    monkeypatch.setattr(sampled, "SIM_RUNS", 2)
+    jd = session.Judge(9, 10.0, "sim", None, None)
+
+    def stale_run_2(out):
+        out["sample:y"][1, 5] = 0.0
+    res = session._judge_measure(FakeMeasurer(lambda out: None), ADD, jd)
+    assert "no figure" not in res.message, res.message
+    res = session._judge_measure(FakeMeasurer(stale_run_2), ADD, jd)
+    assert res.message.startswith("no figure: timed run 2 of 3") and "y[" in res.message
+
+    def one_run_only(out):
+        out["sample:y"] = out["sample:y"][:1]
+    res = session._judge_measure(FakeMeasurer(one_run_only), ADD, jd)
+    assert "did not all come back" in res.message
+
+
+@sim_only
+def test_writing_past_an_array_or_into_a_pristine_copy_fails_the_measurement():
+    case = ADD.measured_case()
+    prep = judge.prepare(ADD, case, check_mod.measured_rng(1), guard=False)
+    arrays = timed.Arrays(prep.buffers(), prep.shapes, prep.scalars())
+    assert arrays.trespass() is None
+    arrays.flat["y"][4096 + 17] = 1.0                        # the tail after y
+    assert "past the end of y" in arrays.trespass()
+    arrays = timed.Arrays(prep.buffers(), prep.shapes, prep.scalars())
+    arrays.pristine["x"][3] = 2.0                            # the copy runs restore from
+    assert "pristine copy of x" in arrays.trespass()
+
+
+# ---------------------------------------------------------------------------------------
+# figures past the ceiling
+
+CEIL = {"copy_gbps": 3000.0, "fp32_tflops": 50.0}
+
+
+def _ms_for(spec, rate, what):
+    _n, nbytes, flops = spec.work(spec.gpu_case)
+    return (nbytes / (rate * 1e9) if what == "copy" else flops / (rate * 1e12)) * 1e3
+
+
+@pytest.mark.parametrize("name, rate, what, ok, words", [
+    ("tune_matmul", 27.6 * 50, "flops", False, "27.6x the FP32 rate"),
+    ("tune_matmul", 1.05 * 50, "flops", True, ""),
+    ("tune_vector_add", 1.2 * 3000, "copy", False, "1.2x the copy bandwidth"),
+    ("tune_vector_add", 1.05 * 3000, "copy", True, ""),
+    ("tune_covariance", 1.5 * 50, "flops", True, ""),       # a symmetric kernel: half the work
+    ("tune_covariance", 2.5 * 50, "flops", False, "the FP32 rate"),
+    ("flash_attention", 1.2 * 990, "flops", False, "tensor-core rate"),
+    ("flash_attention", 500, "flops", True, ""),            # above FP32: tensor cores may
+])
+def test_a_figure_past_the_ceiling_fails_with_no_figure_and_no_rank(name, rate, what, ok,
+                                                                    words):
+    spec = get(name)
+    ms = _ms_for(spec, rate, what)
+    res = spec.judge_figures({"ms": ms, "median_ms": ms}, "gpu", CEIL)
+    if ok:
+        assert "not believable" not in res.message and res.figures is None, res.message
+        return
+    assert not res.passed and words in res.message and "not believable" in res.message
+    assert res.figures == {}
+
+
+def test_a_figure_past_the_ceiling_is_not_ranked_on_the_leaderboard():
+    from course.exercises import Case
+    from course.leaderboard.runner import verdict
+
+    spec = get("tune_matmul")
+    case = Case("M = K = N = 8", {"M": 8, "K": 8, "N": 8}, (1, 1), (8, 8))
+    prep = judge.prepare(spec, case, check_mod.measured_rng(2), guard=False)
+    done = dict(prep.buffers(), C=prep.expected["C"].astype(np.float32))
+    ms = _ms_for(spec, 27.6 * 50, "flops")
+    figures = {"ms": ms, "median_ms": ms, "mean_ms": ms, "std_ms": 0.0, "runs": 30}
+    res = check_mod.judge_measured(spec, case, prep, done, figures, "gpu", CEIL)
+    assert not res.passed and "27.6x the FP32 rate" in res.message and not res.figures
+    test = session.case_events([_passed_case()])[0]
+    out = verdict("", [test, session.case_events([res])[0]])
+    assert out["status"] == "rejected" and "mean_ms" not in out and test["passed"]
+    honest = check_mod.judge_measured(spec, case, prep, done, dict(figures, ms=100 * ms,
+                                      mean_ms=100 * ms), "gpu", CEIL)
+    assert honest.figures["ms"] == 100 * ms                      # believed: ranked
+    assert verdict("", [test, session.case_events([honest])[0]])["status"] == "done"
+
+
+def _passed_case():
+    from course.exercises.outcome import CaseResult
+
+    return CaseResult("M x K x N = 16 x 16 x 16", "grid (1, 1), block (16, 16)")
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_memoizing_kernel_gets_its_honest_figure(monkeypatch):
+    """The issue's attack on real hardware: honest time (far below the target), never
+    27.6x the FP32 rate; with the restore removed (the old measurement) the same kernel
+    would be timed doing nothing, and the ceiling rule refuses that figure."""
+    memo = course.check("tune_matmul", memo_matmul, record=False, seed=3).cases[-1]
+    assert not memo.passed and "not there yet" in memo.message, memo.message
+    assert memo.figures and memo.figures["runs"] == timed.REPEAT
+    monkeypatch.setattr(timed.Arrays, "restore", lambda self: None)
+    forged = course.check("tune_matmul", memo_matmul, record=False, seed=3).cases[-1]
+    assert "not believable" in forged.message and not forged.figures, forged.message
