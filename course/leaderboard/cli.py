@@ -88,8 +88,10 @@ def serve(opts) -> int:
 
     if os.environ.get("COURSE_LEADERBOARD_EXIT_WITH", "").isdigit():
         _exit_with(int(os.environ["COURSE_LEADERBOARD_EXIT_WITH"]))
+    files = limits.raise_open_files()
+    backlog = limits.backlog(files)
     try:                              # the port first: nothing starts on a taken one
-        sock = limits.bind(opts.host, opts.port)
+        sock = limits.bind(opts.host, opts.port, backlog)
     except limits.BindError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -99,7 +101,6 @@ def serve(opts) -> int:
     from . import runner
     from .app import create_app, settings_from_env
 
-    files = limits.raise_open_files()
     most = limits.max_connections(opts.max_connections, files)
     store = Store(opts.db)
     roster = _roster(opts.roster)
@@ -135,7 +136,7 @@ def serve(opts) -> int:
     config = uvicorn.Config(app, root_path=opts.root_path, log_level="warning", ws="none",
                             http=limits.protocol(opts.max_per_client, limits.HEADER_S, most),
                             limit_concurrency=most, timeout_keep_alive=limits.KEEP_ALIVE_S,
-                            timeout_graceful_shutdown=limits.SHUTDOWN_S)
+                            timeout_graceful_shutdown=limits.SHUTDOWN_S, backlog=backlog)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:

@@ -22,7 +22,9 @@ connections once made the service unreachable at the usual limit of 1,024 open f
   than the open-file limit less 256 for the database, the judges' pipes and logs): requests
   past it get ``503``, and connections past it are answered ``503`` and closed at once, so
   no crowd holds more open files than that.
-- **Open files**: at start the soft ``RLIMIT_NOFILE`` is raised to the hard limit.
+- **Open files**: at start the soft ``RLIMIT_NOFILE`` is raised to the hard limit, and the
+  listen backlog (how many connections asyncio accepts at once, before any is looked at) is
+  an eighth of it, so a burst is refused a batch at a time without running out of files.
 - **No WebSockets** (``ws="none"``): an upgrade is a plain request, so no other protocol
   takes over a connection past these deadlines.
 - **Stopping**: SIGTERM waits ``SHUTDOWN_S`` (5 s) for open requests, so no slow client
@@ -142,6 +144,13 @@ def raise_open_files() -> int:
         except (ValueError, OSError):
             pass
     return soft
+
+
+def backlog(open_files: int) -> int:
+    """The listen backlog, which is also how many connections asyncio accepts in one go
+    before any of them is looked at: an eighth of the open files (128 to 2,048), so a burst
+    past the per-client cap is refused a batch at a time instead of running out of files."""
+    return max(128, min(2048, open_files // 8))
 
 
 def max_connections(asked: int, open_files: int) -> int:
