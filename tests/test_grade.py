@@ -108,7 +108,9 @@ def test_out_of_bounds_gets_partial_credit_at_most(graded):
 @pytest.mark.parametrize("student, words", [
     ("duplicated_cell", ["2 cells found by marker", "graded the last one"]),
     ("marker_lost", ["found by function name `add`"]),
-    ("correct", ["11 of 11 cases passed", "(hidden)"]),
+    ("correct", ["12 of 12 cases passed: 1/1 \u2014 points in proportion to the cases passed",
+                 "(hidden)", "cases passed: 0/1 \u2014 a debug exercise scores only when every "
+                 "case passes", "a tune exercise scores only when every case passes"]),
     ("crash", ["Grading status: **crashed**", "SIGSEGV"]),
     ("corrupted_json", ["not valid JSON", "Score: 0 / 6"]),
 ])
@@ -158,7 +160,7 @@ def test_plan_of_lesson_01_runs_only_setup_and_exercise_cells():
 
 HIDDEN_CHECKS = {
     "vector_add": ("test_vector_add", "solution_add", "hard_coded_block_dim"),
-    "matrix_add": ("test_vector_add", "lesson.matrix_add", "swapped_indices"),
+    "matrix_add": ("test_vector_add", "solution_matrix_add", "swapped_indices"),
     "reduce_sequential": ("test_reduction", "solution_sequential", "hard_coded_block_size"),
     "reduce_first_add": ("test_reduction", "lesson.reduce4", "first_add_hard_coded_block_size"),
     "reduce_grid_stride": ("test_reduction", "solution_grid_stride",
@@ -208,6 +210,7 @@ def _hidden_only(monkeypatch, name):
     from course import exercises
 
     monkeypatch.delenv("COURSE_HIDDEN_DIR", raising=False)   # this repository's files
+    monkeypatch.delenv("COURSE_INSTRUCTOR_DIR", raising=False)
     spec = exercises.get(name)
     monkeypatch.setattr(spec, "cases", lambda: [])
     return spec
@@ -230,3 +233,108 @@ def test_hidden_cases_pass_the_solution_and_reject_a_mutant(name, monkeypatch):
     bad = course.check(name, _kernel(module, mutant), hidden=True, record=False)
     assert not bad.passed and any(not c.passed for c in bad.hidden), \
         f"{name}: the hidden cases let {mutant} through"
+
+
+# -- the instructor's command fails loudly: a sentence and exit 2, nothing graded -----------
+
+def _grade(*args, cwd=REPO, timeout=300):
+    return subprocess.run([sys.executable, "-m", "course", "grade", *map(str, args)], cwd=cwd,
+                          text=True, capture_output=True, timeout=timeout)
+
+
+def test_grade_on_a_missing_folder_says_so_and_exits_2(tmp_path):
+    r = _grade(tmp_path / "no-such-folder", "--out", tmp_path / "g.csv")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "no such file or folder" in r.stderr and "no-such-folder" in r.stderr
+    assert not (tmp_path / "g.csv").exists()
+
+
+def test_an_unknown_lesson_says_did_you_mean_and_never_pass_lesson(tmp_path):
+    r = _grade(SUBMISSIONS / "correct", "--lesson", "01_vectoradd", "--out", tmp_path / "g.csv")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "unknown lesson '01_vectoradd' given with --lesson" in r.stderr
+    assert "did you mean 01_vector_add?" in r.stderr
+    assert "pass --lesson" not in r.stderr and not (tmp_path / "g.csv").exists()
+
+
+def test_the_lesson_hint_of_a_row_knows_whether_lesson_was_given():
+    from types import SimpleNamespace
+
+    from course.grading.batch import grade_one
+    from course.grading.intake import Submission
+
+    sub = Submission(Path("x.ipynb"), "x.ipynb", "", data=b"{}")
+    for lesson, words in ((None, "name it with --lesson"), ("02_x", "--lesson 02_x is not")):
+        g = grade_one(sub, {"01_vector_add": None}, SimpleNamespace(lesson=lesson, seed=1))
+        assert words in g.reasons[-1] and "pass --lesson" not in g.reasons[-1], g.reasons
+
+
+def test_student_copies_are_refused_as_the_instructor_notebooks(tmp_path):
+    from course.grading.distribute import copy_notebooks
+
+    copy_notebooks(tmp_path / "copy")
+    r = _grade(SUBMISSIONS / "correct", "--instructor", tmp_path / "copy",
+               "--out", tmp_path / "g.csv")
+    assert r.returncode == 2 and "is a student copy" in r.stderr, r.stdout + r.stderr
+    r = _grade(SUBMISSIONS / "correct", "--instructor", tmp_path / "nothing",
+               "--out", tmp_path / "g.csv")
+    assert r.returncode == 2 and "--instructor" in r.stderr and "no such folder" in r.stderr
+
+
+def test_grade_help_states_the_scoring_rule():
+    r = subprocess.run([sys.executable, "-m", "course", "grade", "--help"], cwd=REPO,
+                       text=True, capture_output=True, timeout=120)
+    text = " ".join(r.stdout.split())
+    assert "in proportion to the cases" in text and "debug or tune exercise" in text
+    assert "only when every case passes" in text and "--instructor DIR" in text
+
+
+# -- a private instructor folder: its hidden cases and its seed are the ones used -----------
+
+PRIVATE_CASE = '''from course.exercises import Case
+
+POINTS = 1
+
+
+def cases(exercise):
+    return [Case("PRIVATE n = 77, 2 blocks of 16", {"n": 77}, (2,), (16,))]
+'''
+
+
+def test_grading_with_instructor_dir_uses_its_private_hidden_cases(tmp_path):
+    private = tmp_path / "private"
+    (private / "notebooks").mkdir(parents=True)
+    (private / "instructor" / "hidden").mkdir(parents=True)
+    (private / "notebooks" / "01_vector_add.ipynb").write_bytes(
+        (REPO / "notebooks" / "01_vector_add.ipynb").read_bytes())
+    for f in HIDDEN.glob("*.py"):               # the lesson's files, one of them changed
+        if f.stem in PRACTICE or f.stem == "matrix_add":
+            (private / "instructor" / "hidden" / f.name).write_bytes(f.read_bytes())
+    (private / "instructor" / "hidden" / "vector_add.py").write_text(PRIVATE_CASE)
+    (private / "instructor" / "hidden" / "_seed.py").write_text("SEED = 982451653\n")
+    out = tmp_path / "out"
+    r = _grade(SUBMISSIONS / "correct", "--instructor", private, "--out", out / "g.csv",
+               "--feedback", out / "fb", "--seed", "7", "--timeout", "120", cwd=tmp_path,
+               timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = (out / "fb" / "correct.md").read_text()
+    assert "PRIVATE n = 77" in text                       # the private case ran...
+    assert "7 of 7 cases passed: 1/1" in text             # ...instead of the public five
+    with open(out / "g.csv", newline="") as f:
+        assert next(csv.DictReader(f))["vector_add"] == "1"
+
+
+def test_the_private_seed_moves_every_hidden_input(tmp_path, monkeypatch):
+    import numpy as np
+
+    monkeypatch.setenv("COURSE_HIDDEN_DIR", str(tmp_path))
+    hidden._LOADED.clear()
+    plain = hidden.case_rng(7, 3).random(4)
+    (tmp_path / "_seed.py").write_text("SEED = 123456789\n")
+    hidden._LOADED.clear()
+    salted = hidden.case_rng(7, 3).random(4)
+    hidden._LOADED.clear()
+    assert hidden.private_seed() == 123456789
+    assert not np.allclose(plain, salted)
+    assert np.array_equal(salted, hidden.case_rng(7, 3).random(4))    # and replayable
+    hidden._LOADED.clear()

@@ -24,7 +24,7 @@ MATRIX_OK = """@cuda.jit
 def matrix_add(A, B, C):
     col, row = cuda.grid(2)
     if row < C.shape[0] and col < C.shape[1]:
-        C[row, col] = A[row, col] + B[row, col]
+        C[row, col] = A[row, col] + B[col, row]
 """
 PIPES = "import os, sys\nR, W = int(sys.argv[-2]), int(sys.argv[-1])\n"
 FORGED_EVENT = json.dumps({"event": "exercise", "name": "vector_add", "error": None,

@@ -81,7 +81,7 @@ def test_leak_scan_finds_a_copied_solution_body(tmp_path):
     [copy] = release([MINI], tmp_path)
     nb = json.loads(copy.read_text())
     body = ("@cuda.jit\ndef add2(n, x, y):\n    start = cuda.grid(1)   # same, commented\n"
-            "\n    for i in range(start, n, cuda.gridsize(1)):\n        y[i] = x[i] + y[i]\n")
+            "\n    for i in range(start, n, cuda.gridsize(1)):\n        y[i] = x[n - 1 - i] + y[i]\n")
     nb["cells"].append({"cell_type": "code", "id": "leak", "metadata": {}, "outputs": [],
                         "execution_count": None, "source": body})
     copy.write_text(json.dumps(nb))
@@ -149,3 +149,74 @@ def test_release_carries_nbgrader_metadata(tmp_path):
         assert not _valid_nbgrader(m), (m, _valid_nbgrader(m))
     assert _valid_nbgrader({"schema_version": 3, "grade": True, "solution": False,
                             "locked": True, "task": False, "grade_id": "x"})  # no points
+
+
+# -- the student distribution: python -m course notebooks, --restore, and the package ------
+
+def test_notebooks_by_default_are_student_copies_without_solutions(tmp_path):
+    r = _run("notebooks", "--to", str(tmp_path), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    copies = sorted((tmp_path / "notebooks").glob("*.ipynb"))
+    assert len(copies) == len(list((REPO / "notebooks").glob("*.ipynb")))
+    for c in copies:
+        text = c.read_text()
+        assert nbk.BEGIN not in text and nbk.END not in text, c.name
+        assert json.loads(text)["metadata"]["course"]["copy"] == "student"
+    assert leaks(sorted((REPO / "notebooks").glob("*.ipynb")), [tmp_path / "notebooks"]) == []
+
+
+def test_restore_brings_back_one_lesson_and_keeps_the_broken_one(tmp_path):
+    from course.grading.distribute import copy_notebooks, restore
+
+    copy_notebooks(tmp_path)
+    mine = tmp_path / "notebooks" / "01_vector_add.ipynb"
+    other = tmp_path / "notebooks" / "02_reduction.ipynb"
+    fresh = mine.read_text()
+    mine.write_text("{ broken")
+    other.write_text(other.read_text().replace("# YOUR CODE HERE", "# my own work"))
+    when = time.mktime((2026, 11, 26, 14, 30, 0, 0, 0, -1))
+    target, kept = restore(tmp_path, "01", now=when)
+    assert target == mine and mine.read_text() == fresh
+    assert kept.name == "01_vector_add.broken-2026-11-26T1430.ipynb"
+    assert kept.read_text() == "{ broken"
+    assert "# my own work" in other.read_text(), "the other lessons are untouched"
+    mine.write_text("{ broken again")
+    _, kept2 = restore(tmp_path, "vector_add", now=when)       # same minute: both kept
+    assert kept2.name == "01_vector_add.broken-2026-11-26T1430-2.ipynb" and kept.exists()
+
+
+def test_restore_of_an_unknown_lesson_says_did_you_mean(tmp_path):
+    r = _run("notebooks", "--to", str(tmp_path), "--restore", "01_vectr_add", timeout=300)
+    assert r.returncode == 2
+    assert "no lesson '01_vectr_add' (did you mean 01_vector_add?)" in r.stderr, r.stderr
+    r = _run("notebooks", "--to", str(tmp_path), "--restore", "01", "--force", timeout=300)
+    assert r.returncode == 2 and "--restore" in r.stderr
+
+
+def test_no_exercise_answer_is_in_the_package():
+    """release --check's package scan: an error (not a note) and, for this course, empty."""
+    from course.grading.release import package_leaks
+
+    assert package_leaks(sorted((REPO / "notebooks").glob("*.ipynb"))) == []
+
+
+def test_an_exercise_whose_answer_the_package_holds_is_an_error(tmp_path):
+    from course.grading.release import package_leaks
+
+    lecture = ("@cuda.jit\ndef add(n, x, y):\n    ### BEGIN SOLUTION\n"
+               "    index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x\n"
+               "    stride = cuda.blockDim.x * cuda.gridDim.x\n"
+               "    for i in range(index, n, stride):\n        y[i] = x[i] + y[i]\n"
+               "    ### END SOLUTION\n")
+    (tmp_path / "01_old.ipynb").write_text(json.dumps(_nb("import course\n", lecture)))
+    found = package_leaks([tmp_path / "01_old.ipynb"])
+    assert found and "vector_add.py" in found[0] and "change the exercise" in found[0], found
+
+
+def test_release_refuses_student_copies_as_its_sources(tmp_path):
+    from course.grading.distribute import copy_notebooks
+
+    copy_notebooks(tmp_path / "copy")
+    r = _run("release", "--src", str(tmp_path / "copy" / "notebooks"), "--out",
+             str(tmp_path / "out"), "--notebooks", "01_vector_add", timeout=300)
+    assert r.returncode == 1 and "is a student copy" in r.stderr, r.stderr

@@ -333,13 +333,13 @@ def add_grid_stride(n, x, y):
 
 
 def test_check_fails_a_race_that_the_values_hide():
-    r = course.check("vector_add", add_with_shared_scratch_race, record=False)
+    r = course.check("debug_grid_stride", add_with_shared_scratch_race, record=False)
     assert not r.passed
     bad = [c for c in r.cases if not c.passed]
     assert len(bad) == 1 and "race found by course.sim.trace" in bad[0].message
     assert "scratch[0]" in bad[0].message and "line 6 of add_with_shared_scratch_race" in \
         bad[0].message and bad[0].message.count("thread ") >= 2
-    assert course.check("vector_add", add_grid_stride, record=False).passed
+    assert course.check("debug_grid_stride", add_grid_stride, record=False).passed
 
 
 def test_recording_traces_launches_made_elsewhere():

@@ -46,20 +46,34 @@ def test_lecture_size_on_gpu():
 
 # -- vector_add: the solution and its mutants --------------------------------------------
 
-solution_add = lesson.add_grid_stride   # the lecture's kernel is the exercise's answer
+@cuda.jit
+def solution_add(n, x, y):
+    # the exercise: the lecture's grid-stride loop, x read backwards
+    index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    stride = cuda.blockDim.x * cuda.gridDim.x
+    for i in range(index, n, stride):
+        y[i] = x[n - 1 - i] + y[i]
+
+
+@cuda.jit
+def reads_x_off_by_one(n, x, y):
+    index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    stride = cuda.blockDim.x * cuda.gridDim.x
+    for i in range(index, n, stride):
+        y[i] = x[n - i] + y[i]          # forgot the - 1: reads x[n] at i = 0
 
 
 @cuda.jit
 def no_bounds_guard(n, x, y):
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    y[i] = x[i] + y[i]
+    y[i] = x[n - 1 - i] + y[i]
 
 
 @cuda.jit
 def one_element_per_thread(n, x, y):
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if i < n:
-        y[i] = x[i] + y[i]
+        y[i] = x[n - 1 - i] + y[i]
 
 
 @cuda.jit
@@ -67,7 +81,7 @@ def off_by_one(n, x, y):
     index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     stride = cuda.blockDim.x * cuda.gridDim.x
     for i in range(index, n - 1, stride):
-        y[i] = x[i] + y[i]
+        y[i] = x[n - 1 - i] + y[i]
 
 
 @cuda.jit
@@ -75,7 +89,7 @@ def single_block_stride(n, x, y):
     index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     stride = cuda.blockDim.x
     for i in range(index, n, stride):
-        y[i] = x[i] + y[i]
+        y[i] = x[n - 1 - i] + y[i]
 
 
 @cuda.jit
@@ -83,7 +97,7 @@ def hard_coded_block_dim(n, x, y):
     index = cuda.blockIdx.x * 32 + cuda.threadIdx.x
     stride = 32 * cuda.gridDim.x
     for i in range(index, n, stride):
-        y[i] = x[i] + y[i]
+        y[i] = x[n - 1 - i] + y[i]
 
 
 @cuda.jit
@@ -92,7 +106,7 @@ def writes_only_even_indices(n, x, y):
     stride = cuda.blockDim.x * cuda.gridDim.x
     for i in range(index, n, stride):
         if i % 2 == 0:
-            y[i] = x[i] + y[i]
+            y[i] = x[n - 1 - i] + y[i]
 
 
 @cuda.jit
@@ -100,7 +114,7 @@ def modifies_the_input(n, x, y):
     index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     stride = cuda.blockDim.x * cuda.gridDim.x
     for i in range(index, n, stride):
-        y[i] = x[i] + y[i]
+        y[i] = x[n - 1 - i] + y[i]
         x[i] = 0
 
 
@@ -109,7 +123,10 @@ def never_writes(n, x, y):
     pass
 
 
-VECTOR_ADD_MUTANTS = [no_bounds_guard, one_element_per_thread, off_by_one, single_block_stride,
+# the lecture's add_grid_stride (x forwards) is in the package every student has: it must
+# not be the exercise's answer
+VECTOR_ADD_MUTANTS = [lesson.add_grid_stride, reads_x_off_by_one, no_bounds_guard,
+                      one_element_per_thread, off_by_one, single_block_stride,
                       hard_coded_block_dim, writes_only_even_indices, modifies_the_input,
                       never_writes]
 
@@ -140,7 +157,7 @@ def swapped_indices(A, B, C):
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     j = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
     if i < C.shape[0] and j < C.shape[1]:
-        C[i, j] = A[i, j] + B[i, j]
+        C[i, j] = A[i, j] + B[j, i]
 
 
 @cuda.jit
@@ -148,7 +165,7 @@ def guard_only_on_x(A, B, C):
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     j = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
     if i < C.shape[1]:
-        C[j, i] = A[j, i] + B[j, i]
+        C[j, i] = A[j, i] + B[i, j]
 
 
 @cuda.jit
@@ -156,7 +173,7 @@ def ignores_block_index_y(A, B, C):
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     j = cuda.threadIdx.y
     if i < C.shape[1] and j < C.shape[0]:
-        C[j, i] = A[j, i] + B[j, i]
+        C[j, i] = A[j, i] + B[i, j]
 
 
 @cuda.jit
@@ -164,15 +181,25 @@ def subtracts(A, B, C):
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     j = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
     if i < C.shape[1] and j < C.shape[0]:
-        C[j, i] = A[j, i] - B[j, i]
+        C[j, i] = A[j, i] - B[i, j]
 
 
-def test_matrix_add_accepts_the_module_kernel():
-    result = course.check("matrix_add", lesson.matrix_add, record=False)
+@cuda.jit
+def solution_matrix_add(A, B, C):
+    # the exercise: A plus B transposed (B is (Nx, Ny))
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    j = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    if i < C.shape[1] and j < C.shape[0]:
+        C[j, i] = A[j, i] + B[i, j]
+
+
+def test_matrix_add_accepts_the_solution():
+    result = course.check("matrix_add", solution_matrix_add, record=False)
     assert result.passed, repr(result)
 
 
-@pytest.mark.parametrize("mutant", [swapped_indices, guard_only_on_x, ignores_block_index_y,
-                                    subtracts], ids=lambda k: k.py_func.__name__)
+@pytest.mark.parametrize("mutant", [lesson.matrix_add, swapped_indices, guard_only_on_x,
+                                    ignores_block_index_y, subtracts],
+                         ids=lambda k: k.py_func.__name__)
 def test_matrix_add_rejects_mutant(mutant):
     assert rejects("matrix_add", mutant)

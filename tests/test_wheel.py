@@ -1,13 +1,15 @@
-"""A built wheel is a working course outside the checkout (JupyterHub images, Colab, pip).
+"""A built wheel is the student distribution, and a working course outside the checkout.
 
 The wheel is built from a copy of the project's files, installed with pip into a fresh
 virtual environment in a temporary folder (its dependencies are this environment's, seen
 through a plain path entry, so nothing is downloaded and no editable install leaks in),
-and then, from a folder that is not the checkout: the faces, the hidden cases and the
-committed profiles are found inside the installed package, ``python -m course notebooks``
-copies the lessons out, lesson 01 runs top to bottom headless with its checks passing, and
-a check with the hidden cases runs.  This is the suite's only run of lesson 01
-(test_notebooks.py leaves it to this test).
+and then, from a folder that is not the checkout: the faces and the committed profiles are
+found inside the installed package, ``python -m course notebooks`` copies the lessons out as
+student copies, lesson 01's student copy runs top to bottom headless - with its exercise
+cells answered, its checks pass - and a check runs the hidden cases of a folder the
+instructor names.  This is the suite's only run of lesson 01 (test_notebooks.py leaves it to
+this test), and its only wheel build: the JupyterHub image's build context (the wheel alone,
+.dockerignore) is listed and scanned from the same build.
 """
 import json
 import os
@@ -93,10 +95,116 @@ def test_wheel_carries_the_course_files(installed):
     names = set(zipfile.ZipFile(wheel).namelist())
     for must in ["course/_files/notebooks/01_vector_add.ipynb",
                  "course/_files/data/faces/lfw_faces_25x25.npy",
-                 "course/_files/instructor/hidden/vector_add.py",
                  "course/_files/assets/profiles/nvidia-h100-80gb-hbm3-breakdown.json",
-                 "course/_files/assets/reduction-trees.png", "course/platform/resources.py"]:
+                 "course/_files/assets/reduction-trees.png", "course/platform/resources.py",
+                 "course/grading/student.py"]:
         assert must in names, must
+    assert not [n for n in names if "/instructor/" in n or "_files/instructor" in n]
+
+
+# -- the student distribution: what it must never hold ------------------------------------
+
+def _solution_free(files: dict[str, str]) -> list[str]:
+    """Problems with a distribution given as {name: text}: a solution region in a notebook,
+    a hidden-case file or answer key (its code), an instructor solution body anywhere."""
+    import tempfile
+
+    from course.grading import notebook as nbk
+    from course.grading.release import leaks
+
+    sources = sorted((REPO / "notebooks").glob("*.ipynb"))
+    problems = []
+    # a hidden file's secret is its data: the lines of its functions that hold numbers
+    hidden = {p.name: [l.strip() for l in p.read_text().split("\ndef ", 1)[-1].splitlines()
+                       if len(l.strip()) > 12 and not l.strip().startswith("#")
+                       and any(ch.isdigit() for ch in l)]
+              for p in (REPO / "instructor" / "hidden").glob("*.py")}
+    for name, text in files.items():
+        if name.endswith(".ipynb") and (nbk.BEGIN in text or nbk.END in text):
+            problems.append(f"{name}: a solution region")
+        lines = {l.strip() for l in text.splitlines()}
+        for h, body in hidden.items():
+            if body and sum(l in lines for l in body) >= max(2, len(body) // 2):
+                problems.append(f"{name}: the code of instructor/hidden/{h}")
+    with tempfile.TemporaryDirectory() as t:
+        for name, text in files.items():
+            if name.endswith((".py", ".ipynb", ".md")):
+                (Path(t) / name).parent.mkdir(parents=True, exist_ok=True)
+                (Path(t) / name).write_text(text)
+        problems += leaks(sources, [Path(t)], markers=False)
+    return problems
+
+
+def _wheel_texts(wheel) -> dict[str, str]:
+    import zipfile
+
+    z = zipfile.ZipFile(wheel)
+    return {n: z.read(n).decode("utf-8", "replace") for n in z.namelist()
+            if n.endswith((".py", ".ipynb", ".md", ".json", ".txt", "METADATA"))}
+
+
+def _build_context(root: Path) -> list[str]:
+    """The files ``docker build`` sends from ``root`` under its .dockerignore (Docker's rules:
+    a pattern matches a path or a folder above it, ``!`` lets a path back in, the last
+    matching pattern decides)."""
+    import fnmatch
+
+    rules = [l.strip() for l in (root / ".dockerignore").read_text().splitlines()
+             if l.strip() and not l.lstrip().startswith("#")]
+    out = []
+    for p in sorted(root.rglob("*")):
+        if not p.is_file():
+            continue
+        rel = p.relative_to(root).as_posix()
+        parts = rel.split("/")
+        prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        keep = True
+        for rule in rules:
+            pattern = rule.lstrip("!").rstrip("/")
+            if any(fnmatch.fnmatch(x, pattern) and x.count("/") == pattern.count("/")
+                   for x in prefixes):
+                keep = rule.startswith("!")
+        if keep:
+            out.append(rel)
+    return out
+
+
+def test_the_wheel_holds_no_solution_hidden_case_or_key(installed):
+    _py, _work, _env, wheel = installed
+    texts = _wheel_texts(wheel)
+    assert any(n.endswith("01_vector_add.ipynb") for n in texts)
+    assert _solution_free(texts) == []
+
+
+def test_the_scan_finds_what_it_looks_for():
+    """The scan can fail: an instructor notebook, a hidden file and the lecture's add (the
+    old exercise answer, had the exercise not changed) are each reported."""
+    nb = (REPO / "notebooks" / "01_vector_add.ipynb").read_text()
+    hidden = (REPO / "instructor" / "hidden" / "matrix_add.py").read_text()
+    found = _solution_free({"a/01_vector_add.ipynb": nb, "b/matrix_add.py": hidden})
+    assert any("solution region" in f for f in found), found
+    assert any("instructor/hidden/matrix_add.py" in f for f in found), found
+    reversed_add = ("    index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x\n"
+                    "    stride = cuda.blockDim.x * cuda.gridDim.x\n"
+                    "    for i in range(index, n, stride):\n"
+                    "        y[i] = x[n - 1 - i] + y[i]\n")
+    assert _solution_free({"course/k.py": reversed_add}), "an exercise answer in course/"
+
+
+def test_the_jupyterhub_build_context_is_the_student_wheel_alone(installed, tmp_path):
+    _py, _work, _env, wheel = installed
+    root = tmp_path / "context"
+    shutil.copytree(REPO, root, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".whl", "__pycache__", "*.egg-info", "assets", "data", "tests",
+        "dist", ".course-*"))
+    (root / "dist").mkdir()
+    shutil.copy(wheel, root / "dist" / wheel.name)
+    context = _build_context(root)
+    assert context == [f"dist/{wheel.name}"], context
+    texts = {}
+    for rel in context:
+        texts.update({f"{rel}!{n}": t for n, t in _wheel_texts(root / rel).items()})
+    assert _solution_free(texts) == []
 
 
 def test_installed_course_finds_its_files_in_the_package(installed):
@@ -115,7 +223,21 @@ def test_installed_course_finds_its_files_in_the_package(installed):
     assert "site-packages" in out["file"] and str(REPO) not in out["file"]
     assert out["installed"] and out["root"].endswith(os.path.join("course", "_files"))
     assert out["faces"] == [100, 25, 25]
-    assert out["hidden"].startswith(out["root"]) and out["profile"]
+    assert out["hidden"] == "None" and out["profile"]     # no hidden case in a wheel
+
+
+def _answered(student_nb: Path) -> None:
+    """Put the instructor's solution into each exercise cell of a student copy (what a
+    student who solved the lesson has), matched by cell id."""
+    nb = json.loads(student_nb.read_text())
+    mine = {c.get("id"): c["source"] for c in
+            json.loads((REPO / "notebooks" / student_nb.name).read_text())["cells"]}
+    for c in nb["cells"]:
+        if c["cell_type"] == "code" and c["metadata"].get("course", {}).get("exercise"):
+            src = "".join(mine[c["id"]])
+            c["source"] = "\n".join(l for l in src.splitlines()
+                                    if not l.lstrip().startswith("###"))
+    student_nb.write_text(json.dumps(nb))
 
 
 def test_lesson_01_runs_from_the_installed_package(installed):
@@ -125,6 +247,9 @@ def test_lesson_01_runs_from_the_installed_package(installed):
     n = len(list((REPO / "notebooks").glob("*.ipynb")))
     assert f"{n} notebook(s) written" in said
     assert (work / "course" / "assets" / "reduction-trees.png").exists()
+    copies = {p.name: p.read_text() for p in (work / "course" / "notebooks").glob("*.ipynb")}
+    assert len(copies) == n and _solution_free(copies) == []      # the defaults: no solution
+    assert "# YOUR CODE HERE" in copies["01_vector_add.ipynb"]
     again = _sh([py, "-m", "course", "notebooks", "--to", work / "course"], cwd=work, env=env,
                 timeout=120)
     assert "0 notebook(s) written" in again and f"{n} already there kept" in again
@@ -139,14 +264,19 @@ def test_lesson_01_runs_from_the_installed_package(installed):
                  for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
         assert not [o for c in nb.cells for o in c.get("outputs", [])
                     if o.get("output_type") == "error"]
-        print("PASSES", sum(t.count("PASS") for t in texts), "FAILS", sum(t.count("FAIL ") for t in texts))
+        # a student's copy has no answer key: its predict check says so, and only that fails
+        print("PASSES", sum(t.count("PASS") for t in texts), "FAILS",
+              sum(t.count("FAIL ") for t in texts if "no answer key" not in t),
+              "NOKEY", sum("no answer key" in t for t in texts))
         print("BANNER", [t for t in texts if t.startswith("Mode:")][:1])
     """)
     nb_dir = work / "course" / "notebooks"
+    _answered(nb_dir / "01_vector_add.ipynb")
     out = _sh([py, "-c", script, nb_dir / "01_vector_add.ipynb", nb_dir], cwd=work, env=env,
               timeout=900)
     line = next(l for l in out.splitlines() if l.startswith("PASSES"))
-    assert int(line.split()[1]) >= 6 and line.split()[3] == "0", out[-2000:]
+    assert int(line.split()[1]) >= 5 and line.split()[3] == "0", out[-2000:]
+    assert line.split()[5] == "1", out[-2000:]          # predict_launch: no key here
 
 
 def test_a_check_with_hidden_cases_runs_from_the_installed_package(installed):
@@ -158,12 +288,14 @@ def test_a_check_with_hidden_cases_runs_from_the_installed_package(installed):
         @cuda.jit
         def add(n, x, y):
             for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-                y[i] = x[i] + y[i]
+                y[i] = x[n - 1 - i] + y[i]
 
         r = course.check("vector_add", add, hidden=True, record=False)
         print("RESULT", r.passed, len(r.hidden))
     """)
     (work / "check_add.py").write_text(script)     # a file: the check reads the kernel's source
-    out = _sh([py, "check_add.py"], cwd=work, env=env, timeout=600)
-    _, passed, n_hidden = next(l for l in out.splitlines() if l.startswith("RESULT")).split()
-    assert passed == "True" and int(n_hidden) > 0
+    for instructor, expect in ((None, 0), (REPO, 6)):
+        e = dict(env, **({"COURSE_INSTRUCTOR_DIR": str(instructor)} if instructor else {}))
+        out = _sh([py, "check_add.py"], cwd=work, env=e, timeout=600)
+        _, passed, n_hidden = next(l for l in out.splitlines() if l.startswith("RESULT")).split()
+        assert passed == "True" and int(n_hidden) == expect, (instructor, out[-1000:])

@@ -276,7 +276,7 @@ def _tunes():
     return [
         tune("tune_vector_add", "01_vector_add", "@cuda.jit def add_fast(n, x, y)",
              "make the given (correct) add reach the target: y[i] = x[i] + y[i], any grid",
-             spec(vector_add, "vector_add"), sim_metric="efficiency", sim_target=0.95,
+             vector_add.LECTURE_ADD, sim_metric="efficiency", sim_target=0.95,
              gpu_target=0.75,
              sim_case=Case("n = 4096, 2 blocks of 64", {"n": 4096}, (2,), (64,)),
              gpu_case=Case("n = 2^26, 1056 blocks of 256", {"n": big}, (1056,), (256,)),

@@ -1,4 +1,14 @@
-"""Lesson 01 exercises: ``vector_add`` (grid-stride loop) and ``matrix_add`` (2-D grid)."""
+"""Lesson 01 exercises: ``vector_add`` (a grid-stride loop) and ``matrix_add`` (a 2-D grid).
+
+The lecture's own kernels (``add_grid_stride``, ``matrixAdd``) are in
+``course/kernels/vector_add.py``, which every student installs, so the two write exercises
+ask for kernels the package does not contain, with the same teaching point: ``vector_add``
+adds ``x`` read backwards (the grid-stride loop, plus index arithmetic), ``matrix_add`` adds
+the transpose of ``B`` (the 2-D index, its guard, and which index is the row).  The debug
+and tune exercises keep the lecture's ``y = x + y`` and ``C = A + B``: their given kernel is
+there to be fixed or made fast, and ``release --check`` proves no exercise's answer is in
+the package.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -34,6 +44,13 @@ class VectorAdd(Exercise):
         kernel[case.grid, case.block](args["n"], args["x"], args["y"])
 
 
+class ReversedAdd(VectorAdd):
+    """y[i] = x[n - 1 - i] + y[i] for every i < n, with a grid-stride loop (any grid)."""
+
+    def reference(self, case, inputs):
+        return {"y": inputs["x"][::-1].astype(np.float64) + inputs["y"]}
+
+
 class MatrixAdd(Exercise):
     """C[j, i] = A[j, i] + B[j, i] on (Ny, Nx) arrays, one thread per element, 2-D grid."""
 
@@ -64,13 +81,30 @@ class MatrixAdd(Exercise):
         kernel[case.grid, case.block](args["A"], args["B"], args["C"])
 
 
+class TransposedAdd(MatrixAdd):
+    """C[j, i] = A[j, i] + B[i, j]: A and C are (Ny, Nx), B is (Nx, Ny); one thread per
+    element of C on a 2-D grid."""
+
+    def make_inputs(self, case, rng):
+        ny, nx = case.params["ny"], case.params["nx"]
+        return {"A": random_floats(rng, (ny, nx)), "B": random_floats(rng, (nx, ny))}
+
+    def reference(self, case, inputs):
+        return {"C": inputs["A"].astype(np.float64) + inputs["B"].T}
+
+
+# The lecture's y = x + y as a spec of its own, not an exercise (nobody is asked to write
+# it: the package holds it): the base of tune_vector_add and the tune_vector_add board.
+LECTURE_ADD = VectorAdd("lecture_add", "01_vector_add", "@cuda.jit def add(n, x, y)",
+                        "y[i] = x[i] + y[i] for every i < n, for any grid", inout=("y",))
+
 EXERCISES = [
-    VectorAdd("vector_add", "01_vector_add", "@cuda.jit def add(n, x, y)",
-              "set y[i] = x[i] + y[i] for every i < n with a grid-stride loop, for any grid",
-              inout=("y",)),
-    MatrixAdd("matrix_add", "01_vector_add", "@cuda.jit def matrix_add(A, B, C)",
-              "set C[j, i] = A[j, i] + B[j, i] for every element of the (Ny, Nx) arrays, "
-              "guarding threads outside the matrix"),
+    ReversedAdd("vector_add", "01_vector_add", "@cuda.jit def add(n, x, y)",
+                "set y[i] = x[n - 1 - i] + y[i] (x read backwards) for every i < n with a "
+                "grid-stride loop, for any grid", inout=("y",)),
+    TransposedAdd("matrix_add", "01_vector_add", "@cuda.jit def matrix_add(A, B, C)",
+                  "set C[j, i] = A[j, i] + B[i, j] (B transposed: B is (Nx, Ny)) for every "
+                  "element of the (Ny, Nx) output, guarding threads outside the matrix"),
     VectorAdd("debug_grid_stride", "01_vector_add", "@cuda.jit def add_stride(n, x, y)",
               "fix the given grid-stride kernel so that y[i] = x[i] + y[i] for every i < n, "
               "for any grid", inout=("y",), kind="debug"),

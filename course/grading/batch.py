@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import notebook as nbk
+from . import preflight
 from .intake import MAX_CELL_MB, find_lesson, student_name
 
 MAX_CELL = MAX_CELL_MB << 20
 
-from ..platform.resources import ROOT as REPO
 
 
 @dataclass
@@ -50,6 +50,7 @@ class Graded:
     reasons: list = field(default_factory=list)     # for the CSV and the feedback
     notes: list = field(default_factory=list)       # informative, no points lost
     not_found: set = field(default_factory=set)     # exercises whose cell is missing
+    whole: dict = field(default_factory=dict)       # exercise -> scored all or nothing
     seed: int = 0
 
     @property
@@ -146,7 +147,9 @@ def grade_one(sub, plans: dict, opts) -> Graded:
     if lesson is None or lesson not in plans:
         g.status = "invalid" if g.status == "invalid" else "error"
         g.reasons.append(f"cannot tell which lesson this notebook is (known: "
-                         f"{', '.join(sorted(plans))}); pass --lesson")
+                         f"{', '.join(sorted(plans))})" + (
+                             f"; --lesson {opts.lesson} is not one of them" if opts.lesson
+                             else "; name it with --lesson"))
         return g
     plan = plans[lesson]
     g.lesson = lesson
@@ -201,6 +204,7 @@ def merge(rows: list[Graded]) -> list[Graded]:
                 m.notes.append(f"{name} was submitted twice; kept {g.submission}")
             m.points[name], m.max_points[name] = g.points[name], g.max_points[name]
         m.results.update(g.results)
+        m.whole.update(g.whole)
         m.reasons += g.reasons
         m.notes += g.notes
     return list(by.values())
@@ -234,12 +238,17 @@ def main(argv=None) -> int:
     """``python -m course grade SUBMISSIONS... --out grades.csv [--feedback DIR] ...``"""
     ap = argparse.ArgumentParser(prog="python -m course grade",
                                  description="Grade submitted notebooks to a CSV (one row per "
-                                             "student) and per-student feedback files.")
+                                             "student) and per-student feedback files.",
+                                 epilog=SCORING)
     ap.add_argument("submissions", nargs="+", type=Path, help="notebooks or folders of them")
     ap.add_argument("--out", type=Path, default=Path("grades.csv"), help="the CSV to write")
     ap.add_argument("--feedback", type=Path, help="folder for <student>.md and .html")
-    ap.add_argument("--notebooks", type=Path, default=REPO / "notebooks",
-                    help="instructor notebooks (default: notebooks/)")
+    ap.add_argument("--instructor", type=Path, metavar="DIR",
+                    help="the instructor folder: notebooks/ with the solution notebooks and "
+                         "instructor/hidden/ with the hidden cases, keys and private seed "
+                         "(default: this checkout)")
+    ap.add_argument("--notebooks", type=Path,
+                    help="instructor notebooks (default: notebooks/ of the instructor folder)")
     ap.add_argument("--lesson", help="lesson of every submission, e.g. 01_vector_add "
                                      "(default: from the notebook or its file name)")
     ap.add_argument("--timeout", type=float, default=600,
@@ -270,9 +279,14 @@ def main(argv=None) -> int:
                          "allows (hidden cases covered, course and outputs read-only); none: "
                          "do not try (default auto)")
     ap.add_argument("--all-or-nothing", action="store_true",
-                    help="an exercise earns its points only if every case passes "
-                         "(default: in proportion to the cases passed)")
+                    help="every exercise earns its points only if every case passes (default: "
+                         "write and predict exercises in proportion to the cases passed, "
+                         "debug and tune exercises all or nothing)")
     opts = ap.parse_args(argv)
+    problem = preflight.arguments(opts)
+    if problem:
+        print(f"grade: {problem}", file=sys.stderr)
+        return 2
     import course
 
     opts.seed = secrets.randbits(31) if opts.seed is None else opts.seed
@@ -287,6 +301,10 @@ def main(argv=None) -> int:
     if not plans:
         print(f"grade: no instructor notebook with exercises in {opts.notebooks}",
               file=sys.stderr)
+        return 2
+    problem = preflight.lesson(opts.lesson, plans)
+    if problem:
+        print(f"grade: {problem}", file=sys.stderr)
         return 2
     from .prepare import before_workers
 
@@ -335,6 +353,13 @@ def main(argv=None) -> int:
           f"{time.perf_counter() - t0:.0f} s (seed {opts.seed}) -> {opts.out}"
           + (f", feedback in {opts.feedback}" if opts.feedback else ""))
     return 0
+
+
+SCORING = ("Scoring: a write or predict exercise earns its points in proportion to the "
+           "cases (or answers) it passes; a debug or tune exercise earns them only when every "
+           "case passes, because its given kernel passes most cases as given (0 points for "
+           "11 of 12). --all-or-nothing makes every exercise all or nothing. Each student's "
+           "feedback says which rule gave each score.")
 
 
 def _grade_all(files: list[Path], plans: dict, opts) -> list[Graded]:

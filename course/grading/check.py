@@ -144,8 +144,9 @@ def run_cases(spec, fn, seed: int, hidden: bool, time_limit: float | None,
             # A kernel that hung once hangs again; on a GPU the context is still busy.
             results.append(skipped(case))
             continue
+        rng = hidden_mod.case_rng(seed, i) if case.hidden else case_rng(seed, i)
         try:
-            results.append(run_case(spec, fn, case, case_rng(seed, i), limit, launch))
+            results.append(run_case(spec, fn, case, rng, limit, launch))
         except KeyboardInterrupt:       # Stop: no further case runs (launch.py ended it)
             raise Interrupted(results) from None
     return results

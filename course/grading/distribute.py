@@ -1,7 +1,8 @@
 """Getting the notebooks to students: copies out of an installed package, and Colab cells.
 
-``python -m course notebooks --to DIR [--student]`` copies the lessons (from the checkout or
-an installed wheel, ``course/platform/resources.py``) into a folder a student can open;
+``python -m course notebooks --to DIR`` writes the student copies of the lessons (from the
+checkout or an installed wheel, ``course/platform/resources.py``; solutions never leave the
+checkout) into a folder a student can open, and ``--restore LESSON`` brings one back;
 ``python -m course colab [--write]`` prints the README's Open-in-Colab table and sets every
 notebook's first cell to the Colab install cell (``course/platform/hosting.py``).  Both
 write notebooks, so they live here beside the notebook reader, not in the platform layer.
@@ -9,40 +10,46 @@ write notebooks, so they live here beside the notebook reader, not in the platfo
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from ..platform.hosting import BRANCH, REPOSITORY, colab_cell, colab_table
 from ..platform.resources import path
 from . import notebook as nbk
+from . import student
 
 
-def copy_notebooks(dest: Path, force: bool = False, student: bool = False) -> list[Path]:
-    """Copy the lessons (and the figures they link to, ``../assets``) into ``dest``.
+def lesson_copy(src: Path) -> dict:
+    """The student copy of the lesson notebook at ``src`` (already one in a wheel)."""
+    nb = nbk.load(src)
+    if student.is_student_copy(nb):
+        return nb
+    from .release import student_notebook
+
+    return student_notebook(nb, src.stem)
+
+
+def copy_notebooks(dest: Path, force: bool = False) -> list[Path]:
+    """Write the student copy of every lesson (and the figures they link to, ``../assets``)
+    into ``dest``: never a solution, from a checkout or an installed wheel alike.
 
     Existing files are kept unless ``force``: a student's work is never overwritten.
-    ``student=True`` writes student copies (solutions removed), as ``release`` does.
     """
     dest = Path(dest)
     (dest / "notebooks").mkdir(parents=True, exist_ok=True)
     (dest / "assets").mkdir(parents=True, exist_ok=True)
     written = []
-    sources = sorted(path("notebooks").glob("*.ipynb"))
-    if not sources:
-        raise FileNotFoundError(f"no notebooks found in {path('notebooks')}")
-    if student:
-        from .release import student_notebook
-
+    sources = lessons()
     for src in sources:
         target = dest / "notebooks" / src.name
         if target.exists() and not force:
             continue
-        if student:
-            nbk.save(student_notebook(nbk.load(src), src.stem), target)
-        else:
-            shutil.copyfile(src, target)
+        nbk.save(lesson_copy(src), target)
         written.append(target)
     for fig in sorted(path("assets").glob("*.png")):
         target = dest / "assets" / fig.name
@@ -51,25 +58,87 @@ def copy_notebooks(dest: Path, force: bool = False, student: bool = False) -> li
     return written
 
 
+def lessons() -> list[Path]:
+    """The course's lesson notebooks (the checkout's, or the installed package's)."""
+    sources = sorted(path("notebooks").glob("*.ipynb"))
+    if not sources:
+        raise FileNotFoundError(f"no notebooks found in {path('notebooks')}")
+    return sources
+
+
+class UnknownLesson(ValueError):
+    """A lesson name that matches no notebook (the message suggests the nearest)."""
+
+
+def find_lesson(name: str, sources: list[Path]) -> Path:
+    """The notebook of lesson ``name``: its file name (``01_vector_add.ipynb``), its stem,
+    its number (``01``, ``1``) or its title (``vector_add``)."""
+    stem = name.removesuffix(".ipynb")
+    for src in sources:
+        number, _, title = src.stem.partition("_")
+        if stem in (src.stem, title) or (stem.isdigit() and int(stem) == int(number)):
+            return src
+    stems = [s.stem for s in sources]
+    near = difflib.get_close_matches(stem, stems + [s.partition("_")[2] for s in stems], n=1)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    raise UnknownLesson(f"no lesson {name!r}{hint}; the lessons are {', '.join(stems)}")
+
+
+def restore(dest: Path, name: str, now: float | None = None) -> tuple[Path, Path | None]:
+    """Bring back the fresh student copy of one lesson in ``dest/notebooks``; the notebook
+    that was there is kept beside it as ``<lesson>.broken-<YYYY-MM-DDTHHMM>.ipynb``.
+    Returns (the restored notebook, where the old one went or None)."""
+    src = find_lesson(name, lessons())
+    folder = Path(dest) / "notebooks"
+    folder.mkdir(parents=True, exist_ok=True)
+    target, kept = folder / src.name, None
+    if target.exists():
+        stamp = time.strftime("%Y-%m-%dT%H%M", time.localtime(now))
+        kept = folder / f"{src.stem}.broken-{stamp}.ipynb"
+        n = 2
+        while kept.exists():           # twice in one minute: both kept
+            kept = folder / f"{src.stem}.broken-{stamp}-{n}.ipynb"
+            n += 1
+        os.replace(target, kept)
+    nbk.save(lesson_copy(src), target)
+    return target, kept
+
+
 def notebooks_main(argv=None) -> int:
-    """``python -m course notebooks --to DIR [--student] [--force]``"""
+    """``python -m course notebooks --to DIR [--force | --restore LESSON]``"""
     ap = argparse.ArgumentParser(
         prog="python -m course notebooks",
-        description="Copy the course's notebooks (from this checkout or the installed "
-                    "package) into a folder to open with Jupyter.")
+        description="Write the student copies of the course's notebooks (from this checkout "
+                    "or the installed package; never a solution) into a folder to open with "
+                    "Jupyter.  The instructor notebooks stay in the checkout: open them there "
+                    "(jupyter lab notebooks/).")
     ap.add_argument("--to", type=Path, required=True, help="folder to write (created)")
     ap.add_argument("--student", action="store_true",
-                    help="student copies: solutions replaced by '# YOUR CODE HERE'")
-    ap.add_argument("--force", action="store_true", help="overwrite notebooks already there")
+                    help="student copies (the default, and the only kind; kept for old "
+                         "scripts)")
+    ap.add_argument("--force", action="store_true",
+                    help="overwrite every notebook already there (your work in them is lost)")
+    ap.add_argument("--restore", metavar="LESSON",
+                    help="bring back one lesson's fresh copy, e.g. 01 or 01_vector_add; the "
+                         "notebook it replaces is kept beside it (.broken-<time>.ipynb)")
     opts = ap.parse_args(argv)
+    if opts.restore and opts.force:
+        ap.error("--restore brings back one lesson and keeps the old one; --force overwrites "
+                 "all: give one of them")
     try:
-        written = copy_notebooks(opts.to, force=opts.force, student=opts.student)
-    except (OSError, FileNotFoundError) as exc:
+        if opts.restore:
+            target, kept = restore(opts.to, opts.restore)
+            print(f"restored {target}" + (f"; the notebook it replaced is kept as {kept}"
+                                          if kept else ""))
+            return 0
+        written = copy_notebooks(opts.to, force=opts.force)
+    except (OSError, UnknownLesson, nbk.NotebookError) as exc:
         print(f"notebooks: {exc}", file=sys.stderr)
         return 2
-    kept = len(list((opts.to / "notebooks").glob("*.ipynb"))) - len(written)
+    kept = sum((opts.to / "notebooks" / s.name).exists() for s in lessons()) - len(written)
     print(f"{len(written)} notebook(s) written to {opts.to / 'notebooks'}"
-          + (f", {kept} already there kept (use --force to overwrite)" if kept else "")
+          + (f", {kept} already there kept (use --restore LESSON for one fresh copy)"
+             if kept else "")
           + f"; open them with: jupyter lab {opts.to / 'notebooks'}")
     return 0
 

@@ -11,6 +11,8 @@ import re
 import time
 from pathlib import Path
 
+from .scoring import rule
+
 
 def markdown(g) -> str:
     """The feedback of one graded student (a :class:`course.grading.batch.Graded`)."""
@@ -28,8 +30,10 @@ def markdown(g) -> str:
         if cases:
             ok = sum(c["passed"] for c in cases)
             hidden = sum(c["hidden"] for c in cases)
-            out += [f"{ok} of {len(cases)} cases passed ({hidden} of them are hidden cases "
-                    "that your notebook's check does not run).", "",
+            out += [f"{ok} of {len(cases)} cases passed: {g.points.get(name, 0):g}/"
+                    f"{g.max_points[name]:g} \u2014 {rule(name, g.whole.get(name, False))} "
+                    f"({hidden} of the cases are hidden cases that your notebook's check "
+                    "does not run).", "",
                     "| case | launch | result | details |", "|---|---|---|---|"]
             for c in cases:
                 name_ = c["name"] + (" *(hidden)*" if c["hidden"] else "")

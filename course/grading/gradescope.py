@@ -160,6 +160,7 @@ export NUMBA_ENABLE_CUDASIM=1 MPLBACKEND=Agg
 mkdir -p "$ROOT/results"
 cd "$ROOT"
 "$PY" -m course grade "$ROOT/submission" --format gradescope \\
+    --notebooks "$ROOT/source/notebooks" \\
     --out "$ROOT/results/results.json" --timeout %(timeout)d --isolation %(isolation)s
 """
 
@@ -197,6 +198,8 @@ def bundle(out: Path, timeout: int = 900, isolation: str = "auto",
             z.write(wheel, wheel.name)
             for p in sorted(hid.glob("*.py")) if hid else []:
                 z.write(p, f"hidden/{p.name}")
+            for p in sorted(hidden.notebooks_dir().glob("*.ipynb")):   # the wheel has only
+                z.write(p, f"notebooks/{p.name}")                      # student copies
             return z.namelist()
 
 

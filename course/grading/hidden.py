@@ -1,10 +1,18 @@
-"""Hidden cases: extra cases only the grader runs, kept outside the student release.
+"""Hidden cases: extra cases only the grader runs, kept outside the student distribution.
 
-An instructor keeps them in a folder named by ``$COURSE_HIDDEN_DIR`` (default:
-``instructor/hidden`` beside ``notebooks/`` when it exists): one file per exercise,
-``<exercise>.py``, defining ``cases(exercise) -> list[Case]`` (or, for a predict exercise,
-its answer key ``answers(exercise) -> dict``) and optionally ``POINTS`` (what the exercise
-is worth in ``python -m course grade``; default 1).
+The instructor's material lives in an *instructor folder* laid out like the checkout:
+``notebooks/`` (the instructor notebooks, solutions included) and ``instructor/hidden/``.
+It is the checkout itself, or the folder named by ``--instructor DIR`` (``grade``,
+``release``, ``checktimes``; :func:`use_instructor` sets ``$COURSE_INSTRUCTOR_DIR``), so a
+course can keep private cases, keys and seed in a copy of its own.  ``$COURSE_HIDDEN_DIR``
+names the hidden folder alone (Gradescope's bundle).  No wheel carries any of it.
+
+One file per exercise, ``<exercise>.py``, defining ``cases(exercise) -> list[Case]`` (or, for
+a predict exercise, its answer key ``answers(exercise) -> dict``) and optionally ``POINTS``
+(what the exercise is worth in ``python -m course grade``; default 1).  An optional
+``_seed.py`` holding ``SEED = <integer>`` is the course's private seed: it is mixed into the
+inputs of every hidden case (:func:`case_rng`), so a student who knows the hidden files of
+the public repository and the seed printed in their feedback still cannot replay them.
 
 Students do not have that folder, yet their check report must say that more cases run at
 grading.  So which exercises *have* hidden cases is public: :data:`ANNOUNCED` below (or
@@ -42,11 +50,58 @@ ANNOUNCED = frozenset({
 # never saw); their hidden file holds the answer key instead: ``answers(exercise) -> dict``.
 
 
+class InstructorFolderError(Exception):
+    """An instructor folder that is not one (the message says what is missing)."""
+
+
+def instructor_root() -> Path:
+    """The instructor folder: ``$COURSE_INSTRUCTOR_DIR``, else the checkout (or, in a wheel
+    install, the package's copy, which holds student notebooks and no hidden cases)."""
+    env = os.environ.get("COURSE_INSTRUCTOR_DIR")
+    return Path(env) if env else REPO
+
+
+def use_instructor(folder) -> Path:
+    """Read the instructor's material from ``folder`` from now on (this process and the
+    processes it starts); raises InstructorFolderError when it has no ``notebooks/``."""
+    folder = Path(folder).expanduser().resolve()
+    if not folder.is_dir():
+        raise InstructorFolderError(f"--instructor {folder}: no such folder")
+    if not (folder / "notebooks").is_dir():
+        raise InstructorFolderError(
+            f"--instructor {folder}: it has no notebooks/ folder (an instructor folder is "
+            "laid out like the checkout: notebooks/ with the solution notebooks, "
+            "instructor/hidden/ with the hidden cases)")
+    os.environ["COURSE_INSTRUCTOR_DIR"] = str(folder)
+    _LOADED.clear()
+    return folder
+
+
+def notebooks_dir() -> Path:
+    """The instructor notebooks (solutions included) of the instructor folder."""
+    return instructor_root() / "notebooks"
+
+
 def hidden_dir() -> Path | None:
     """The folder holding hidden cases, or None when there is none (a student's copy)."""
     env = os.environ.get("COURSE_HIDDEN_DIR")
-    p = Path(env) if env else REPO / "instructor" / "hidden"
+    p = Path(env) if env else instructor_root() / "instructor" / "hidden"
     return p if p.is_dir() else None
+
+
+def private_seed() -> int | None:
+    """The course's private seed (``SEED`` in ``_seed.py`` of the hidden folder), or None."""
+    mod = _module("_seed")
+    seed = getattr(mod, "SEED", None) if mod is not None else None
+    return None if seed is None else int(seed)
+
+
+def case_rng(seed: int, i: int):
+    """The inputs of hidden case ``i``: from the run's seed, ``i`` and the private seed."""
+    import numpy as np
+
+    salt = private_seed()
+    return np.random.default_rng([seed, i] if salt is None else [seed, i, salt & (2**63 - 1)])
 
 
 def file_for(name: str) -> Path | None:
@@ -67,7 +122,7 @@ _LOADED: dict = {}     # exercise -> its hidden module (or None): each file runs
 def preload(names) -> None:
     """Load the hidden files of ``names`` now: a grading run calls this before its first
     worker starts, so no file is read (let alone run) once student code is running."""
-    for name in names:
+    for name in [*names, "_seed"]:
         _module(name)
 
 

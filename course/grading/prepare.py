@@ -42,6 +42,7 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str]]:
 
         hide = [p if p.is_dir() else p.parent for p in opts.submissions]
         hide += [opts.out.resolve().parent] + ([opts.feedback] if opts.feedback else [])
+        hide += [opts.notebooks.resolve()]          # the instructor notebooks: solutions
         opts.isolation, said = for_grading(hide, run_dir)
         print(said)
     opts.ceilings = ceilings_once(opts.mode)

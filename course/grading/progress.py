@@ -1,48 +1,130 @@
 """Local record of which checks passed, in which mode, and when: ``course.progress()``.
 
-Stored as JSON in ``$COURSE_PROGRESS_FILE`` or ``~/.numba-course/progress.json``; no server.
+Kept per course copy: ``.course-progress.json`` beside the copy's notebooks (the folder a
+notebook runs in, or its ``notebooks/``), so two copies of the course - a checkout and a
+folder from ``python -m course notebooks`` - keep their own; where there is no copy
+(Colab, a script elsewhere) ``~/.numba-course/progress.json``; ``$COURSE_PROGRESS_FILE``
+overrides both.  No server.  Every write is a read-modify-write under an exclusive lock
+(``fcntl.flock`` on ``<file>.lock``) through a temporary file of its own, renamed into
+place (``os.replace``), so two notebooks checking at once lose no record and a crash never
+leaves half a file.  A file that is not valid JSON is kept aside as
+``<file>.corrupt-<time>`` with a one-line warning, never silently started over.
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
+import sys
+import tempfile
 import time
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:           # Windows: no advisory locks; writes are still atomic
+    fcntl = None
+
+FILE_NAME = ".course-progress.json"
+
+
+def _course_copy(folder: Path) -> Path | None:
+    """The notebooks folder of the course copy ``folder`` is in (or holds), or None."""
+    for d in (folder, folder / "notebooks"):
+        if d.is_dir() and any(d.glob("[0-9][0-9]_*.ipynb")):
+            return d
+    return None
+
 
 def path() -> Path:
-    """Where progress is stored."""
-    return Path(os.environ.get("COURSE_PROGRESS_FILE",
-                               Path.home() / ".numba-course" / "progress.json"))
+    """Where progress is stored (see the module's docstring)."""
+    env = os.environ.get("COURSE_PROGRESS_FILE")
+    if env:
+        return Path(env)
+    try:
+        here = _course_copy(Path.cwd())
+    except OSError:
+        here = None
+    return here / FILE_NAME if here else Path.home() / ".numba-course" / "progress.json"
+
+
+@contextlib.contextmanager
+def _locked(p: Path):
+    """Hold the exclusive lock of progress file ``p`` (a no-op where fcntl is missing)."""
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with open(p.with_name(p.name + ".lock"), "a") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _read(p: Path) -> dict:
+    """The records in ``p``; a corrupt file is renamed aside, with a one-line warning."""
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        return {}
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data
+    except ValueError:
+        aside = p.with_name(f"{p.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+        try:
+            os.replace(p, aside)
+            where = f"kept as {aside}"
+        except OSError:
+            where = "left in place"
+        print(f"course.progress: {p} was not valid JSON ({where}); starting a new record",
+              file=sys.stderr)
+        return {}
 
 
 def load() -> dict:
     """{exercise: {"passed", "mode", "when", "cases", "ever_passed"}} (empty if none)."""
     p = path()
-    try:
-        return json.loads(p.read_text()) if p.exists() else {}
-    except (OSError, ValueError):
+    if not p.exists():
         return {}
+    try:
+        with _locked(p):
+            return _read(p)
+    except OSError:
+        return {}
+
+
+def _write(p: Path, data: dict) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def record(result) -> None:
     """Store the latest result of a check (never fails the check if the disk is read-only)."""
-    data = load()
-    prev = data.get(result.exercise, {})
-    data[result.exercise] = {
-        "passed": bool(result.passed),
-        "mode": result.mode,
-        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "cases": f"{sum(c.passed for c in result.cases)}/{len(result.cases)}",
-        "ever_passed": bool(result.passed) or prev.get("ever_passed", False),
-    }
+    p = path()
     try:
-        p = path()
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        tmp.replace(p)
+        with _locked(p):
+            data = _read(p)
+            prev = data.get(result.exercise, {})
+            data[result.exercise] = {
+                "passed": bool(result.passed),
+                "mode": result.mode,
+                "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "cases": f"{sum(c.passed for c in result.cases)}/{len(result.cases)}",
+                "ever_passed": bool(result.passed) or prev.get("ever_passed", False),
+            }
+            _write(p, data)
     except OSError:
         pass
 

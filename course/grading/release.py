@@ -15,7 +15,6 @@ Unbalanced markers stop the release with a message naming the cell.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import re
@@ -25,6 +24,8 @@ import time
 from pathlib import Path
 
 from . import notebook as nbk
+from . import student
+from .student import strip_solutions  # noqa: F401 - used by solutions.py
 
 from ..platform.resources import INSTALLED, PACKAGE, ROOT as REPO
 RESULT_MARK = "@@COURSE-RELEASE-CHECK@@"
@@ -35,85 +36,17 @@ class ReleaseError(Exception):
 
 
 # ---------------------------------------------------------------------------------------
-# making the student copy
-
-def strip_solutions(cell: nbk.Cell) -> str:
-    """The source of ``cell`` with every solution region replaced by a stub: the region's
-    ``### GIVEN: ...`` lines when it has any (a debug exercise's bug, a predict exercise's
-    empty answer), else ``# YOUR CODE HERE`` + ``pass``."""
-    regions = nbk.solution_regions(cell)
-    lines = cell.source.splitlines()
-    out, pos = [], 0
-    for a, b in regions:
-        out += lines[pos:a]
-        indent = re.match(r"\s*", lines[a]).group(0)
-        given = [_given(l) for l in lines[a + 1:b] if l.lstrip().startswith(nbk.GIVEN)]
-        if given and cell.kind == "code":
-            out += given
-        elif cell.kind == "code":
-            out += [f"{indent}{nbk.YOUR_CODE}", f"{indent}pass"]
-        else:
-            out.append(f"{indent}{nbk.YOUR_ANSWER}")
-        pos = b + 1
-    out += lines[pos:]
-    return "\n".join(out)
-
-
-def nbgrader_meta(exercise: str, answer: bool) -> dict:
-    """nbgrader's cell metadata (schema 3): the exercise cell is an autograded answer, its
-    check cell a locked, graded test worth the exercise's points - so a course that already
-    uses nbgrader can import the released notebooks."""
-    from .hidden import points_for
-
-    meta = {"schema_version": 3, "solution": answer, "grade": not answer, "locked": not answer,
-            "task": False, "grade_id": f"{exercise}" if answer else f"{exercise}-check"}
-    if not answer:
-        meta["points"] = points_for(exercise)
-    return meta
-
-
-def _given(line: str) -> str:
-    """``    ### GIVEN:     step = 1`` -> ``    step = 1``: the text after the marker (less one
-    space) is the student's line, indentation included."""
-    rest = line.split(nbk.GIVEN, 1)[1]
-    return rest[1:] if rest.startswith(" ") else rest
-
+# making the student copy (student.py: the same function builds the wheel's copies)
 
 def student_notebook(nb: dict, stem: str) -> dict:
-    """The student copy of instructor notebook ``nb`` (a new dict; ``nb`` is untouched)."""
-    nb = copy.deepcopy(nb)
-    cells = nbk.cells(nb)
-    exercise_of = {}  # cell index -> exercise name
-    for ex, (_fn, cell) in nbk.exercise_cells(cells).items():
-        exercise_of.setdefault(cell.index, ex)
-    kept = []
-    for cell, raw in zip(cells, nb["cells"]):
-        if cell.instructor_only:
-            continue
-        try:
-            new_source = strip_solutions(cell) if cell.has_solution else cell.source
-        except nbk.MarkerError as exc:
-            raise ReleaseError(f"{stem}.ipynb: {exc}") from None
-        raw["source"] = new_source.splitlines(keepends=True)
-        raw["id"] = cell.id or nbk.stable_id(stem, cell.index, cell.source)
-        meta = raw.setdefault("metadata", {})
-        for key in ("execution", "collapsed", "scrolled"):
-            meta.pop(key, None)
-        if cell.kind == "code":
-            raw["outputs"], raw["execution_count"] = [], None
-        if cell.index in exercise_of:
-            meta["course"] = {"exercise": exercise_of[cell.index]}
-            meta["deletable"] = False
-            meta["nbgrader"] = nbgrader_meta(exercise_of[cell.index], answer=True)
-        checks = nbk.check_calls(cell.source) if cell.kind == "code" else []
-        if checks:
-            meta["deletable"] = False
-            meta["nbgrader"] = nbgrader_meta(checks[0][0], answer=False)
-        kept.append(raw)
-    nb["cells"] = kept
-    nb["nbformat"], nb["nbformat_minor"] = 4, max(5, int(nb.get("nbformat_minor", 5)))
-    nb.setdefault("metadata", {})["course"] = {"lesson": stem, "copy": "student"}
-    return nb
+    """The student copy of instructor notebook ``nb`` (a new dict; ``nb`` is untouched),
+    nbgrader's points from the instructor's hidden files."""
+    from .hidden import points_for
+
+    try:
+        return student.student_notebook(nb, stem, points=points_for)
+    except nbk.MarkerError as exc:
+        raise ReleaseError(str(exc)) from None
 
 
 def release(sources: list[Path], out: Path) -> list[Path]:
@@ -121,7 +54,11 @@ def release(sources: list[Path], out: Path) -> list[Path]:
     copies = []
     for src in sources:          # all notebooks first: nothing is written if one is broken
         try:
-            copies.append((src, student_notebook(nbk.load(src), src.stem)))
+            nb = nbk.load(src)
+            if student.is_student_copy(nb):
+                raise ReleaseError(f"{src} is a student copy (no solutions): release from the "
+                                   "instructor notebooks (a checkout, or --instructor DIR)")
+            copies.append((src, student_notebook(nb, src.stem)))
         except nbk.NotebookError as exc:
             raise ReleaseError(str(exc)) from None
     out.mkdir(parents=True, exist_ok=True)
@@ -239,11 +176,22 @@ def execute(path: Path, hidden: bool, timeout: int, cwd: Path) -> tuple[list, li
     return results or [], errors
 
 
+def package_leaks(sources: list[Path]) -> list[str]:
+    """Exercise solutions the ``course`` package itself holds: an exercise must never ask for
+    a kernel the package (every student's copy of it) already contains.  The lecture's
+    kernels stay; change the exercise."""
+    return [f"{leak} - the `course` package that every student installs holds this "
+            "exercise's answer: change the exercise so that it asks for a kernel the package "
+            "does not contain (keep the lecture's kernel)"
+            for leak in leaks(sources, [PACKAGE], markers=False)]
+
+
 def validate(sources: list[Path], copies: list[Path], timeout: int = 600,
              log=print) -> list[str]:
     """Problems with a release (empty list: it is fine).
 
-    1. No solution markers and no instructor solution body anywhere in the release.
+    1. No solution markers and no instructor solution body anywhere in the release, nor
+       in the ``course`` package (:func:`package_leaks`).
     2. Every exercise checked in a notebook exists; exercises with hidden-case files are
        announced to students (course.grading.hidden.ANNOUNCED).
     3. Each instructor notebook runs headless and passes every check, hidden cases included.
@@ -253,9 +201,7 @@ def validate(sources: list[Path], copies: list[Path], timeout: int = 600,
     from .. import exercises
     from . import hidden
 
-    problems = leaks(sources, sorted({c.parent for c in copies}))
-    for note in leaks(sources, [PACKAGE], markers=False):
-        log(f"  note: {note} (the installed `course` package, not the release)")
+    problems = leaks(sources, sorted({c.parent for c in copies})) + package_leaks(sources)
     known = exercises.all_exercises()
     for src in sources:
         for c in nbk.cells(nbk.load(src)):
@@ -321,8 +267,11 @@ def main(argv=None) -> int:
     """``python -m course release [--out DIR] [--notebooks NAME ...] [--check]``"""
     ap = argparse.ArgumentParser(prog="python -m course release",
                                  description="Write student copies of the instructor notebooks.")
-    ap.add_argument("--src", type=Path, default=REPO / "notebooks",
-                    help="instructor notebooks (default: notebooks/)")
+    ap.add_argument("--instructor", type=Path, metavar="DIR",
+                    help="the instructor folder (notebooks/ with solutions, instructor/hidden/; "
+                         "default: this checkout)")
+    ap.add_argument("--src", type=Path,
+                    help="instructor notebooks (default: notebooks/ of the instructor folder)")
     ap.add_argument("--out", type=Path,
                     default=Path("release") if INSTALLED else REPO / "release",
                     help="where the student copies go (default: release/)")
@@ -335,12 +284,19 @@ def main(argv=None) -> int:
                     help="--check: seconds a notebook cell may run (default 600)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    from . import hidden
+
     try:
+        if args.instructor:
+            hidden.use_instructor(args.instructor)
+        args.src = args.src or hidden.notebooks_dir()
+        if not args.src.is_dir():
+            raise ReleaseError(f"no folder {args.src} (the instructor notebooks)")
         sources = find_sources(args.src, args.notebooks)
         if not sources:
             raise ReleaseError(f"no notebooks in {args.src}")
         copies = release(sources, args.out)
-    except (ReleaseError, nbk.MarkerError) as exc:
+    except (ReleaseError, nbk.MarkerError, hidden.InstructorFolderError) as exc:
         print(f"release refused: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {len(copies)} student notebook(s) to {args.out}")

@@ -2,8 +2,13 @@
 
 ``batch.grade_one`` calls :func:`score` once the session ended: each exercise's check
 result (or its absence: a missing cell, a crash before the check, a timeout, tampering)
-becomes points - in proportion to the cases passed, or all-or-nothing for debug and tune
-exercises and with ``--all-or-nothing`` - and one readable reason per lost point.
+becomes points and one readable reason per lost point.
+
+The rule (``grade --help``, instructor/README.md "Scoring", and every feedback line):
+a *write* or *predict* exercise earns its points in proportion to the cases (answers) it
+passes; a *debug* or *tune* exercise earns them only when every case passes - its given
+kernel passes most cases as given, so partial credit would pay for the bug left in (or for
+the slow kernel as handed out).  ``--all-or-nothing`` applies the second rule to all.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ def score(g, plan: nbk.Plan, events: list[dict], status: str, last: str,
     for name in plan.exercises:
         if name not in g.max_points or name in g.not_found:
             continue
+        g.whole[name] = all_or_nothing(name, opts)
         e = g.results.get(name)
         if e is None:
             if tampered is not None:
@@ -61,14 +67,28 @@ def score(g, plan: nbk.Plan, events: list[dict], status: str, last: str,
         if ok == len(cases):
             g.points[name] = full
             continue
-        # a debug or tune exercise's given kernel passes cases by design: no credit for those
-        whole = opts.all_or_nothing or kind_of(name) in ("debug", "tune")
-        earned = 0.0 if whole else round(full * ok / len(cases), 2)
+        earned = 0.0 if g.whole[name] else round(full * ok / len(cases), 2)
         g.points[name] = earned
         first = next(c for c in cases if not c["passed"])
         g.reasons.append(f"{name} (-{round(full - earned, 2):g}): {len(cases) - ok} of "
                          f"{len(cases)} cases failed; first: {first['name']}"
                          f"{' (hidden)' if first['hidden'] else ''}: {first['message']}")
+
+
+def all_or_nothing(name: str, opts) -> bool:
+    """True when exercise ``name`` scores only if every case passes (debug, tune, or
+    ``--all-or-nothing``); False: in proportion to the cases passed."""
+    return bool(getattr(opts, "all_or_nothing", False)) or kind_of(name) in ("debug", "tune")
+
+
+def rule(name: str, whole: bool) -> str:
+    """The scoring rule of exercise ``name`` in words, for its feedback line."""
+    kind = kind_of(name)
+    if not whole:
+        return "points in proportion to the cases passed"
+    if kind in ("debug", "tune"):
+        return f"a {kind} exercise scores only when every case passes"
+    return "graded all or nothing (--all-or-nothing): it scores only when every case passes"
 
 
 def kind_of(name: str) -> str:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
+import sys
 import time
 from pathlib import Path
 
 from . import notebook as nbk
 from .unit import run_cell
-
-from ..platform.resources import ROOT as REPO
 
 
 @functools.lru_cache(maxsize=None)
@@ -32,10 +31,12 @@ def _setup(lesson: str, notebooks: str):
 def defined(name: str, student: bool = False, notebooks: Path | None = None):
     """(the function or answer exercise ``name``'s cell defines, the cell's namespace)."""
     from ..exercises import get
-    from .release import strip_solutions
+    from .student import strip_solutions
 
     spec = get(name)
-    plan, ns = _setup(spec.lesson, str(notebooks or REPO / "notebooks"))
+    from .hidden import notebooks_dir
+
+    plan, ns = _setup(spec.lesson, str(notebooks or notebooks_dir()))
     ex = plan.exercises[name]
     src = strip_solutions(ex.cell) if student else ex.cell.source
     local = dict(ns)
@@ -50,7 +51,18 @@ def main(argv=None) -> int:
                                              "(public cases, as a student runs it).")
     ap.add_argument("--out", type=Path, help="also write the table (markdown) here")
     ap.add_argument("--only", nargs="*", help="exercise names (default: all)")
+    ap.add_argument("--instructor", type=Path, metavar="DIR",
+                    help="the instructor folder (notebooks/ with solutions; default: this "
+                         "checkout)")
     opts = ap.parse_args(argv)
+    from .hidden import InstructorFolderError, use_instructor
+
+    try:
+        if opts.instructor:
+            use_instructor(opts.instructor)
+    except InstructorFolderError as exc:
+        print(f"checktimes: {exc}", file=sys.stderr)
+        return 2
     import warnings
 
     import course

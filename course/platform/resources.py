@@ -1,10 +1,12 @@
 """Where the course's own files are: a checkout, or an installed wheel.
 
-In a git checkout the notebooks, the faces, the hidden cases and the committed profiles sit
-beside ``course/`` (``notebooks/``, ``data/``, ``instructor/``, ``assets/``).  A wheel has
-no checkout around it, so ``setup.py`` copies the same folders into the package, under
-``course/_files/`` (see :data:`SHIPPED`); everything that reads them asks :data:`ROOT`, which
-is the checkout when there is one and the package's copy otherwise.  So ``pip install
+In a git checkout the notebooks, the faces and the committed profiles sit beside
+``course/`` (``notebooks/``, ``data/``, ``assets/``).  A wheel has no checkout around it, so
+``setup.py`` copies them into the package, under ``course/_files/`` (see :data:`SHIPPED`):
+the student distribution - each notebook as its student copy, and nothing of
+``instructor/`` (solutions, hidden cases and keys stay in the instructor's checkout, see
+``course/grading/hidden.py``).  Everything that reads them asks :data:`ROOT`, which is the
+checkout when there is one and the package's copy otherwise.  So ``pip install
 course-*.whl`` (a JupyterHub image, Google Colab, a student's laptop) finds its data through
 the package, never through a path relative to where a notebook happens to be.
 
@@ -20,12 +22,11 @@ IMPORT_ROOT = PACKAGE.parent        # what goes on a subprocess's PYTHONPATH
 SHIPPED = PACKAGE / "_files"
 
 # The folders a wheel carries (relative to the checkout), and which files of each.
-# assets/*.png are the figures the notebooks show; assets/profiles, what lesson 10 reads.
+# notebooks: as student copies (setup.py); assets/*.png are the figures the notebooks show;
+# assets/profiles, what lesson 10 reads.  Never instructor/.
 CARRIED = {
     "notebooks": ["*.ipynb"],
     "data/faces": ["*.npy", "README.md"],
-    "instructor": ["README.md"],
-    "instructor/hidden": ["*.py"],
     "assets": ["*.png"],
     "assets/profiles": ["*.json"],
 }

@@ -1,7 +1,9 @@
 """Hidden cases for ``matrix_add`` (lesson 01): only ``python -m course grade`` runs them.
 
-They catch swapped i/j (non-square blocks and shapes), a guard on one dimension only
-(shapes ragged in x only, then in y only), and a single row or column.
+The exercise adds A and B transposed (C[j, i] = A[j, i] + B[i, j], B of shape (Nx, Ny)).
+The hidden cases catch swapped i/j (non-square blocks and shapes, where B read untransposed
+leaves its bounds), a guard on one dimension only (shapes ragged in x only, then in y only),
+and a single row or column.  debug_matrix_layout (C = A + B) reuses them.
 """
 from course.exercises import Case, blocks_for, sim
 
