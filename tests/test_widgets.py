@@ -2,6 +2,8 @@
 import pytest
 
 from course.measure.timing import Timing
+from numba import cuda
+
 from course.show import plots
 from course.show.widgets import SliderPanel
 
@@ -123,25 +125,27 @@ def test_simulator_panel_plots_the_record_and_says_what_it_counts(monkeypatch):
     monkeypatch.setattr(plots, "sweep", lambda xs, series, **kw: (
         drawn.append((kw["ylabel"], dict(series), kw.get("source"))),
         real_sweep(xs, series, **kw))[1])
-    calls = []
-    p = SliderPanel({"k": fake_run(calls)}, sliders={"threads_per_block": [32, 64, 128],
-                                                     "blocks": [1, 2]},
-                    nbytes=1e6, record=fake_record(),
-                    counts=lambda threads_per_block, blocks: {"sectors / request": "4.00"})
-    assert calls == [(64, 2)]                      # the kernel still runs in the simulator
+    calls, counted = [], []
+    rec = fake_record()
+    rec.value = {"threads_per_block": 64, "blocks": 2}
+    p = SliderPanel({"k": fake_run(calls)},
+                    sliders={"threads_per_block": [8, 16], "blocks": [1]},   # sim sizes
+                    nbytes=1e6, record=rec,
+                    counts=lambda **q: counted.append(q) or {"sectors / request": "4.00"})
+    assert list(p.sliders["threads_per_block"].options) == [32, 64, 128]   # the GPU's grid
+    assert p.params == {"threads_per_block": 64, "blocks": 2}             # its default
+    assert calls == [] and counted == [p.params]   # nothing timed; the simulator counts
     status = p.status.value
     assert "0.007812 ms" in status and "GB/s on the GPU" in status, status
     assert "recorded on FakeGPU 9000, 2026-11-26" in status
     assert "sectors / request 4.00" in status and "roofline floor on the GPU 0.001 ms" in status
-    assert "not a speed" in status
     ylabel, series, source = drawn[0]
     assert ylabel == "GPU time (ms)" and source == "recorded on FakeGPU 9000, 2026-11-26"
     assert series == {"k": [1 / 64, 1 / 128, 1 / 256]}     # the record, at blocks = 2
-    cpu = {t.median_ms for res in p.results.values() for t in res.values()}
-    assert not cpu & {y for ys in series.values() for y in ys}   # no CPU time plotted
     before = p.image.value
     p.set(threads_per_block=32)                   # the figure follows the GPU's record
     assert p.image.value != before and "0.01562 ms" in p.status.value
+    assert calls == []
 
 
 def test_simulator_panel_without_a_record_plots_no_speed(monkeypatch):
@@ -278,3 +282,85 @@ def test_every_panel_offers_only_valid_settings(nb, cell, call, profile):
     bad = [(q, why(q)) for q in points if why(q)]
     assert not bad, f"selectable settings that cannot launch: {bad}"
     assert runs == [p.params]             # listing them launched nothing
+
+
+# --- the recording command: python -m course bench sliders --------------------------------
+
+def test_recording_refuses_the_simulator_and_a_dry_run_is_never_shown(tmp_path, capsys):
+    from course.bench import sliders as rec
+
+    assert rec.main(["01_vector_add/grid_stride"]) == 2          # no GPU: no record
+    assert "no GPU" in capsys.readouterr().err and not list(tmp_path.iterdir())
+    assert rec.main(["no/such/panel"]) == 2
+    panel = rec.panels()["04_matmul/v3"]
+    panel.sliders = {"S": [4, 8], "L": [16, 32], "V": [2]}       # a tiny grid: 3 valid points
+    r = rec.record(panel, quiet=True)
+    assert [p["params"] for p in r.points] == [{"S": 4, "L": 16, "V": 2},
+                                                {"S": 8, "L": 16, "V": 2},
+                                                {"S": 8, "L": 32, "V": 2}]
+    row = r.points[0]["results"]["v3"]
+    assert row["median_ms"] > 0 and row["rate"] > 0 and r.rate == "GFLOP/s"
+    assert r.device.startswith("simulator") and r.command.endswith("04_matmul/v3")
+    r.save(tmp_path)
+    assert records.load("04_matmul/v3", tmp_path) is None       # a CPU's times: never shown
+
+
+def _lecture_panels(monkeypatch):
+    from course.bench import sliders as rec
+    from course.platform import runtime
+
+    monkeypatch.setattr(runtime, "profile", lambda: "lecture")
+    return rec.panels()
+
+
+def test_each_recorded_grid_is_its_notebook_panels_grid(monkeypatch):
+    """What the command records for a panel is what the notebook's panel offers on a GPU."""
+    recorded = _lecture_panels(monkeypatch)
+    named = 0
+    for param in _panels():
+        nb, cell, call = param.values
+        kws = {kw.arg: kw.value for kw in call.keywords}
+        if "record" not in kws:
+            continue
+        named += 1
+        pid = ast.literal_eval(kws["record"])
+        assert pid in recorded, f"{nb.stem}: no recording for record={pid!r}"
+        ns = _namespace(nb, cell, call, "lecture")
+        ev = {k: eval(compile(ast.Expression(kws[k]), str(nb), "eval"), ns)
+              for k in CONTROLS if k in kws}
+        spec = recorded[pid]
+        assert {k: list(v) for k, v in ev["sliders"].items()} == spec.sliders, pid
+        assert ev.get("x", next(iter(ev["sliders"]))) == (spec.x or next(iter(spec.sliders)))
+        assert ev.get("constraint") is spec.constraint, pid
+        assert spec.default() == {**spec.default(), **(ev.get("value") or {})}, pid
+    assert named >= 2                     # lessons 01 and 04 at least
+
+
+@cuda.jit
+def _strided(x, y):                       # each lane reads 32 floats apart: its own sector
+    i = cuda.grid(1)
+    if i * 32 < x.size:
+        y[i] = x[i * 32]
+
+
+@cuda.jit
+def _coalesced(x, y):
+    i = cuda.grid(1)
+    if i < y.size:
+        y[i] = x[i]
+
+
+def test_simulator_counts_are_counts_not_speeds():
+    import numpy as np
+
+    from course.show.simcounts import launch_counts
+
+    x, y = np.ones(32 * 32, np.float32), np.zeros(32, np.float32)
+    good = launch_counts(lambda: _coalesced[1, 32](x, y), threads=32)
+    bad = launch_counts(lambda: _strided[1, 32](x, y), threads=32, nbytes=1e6,
+                        ceilings={"copy_gbps": 1000.0})
+    assert good["sectors / request"] == "4.00", good
+    assert float(bad["sectors / request"]) > 16, bad
+    assert good["bank-conflict ways"] == "no shared memory"
+    assert good["occupancy (H100)"].startswith("50%, limited by blocks")  # 32 x 1-warp blocks
+    assert bad["roofline floor"] == "0.001 ms" and "roofline floor" not in good

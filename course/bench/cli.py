@@ -7,6 +7,13 @@ from . import lessons, run
 
 
 def main(argv=None) -> int:
+    import sys
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["sliders"]:          # every slider panel's grid (bench/sliders.py)
+        from . import sliders
+
+        return sliders.main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m course bench",
                                  description="time every lesson's variants in one run")
     ap.add_argument("lessons", nargs="*", help=f"lessons to run (default all: {', '.join(lessons())})")

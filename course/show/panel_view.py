@@ -73,27 +73,28 @@ def mode_html(record) -> str:
 
 
 def status_html(res, params, nbytes, flops, record=None) -> str:
+    """The figures of the current setting: measured on a GPU (with the record's time
+    beside), the record's in the simulator (nothing is timed there when there is one)."""
     rows = (record.at(params) if record else None) or {}
-    unit = record.rate if record else None
     parts = []
-    for name, t in (res or {}).items():
-        rec = rows.get(name)
-        if runtime.MODE == "gpu":
+    if runtime.MODE == "gpu":
+        for name, t in (res or {}).items():
             r = f", {rate(t, params, nbytes, flops):.4g} {'GB/s' if nbytes else 'GFLOP/s'}" \
                 if (nbytes or flops) else ""
+            rec = rows.get(name)
             ref = f" (record: {rec['median_ms']:.4g} ms)" if rec else ""
             parts.append(f"<b>{_escape(name)}</b>: {t.median_ms:.4g} ms{r}{ref}")
-        elif rec:
-            r = f", {rec['rate']:.4g} {unit}" if unit and rec.get("rate") else ""
-            parts.append(f"<b>{_escape(name)}</b>: {rec['median_ms']:.4g} ms{r} on the GPU")
-        else:
-            parts.append(f"<b>{_escape(name)}</b>: no GPU record at this setting")
-    line = " &nbsp;|&nbsp; ".join(parts)
-    if runtime.MODE != "gpu":
-        cpu = sum(t.median_ms for t in (res or {}).values()) / 1e3
-        line += (f" <small>({_escape(record.label)})</small>" if rows else "") + (
-            f"<br><small>ran in the simulator: {cpu:.2g} s of CPU time, not a speed</small>")
-    return line
+        return " &nbsp;|&nbsp; ".join(parts)
+    for name, rec in rows.items():
+        r = f", {rec['rate']:.4g} {record.rate}" if record.rate and rec.get("rate") else ""
+        parts.append(f"<b>{_escape(name)}</b>: {rec['median_ms']:.4g} ms{r} on the GPU")
+    if rows:
+        return " &nbsp;|&nbsp; ".join(parts) + f" <small>({_escape(record.label)})</small>"
+    cpu = sum(t.median_ms for t in (res or {}).values()) / 1e3
+    names = ", ".join(f"<b>{_escape(n)}</b>" for n in (res or {}))
+    return (f"{names or 'this setting'}: no GPU record of this setting"
+            + (f"<br><small>ran in the simulator: {cpu:.2g} s of CPU time, not a speed</small>"
+               if res else ""))
 
 
 def counts_html(counted: dict, record, params) -> str:

@@ -6,8 +6,10 @@ of settings - every variant at every valid point - is recorded once on a GPU wit
 ``python -m course bench sliders`` and committed under ``assets/sliders/`` (one JSON file
 per panel, device and date in its name and inside).  In simulator mode the panel reads the
 record and shows the GPU's time and bandwidth or FLOP/s for the chosen setting, marked with
-the device and the date; on a GPU the live measurement stays and the record is drawn beside
-it as a reference.
+the device and the date: its sliders are the record's (the GPU's settings, which the
+simulator could not launch in a reasonable time), and nothing is timed; what the simulator
+can say of a setting comes from a small launch of the same shape (``simcounts.py``).  On a
+GPU the live measurement stays and the record is drawn beside it as a reference.
 
 A record (JSON)::
 
@@ -15,6 +17,7 @@ A record (JSON)::
      "date": "2026-11-26", "command": "python -m course bench sliders 04_matmul/v3",
      "ceilings": {"copy_gbps": 3000.0, "fp32_tflops": 50.0},
      "x": "S", "sliders": {"S": [4, 8], "L": [16, 32], "V": [2, 4]},
+     "value": {"S": 4, "L": 16, "V": 2},     # the panel's default on the GPU
      "rate": "GFLOP/s",            # or "GB/s", or null
      "points": [{"params": {"S": 4, "L": 16, "V": 2},
                  "results": {"v3": {"median_ms": 1.2, "min_ms": 1.1, "max_ms": 1.3,
@@ -52,6 +55,7 @@ class Record:
     points: list
     x: str = ""
     sliders: dict = field(default_factory=dict)
+    value: dict = field(default_factory=dict)      # the panel's default on the GPU
     rate: str | None = None
     ceilings: dict = field(default_factory=dict)
     command: str = ""
@@ -95,6 +99,6 @@ def load(panel: str, where: Path | None = None) -> Record | None:
             rec = Record.from_dict(json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             continue
-        if rec.panel == panel:
-            found.append(rec)
+        if rec.panel == panel and not rec.device.startswith("simulator"):
+            found.append(rec)           # a dry run's times are a CPU's: never shown
     return max(found, key=lambda r: r.date) if found else None

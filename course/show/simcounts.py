@@ -41,8 +41,9 @@ def launch_counts(run, *, threads: int, shared_bytes: int = 0, regs: int | None 
             out["sectors / request"] = f"{sec / req:.2f}"
         out["bank-conflict ways"] = f"{ways}-way" if ways else "no shared memory"
     fit = blocks_per_sm(threads, regs or ASSUMED_REGS, shared_bytes)
-    out["occupancy (H100)"] = (f"{fit.occupancy:.0%}, limited by {fit.limiter}"
-                               + ("" if regs else f" (at {ASSUMED_REGS} registers/thread)"))
+    out["occupancy (H100)"] = (f"{fit.occupancy:.0%}, limited by {fit.limiter} (at "
+                               + (f"~{regs} registers/thread)" if regs else
+                                  f"{ASSUMED_REGS} registers/thread, assumed)"))
     if (nbytes or flops) and ceilings and ceilings.get("copy_gbps"):
         out["roofline floor"] = f"{perf.floor_ms(nbytes, flops, ceilings):.4g} ms"
     return out

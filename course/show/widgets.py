@@ -53,6 +53,11 @@ class SliderPanel:
             if len(options) == 0:
                 raise ValueError(f"slider {name!r} has no options")
         self.variants = dict(variants)
+        self.record = records.load(record) if isinstance(record, str) else record
+        self.replay = bool(self.record) and runtime.MODE != "gpu"
+        if self.replay:   # the simulator shows the GPU's grid: its settings, nothing timed
+            sliders, x = self.record.sliders, self.record.x
+            value = {k: v for k, v in (self.record.value or {}).items() if k in sliders}
         self.x = x or next(iter(sliders))
         if self.x not in sliders:
             raise ValueError(f"x={self.x!r} is not one of the sliders {list(sliders)}")
@@ -62,7 +67,6 @@ class SliderPanel:
         self._adjusting = False        # True while the panel moves sliders itself
         self.note = ""                 # which sliders the last move adjusted, and why
         self.title = title
-        self.record = records.load(record) if isinstance(record, str) else record
         self.counts, self.counted = counts, {}
         self.results: dict[tuple, dict[str, Timing]] = {}
         self.runs = 0  # kernel launches done through the panel (for tests)
@@ -188,7 +192,7 @@ class SliderPanel:
             if why:
                 return None
         out = {}
-        for name, fn in self.variants.items():
+        for name, fn in ({} if self.replay else self.variants).items():
             t = fn(**params)
             out[name] = t if isinstance(t, Timing) else Timing([float(t)], label=name)
             self.runs += 1
