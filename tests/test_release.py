@@ -81,7 +81,8 @@ def test_leak_scan_finds_a_copied_solution_body(tmp_path):
     [copy] = release([MINI], tmp_path)
     nb = json.loads(copy.read_text())
     body = ("@cuda.jit\ndef add2(n, x, y):\n    start = cuda.grid(1)   # same, commented\n"
-            "\n    for i in range(start, n, cuda.gridsize(1)):\n        y[i] = x[n - 1 - i] + y[i]\n")
+            "\n    for i in range(start, n, cuda.gridsize(1)):\n"
+            "        y[i] = x[n - 1 - i] + y[i]\n")
     nb["cells"].append({"cell_type": "code", "id": "leak", "metadata": {}, "outputs": [],
                         "execution_count": None, "source": body})
     copy.write_text(json.dumps(nb))
@@ -220,3 +221,9 @@ def test_release_refuses_student_copies_as_its_sources(tmp_path):
     r = _run("release", "--src", str(tmp_path / "copy" / "notebooks"), "--out",
              str(tmp_path / "out"), "--notebooks", "01_vector_add", timeout=300)
     assert r.returncode == 1 and "is a student copy" in r.stderr, r.stderr
+
+
+def test_student_copies_never_overwrite_the_instructor_notebooks():
+    r = _run("notebooks", "--to", str(REPO), "--force", timeout=300)
+    assert r.returncode == 2 and "course's own notebooks" in r.stderr, r.stderr
+    assert nbk.BEGIN in (REPO / "notebooks" / "01_vector_add.ipynb").read_text()

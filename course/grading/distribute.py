@@ -41,10 +41,11 @@ def copy_notebooks(dest: Path, force: bool = False) -> list[Path]:
     Existing files are kept unless ``force``: a student's work is never overwritten.
     """
     dest = Path(dest)
+    sources = lessons()
+    _not_the_source(dest)
     (dest / "notebooks").mkdir(parents=True, exist_ok=True)
     (dest / "assets").mkdir(parents=True, exist_ok=True)
     written = []
-    sources = lessons()
     for src in sources:
         target = dest / "notebooks" / src.name
         if target.exists() and not force:
@@ -56,6 +57,15 @@ def copy_notebooks(dest: Path, force: bool = False) -> list[Path]:
         if force or not target.exists():
             shutil.copyfile(fig, target)
     return written
+
+
+def _not_the_source(dest: Path) -> None:
+    """Refuse to write over the lessons' own folder (the instructor notebooks of a
+    checkout): student copies go somewhere else."""
+    if (Path(dest) / "notebooks").resolve() == path("notebooks").resolve():
+        raise OSError(f"{Path(dest) / 'notebooks'} holds the course's own notebooks (with "
+                      "the solutions, in a checkout): write the student copies elsewhere, "
+                      "e.g. --to ~/course-notebooks")
 
 
 def lessons() -> list[Path]:
@@ -89,6 +99,7 @@ def restore(dest: Path, name: str, now: float | None = None) -> tuple[Path, Path
     that was there is kept beside it as ``<lesson>.broken-<YYYY-MM-DDTHHMM>.ipynb``.
     Returns (the restored notebook, where the old one went or None)."""
     src = find_lesson(name, lessons())
+    _not_the_source(dest)
     folder = Path(dest) / "notebooks"
     folder.mkdir(parents=True, exist_ok=True)
     target, kept = folder / src.name, None

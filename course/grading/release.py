@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import notebook as nbk
 from . import student
-from .student import strip_solutions  # noqa: F401 - used by solutions.py
+from .student import strip_solutions  # noqa: F401 - re-exported (tests import it here)
 
 from ..platform.resources import INSTALLED, PACKAGE, ROOT as REPO
 RESULT_MARK = "@@COURSE-RELEASE-CHECK@@"
