@@ -364,3 +364,19 @@ def test_simulator_counts_are_counts_not_speeds():
     assert good["bank-conflict ways"] == "no shared memory"
     assert good["occupancy (H100)"].startswith("50%, limited by blocks")  # 32 x 1-warp blocks
     assert bad["roofline floor"] == "0.001 ms" and "roofline floor" not in good
+
+
+def test_every_recording_matches_a_notebook_panel(monkeypatch):
+    """Each grid the command records is the grid of a panel of its notebook on a GPU."""
+    recorded = _lecture_panels(monkeypatch)
+    grids = {}
+    for param in _panels():
+        nb, cell, call = param.values
+        ns = _namespace(nb, cell, call, "lecture")
+        kws = {kw.arg: kw.value for kw in call.keywords}
+        sl = eval(compile(ast.Expression(kws["sliders"]), str(nb), "eval"), ns)
+        grids.setdefault(nb.stem, []).append({k: list(v) for k, v in sl.items()})
+    for pid, spec in recorded.items():
+        assert spec.sliders in grids.get(pid.split("/")[0], []), f"{pid}: no such panel"
+        assert spec.constraint is None or not spec.constraint(**spec.default()), pid
+    assert len(recorded) == sum(len(g) for g in grids.values())   # every panel recordable

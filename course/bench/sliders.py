@@ -9,8 +9,8 @@ launches as the notebook's panel) and writes one JSON record per panel under
 Each :class:`Panel` here is a notebook's panel at lecture sizes: its id (``NOTEBOOK/NAME``,
 what the notebook passes as ``record=``), sliders, x, constraint, the bytes or FLOPs of a
 launch, and ``setup()``, which makes the inputs once and returns ``{variant: run(**params)
--> Timing}``.  Panels still to be added: 06_centering_coalescing (two), 07_covariance_pca,
-08_flash_attention, 09_histogram.
+-> Timing}``.  Where a notebook's inputs are real data (the faces), the recording uses random
+numbers of the same shape: a launch's time depends on the shape, not the values.
 
 In simulator mode the command refuses to write a record (its times are a CPU's); ``--dry-run``
 runs the grids at simulator sizes into ``--out`` and marks them as such, for tests.
@@ -155,7 +155,166 @@ def _matmul() -> Panel:
                  value=_size({"L": 128, "V": 8, "S": 4}, {"L": 16, "V": 2, "S": 4}))
 
 
-PANELS = (_vector_add, _reduction, _window, _matmul)
+def _reduction_ept() -> Panel:
+    n = _size(1 << 26, 512)
+
+    def setup():
+        import numpy as np
+        from numba import cuda
+
+        from ..kernels import reduction as lesson
+        from . import reduction as bench
+
+        d_big = cuda.to_device(np.random.default_rng(0).uniform(-1, 1, n).astype(np.float32))
+        usable = [v for v in ("grid_stride", "single_pass")
+                  if v not in lesson.WARP_VARIANTS or lesson.warp_intrinsics_available()]
+        return {v: (lambda elements_per_thread, threads_per_block, v=v: bench.time_variant(
+            v, d_big, threads_per_block, elements_per_thread)) for v in usable}
+
+    return Panel("02_reduction/elements_per_thread", "Kernels 7 and 8: elements per thread",
+                 {"elements_per_thread": _size([1, 2, 4, 8, 16, 32, 64, 128, 256], [4, 16]),
+                  "threads_per_block": _size([128, 256, 512, 1024], [64])},
+                 setup, nbytes=lambda p: n * 4)
+
+
+def _faces(m: int, n: int):
+    """Device arrays of m images of n pixels (random: the time depends on the shape) and
+    their mean (lesson 05's kernel)."""
+    import numpy as np
+    from numba import cuda
+
+    from ..kernels import faces
+
+    D = np.random.default_rng(0).uniform(0, 1, (m, n)).astype(np.float32)
+    d_data, d_mean = cuda.to_device(D.ravel()), cuda.device_array(n, dtype=np.float32)
+    faces.launch_mean(d_data, d_mean, m, n)
+    return d_data, d_mean
+
+
+def _centering() -> Panel:
+    m, shape = _size(202_599, 120), _size((55, 45), (20, 16))
+    n = shape[0] * shape[1]
+
+    def setup():
+        from ..kernels import faces
+        from ..measure.timing import benchmark
+
+        d_data, d_mean = _faces(m, n)
+
+        def run_kind(kind):
+            return lambda threads_per_block: benchmark(lambda: faces.launch_center(
+                kind, d_data, d_mean, m, n, tpb=threads_per_block))
+        return {"correction_kernel": run_kind("coalesced"),
+                "correction_kernel_ortho": run_kind("noncoalesced")}
+
+    return Panel("06_centering_coalescing/threads_per_block",
+                 "Centering: time and bandwidth vs threads per block",
+                 {"threads_per_block": [32, 64, 128, 256, 512, 1024]}, setup,
+                 nbytes=lambda p: 2 * m * n * 4, value={"threads_per_block": 32})
+
+
+def _over_1024(threads_per_block, block_y):
+    return None if threads_per_block * block_y <= 1024 else "over 1024 threads"
+
+
+def _centering_2d() -> Panel:
+    m, shape = _size(202_599, 120), _size((55, 45), (20, 16))
+    n = shape[0] * shape[1]
+
+    def setup():
+        from ..kernels import faces
+        from ..measure.timing import benchmark
+
+        d_data, d_mean = _faces(m, n)
+
+        def run(threads_per_block, block_y):
+            return benchmark(lambda: faces.launch_center("2d", d_data, d_mean, m, n,
+                                                         tpb=threads_per_block, block_y=block_y))
+        return {"correction_kernel_2d": run}
+
+    return Panel("06_centering_coalescing/2d", "2-D centering kernel",
+                 {"threads_per_block": [32, 64, 128, 256], "block_y": [1, 2, 4, 8]}, setup,
+                 constraint=_over_1024, nbytes=lambda p: 2 * m * n * 4,
+                 value={"threads_per_block": 128, "block_y": 4})
+
+
+def _covariance() -> Panel:
+    m, shape = _size(202_599, 40), _size((55, 45), (8, 6))
+    n = shape[0] * shape[1]
+
+    def setup():
+        from numba import cuda
+        import numpy as np
+
+        from ..kernels import faces
+        from ..measure.timing import benchmark
+
+        d_data, _mean = _faces(m, n)
+        d_cov = cuda.device_array(n * n, dtype=np.float32)
+        return {"shared_covariance_kernel": lambda chunk_size: benchmark(
+            lambda: faces.launch_cov("tiled", d_data, d_cov, m, n, chunk_size=chunk_size))}
+
+    from ..kernels import faces
+
+    return Panel("07_covariance_pca/chunk_size", "Tiled covariance: CGMA = chunk_size",
+                 {"chunk_size": [2, 4, 8, 16, 32]}, setup,
+                 flops=lambda p: faces.flops_performed("tiled", m, n),
+                 value={"chunk_size": 8})
+
+
+def _attention() -> Panel:
+    def setup():
+        import numpy as np
+        from numba import cuda
+
+        from ..kernels import attention as A
+        from ..measure.timing import benchmark
+
+        rng = np.random.default_rng(0)
+
+        def run_variant(name):
+            def run(N, d):
+                q, k, v = (cuda.to_device(rng.uniform(-1, 1, (2, N, d)).astype(np.float32))
+                           for _ in range(3))
+                o = cuda.device_array((2, N, d), np.float32)
+                scratch = cuda.device_array((2, N, N), np.float32)
+                return benchmark(lambda: A.launch(name, q, k, v, o, scratch=scratch))
+            return run
+        return {n: run_variant(n) for n in ["naive_three_kernels", "flash_tiled"]}
+
+    from ..kernels import attention as A
+
+    return Panel("08_flash_attention/N_d", "attention: time vs N",
+                 {"N": _size([256, 512, 1024, 2048, 4096], [16, 33]),
+                  "d": _size([32, 64, 128], [16, 32])}, setup,
+                 flops=lambda p: A.flops(1, 2, p["N"], p["d"]),
+                 value=_size({}, {"N": 16, "d": 16}))
+
+
+def _histogram() -> Panel:
+    length, channels = _size(1 << 20, 40), _size(512, 9)
+
+    def setup():
+        from ..kernels import histogram as H
+        from ..measure.timing import benchmark
+
+        d_bytes, n = H.to_device(H.make_data(length, channels, "uniform", seed=1))
+
+        def run(channels_per_block, chunks, threads_per_block):
+            return benchmark(lambda: H.launch("two_phase", d_bytes, n, chunks=chunks,
+                                              channels_per_block=channels_per_block,
+                                              threads_per_block=threads_per_block))
+        return {"two_phase": run}
+
+    return Panel("09_histogram/two_phase", "two-phase histogram",
+                 {"chunks": _size([4, 16, 33, 66, 132], [1, 2]),
+                  "channels_per_block": [8, 16, 32],
+                  "threads_per_block": _size([128, 256, 512], [32])}, setup,
+                 nbytes=lambda p: length * channels)
+
+
+PANELS = (_vector_add, _reduction, _reduction_ept, _window, _matmul, _centering,
+          _centering_2d, _covariance, _attention, _histogram)
 
 
 def panels() -> dict[str, Panel]:
