@@ -143,12 +143,9 @@ def test_a_malformed_unit_is_refused(bad):
 # --- fair timing ----------------------------------------------------------------------
 
 def test_the_measuring_lock_lets_one_measurement_at_a_time(monkeypatch, tmp_path):
-    from course.grading.measurer import device_lock
+    from course.grading.gpu_lock import device_lock
 
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     inside, overlaps = [], []
 
     def measure():

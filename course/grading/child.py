@@ -1,7 +1,14 @@
-"""A worker or measurer process of the grader (``session.py``): started in the sandbox
-(``isolate.py``) with its limits (CPU time, file size, memory where the mode allows one, a
-cgroup), spoken to over two pipes this side owns (``wire.py``), and stopped with everything
-it started."""
+"""A worker, measurer or gate process of the grader (``session.py``): started in the sandbox
+(``isolate.py``) with an environment of its own (:func:`child_env`) and its limits (CPU
+time, file size, memory where the mode allows one, a cgroup), spoken to over two pipes this
+side owns (``wire.py``), and stopped with everything it started.
+
+Any module whose ``main`` takes the two pipe descriptors (``python -m MODULE REQ_FD REP_FD``,
+as ``worker.py`` and ``measurer.py`` do) starts the same way::
+
+    Child("course.grading.gate", tmp / "gate", deadline, memory_mb, timeout, isolation,
+          env_extra={"NUMBA_ENABLE_CUDASIM": "0"})
+"""
 from __future__ import annotations
 
 import os
@@ -14,31 +21,53 @@ from pathlib import Path
 from ..platform.resources import IMPORT_ROOT as REPO
 from .wire import Channel
 
+# A child's whole environment: nothing of the grader's (its cloud keys, hub and service
+# tokens) but these names, read from the grader's environment when set ...
+PASSED = ("NUMBA_ENABLE_CUDASIM", "COURSE_SIZE", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
+          "CUDA_HOME", "CUDA_PATH")
+PASSED_PREFIXES = ("NUMBA_CUDA_",)
+# ... and these, fixed
+SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def child_env(scratch: Path, extra: dict | None = None) -> dict:
+    """The environment of a sandboxed process whose only writable folder is ``scratch``: an
+    allowlist (:data:`PASSED`, ``NUMBA_CUDA_*``), a fixed ``PATH`` and locale, home, temp
+    and caches in ``scratch``, the course on ``PYTHONPATH``; then ``extra``."""
+    scratch = Path(scratch)
+    env = {k: v for k, v in os.environ.items()
+           if k in PASSED or k.startswith(PASSED_PREFIXES)}
+    paths = [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                           if os.path.isabs(p) and p != str(REPO)]
+    env.update(PATH=SAFE_PATH, LANG="C.UTF-8", LC_ALL="C.UTF-8", HOME=str(scratch),
+               TMPDIR=str(scratch), MPLCONFIGDIR=str(scratch / "mpl"),
+               NUMBA_CACHE_DIR=str(scratch / "numba"), PYTHONPATH=os.pathsep.join(paths),
+               PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg",
+               COURSE_PROGRESS_FILE=str(scratch / "progress.json"),
+               COURSE_HIDDEN_DIR=str(scratch / "no-hidden-cases"))
+    env.update(extra or {})
+    return env
+
 
 class Tampered(Exception):
     """The worker said something the protocol does not allow."""
 
 
 class Child:
-    """A worker or measurer process and our ends of its two pipes."""
+    """A worker, measurer or gate process (``python -m module REQ_FD REP_FD``) and our ends
+    of its two pipes; ``env_extra``: what its environment needs beyond :func:`child_env`."""
 
     def __init__(self, module: str, tmp: Path, deadline: float, memory_mb: int,
-                 timeout: float, isolation, sandbox_mb: int | None = None):
+                 timeout: float, isolation, sandbox_mb: int | None = None,
+                 env_extra: dict | None = None):
         tmp.mkdir()
         req_r, req_w = os.pipe()       # we write requests, it reads
         rep_r, rep_w = os.pipe()       # it writes replies, we read
         scratch = Path(isolation.scratch) if isolation is not None else tmp
-        env = dict(os.environ, COURSE_PROGRESS_FILE=str(scratch / "progress.json"),
-                   COURSE_HIDDEN_DIR=str(scratch / "no-hidden-cases"),
-                   PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg",
-                   MPLCONFIGDIR=str(scratch / "mpl"), HOME=str(scratch),
-                   NUMBA_CACHE_DIR=str(scratch / "numba"))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-        for secret in ("COURSE_LEADERBOARD_ADMIN_TOKEN", "COURSE_LEADERBOARD_TOKEN"):
-            env.pop(secret, None)
+        env = child_env(scratch, env_extra)   # e.g. the compile gate: NUMBA_ENABLE_CUDASIM=0
         cmd = [sys.executable, "-m", module, str(req_r), str(rep_w)]
         if isolation is not None:
-            cmd = isolation.wrap(cmd)
+            cmd = isolation.wrap(cmd, env)
         (tmp / "cwd").mkdir()
         self.log_path = tmp / "log.txt"
         self.cgroup = None

@@ -9,7 +9,7 @@ the kernel in a fresh namespace, then answers the judge one request at a time:
 - ``launch``: launch it on the guarded buffers that came with the request and send them
   back (``launch.py``) - a correctness case;
 - ``measure``: a tune exercise's measured launch: traced counts in the simulator, CUDA-event
-  times on a GPU (the judge holds the GPU's lock meanwhile, see :func:`device_lock`),
+  times on a GPU (the judge holds the GPU's measuring lock meanwhile, ``gpu_lock.py``),
   every run on restored buffers and judged (``exercises/timed.py``): the request names the
   outputs to sample and carries the judge's seed (``sample``); the reply carries each run's
   samples (``sample:NAME``, runs x positions) and the last run's arrays whole.
@@ -22,30 +22,8 @@ in (``course``, numpy, the timing helper).  Here there is nothing of it to run.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import tempfile
-
-
-@contextlib.contextmanager
-def device_lock(enabled: bool = True):
-    """Hold this machine's GPU measuring lock: timed launches of different submissions (and
-    the ceilings) never overlap on one GPU.  Correctness launches do not take it."""
-    if not enabled:
-        yield
-        return
-    import fcntl
-
-    dev = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
-    path = os.path.join(tempfile.gettempdir(), f"course-gpu-{dev}.lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 def measure_ceilings() -> dict:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from . import hidden, intake
@@ -50,6 +51,7 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str]]:
 
 
 _MEASURED: dict = {}      # this process's GPU ceilings, measured once
+CEILINGS_WAIT_S = 600     # how long the ceilings wait for the GPU's measuring lock
 
 
 def ceilings_once(mode: str) -> dict | None:
@@ -59,9 +61,10 @@ def ceilings_once(mode: str) -> dict | None:
     if mode != "gpu":
         return None
     if "ceilings" not in _MEASURED:
-        from .measurer import device_lock, measure_ceilings
+        from .gpu_lock import device_lock
+        from .measurer import measure_ceilings
 
-        with device_lock():
+        with device_lock(deadline=time.monotonic() + CEILINGS_WAIT_S):
             _MEASURED["ceilings"] = measure_ceilings()
         c = _MEASURED["ceilings"]
         print(f"ceilings measured for this run: copy {c['copy_gbps']:.0f} GB/s, "

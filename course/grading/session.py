@@ -292,18 +292,22 @@ def _judge_measure(m, spec, jd: Judge) -> CaseResult:
     here - every run's samples against a seed only this side knows, and the last run whole
     (``sampled.py``) - timed (GPU) with this machine's measuring lock held, the target and
     the ceilings applied here.  The reply may carry only what was sent plus the samples."""
-    from .measurer import device_lock
+    from .gpu_lock import LockTimeout, device_lock
     from .sampled import plan
 
     case = spec.measured_case(jd.mode)
     prep = judge.prepare(spec, case, measured_rng(jd.seed), guard=False)
     p = plan(spec, prep)
-    with device_lock(jd.mode == "gpu"):
-        reply, arrays = m.ask({"op": "measure", "exercise": spec.name,
-                               "case": _case_data(case), "shapes": prep.shapes,
-                               "scalars": prep.scalars(), "sample": p.request()},
-                              "measured", arrays={**prep.buffers(), **p.arrays()},
-                              expect=p.expect(prep))
+    try:
+        with device_lock(jd.mode == "gpu", deadline=jd.deadline):
+            reply, arrays = m.ask({"op": "measure", "exercise": spec.name,
+                                   "case": _case_data(case), "shapes": prep.shapes,
+                                   "scalars": prep.scalars(), "sample": p.request()},
+                                  "measured", arrays={**prep.buffers(), **p.arrays()},
+                                  expect=p.expect(prep))
+    except LockTimeout:
+        return measure_failed("not judged: the GPU stayed busy past this submission's "
+                              "time limit")
     if reply.get("error") is not None:
         return measure_failed(str(reply["error"]))
     figures = reply.get("figures")
