@@ -116,7 +116,8 @@ def fake_record(panel="test/panel"):
                           points=points, x="threads_per_block", rate="GB/s",
                           sliders={"threads_per_block": [32, 64, 128], "blocks": [1, 2]},
                           ceilings={"copy_gbps": 3000.0, "fp32_tflops": 50.0},
-                          command="python -m course bench sliders test/panel")
+                          command="python -m course bench sliders test/panel",
+                          title="k at the GPU's size")
 
 
 def test_simulator_panel_plots_the_record_and_says_what_it_counts(monkeypatch):
@@ -135,6 +136,7 @@ def test_simulator_panel_plots_the_record_and_says_what_it_counts(monkeypatch):
     assert list(p.sliders["threads_per_block"].options) == [32, 64, 128]   # the GPU's grid
     assert p.params == {"threads_per_block": 64, "blocks": 2}             # its default
     assert calls == [] and counted == [p.params]   # nothing timed; the simulator counts
+    assert p.title == rec.title                   # the record's sizes, not the simulator's
     status = p.status.value
     assert "0.007812 ms" in status and "GB/s on the GPU" in status, status
     assert "recorded on FakeGPU 9000, 2026-11-26" in status

@@ -66,7 +66,7 @@ class SliderPanel:
         start = self._start(sliders, value or {})
         self._adjusting = False        # True while the panel moves sliders itself
         self.note = ""                 # which sliders the last move adjusted, and why
-        self.title = title
+        self.title = (self.record.title or title) if self.replay else title   # its sizes
         self.counts, self.counted = counts, {}
         self.results: dict[tuple, dict[str, Timing]] = {}
         self.runs = 0  # kernel launches done through the panel (for tests)
@@ -86,7 +86,7 @@ class SliderPanel:
             s.observe(self._on_change, names="value")
         self.sweep_button.on_click(lambda _b: self.sweep())
         mode = W.HTML(view.mode_html(self.record))
-        self.widget = W.VBox([W.HTML(f"<b>{title}</b>") if title else W.HTML(""), mode,
+        self.widget = W.VBox([W.HTML(f"<b>{self.title}</b>") if self.title else W.HTML(""), mode,
                               *self.sliders.values(), self.sweep_button, self.status,
                               self.image])
         self.update()
@@ -265,7 +265,8 @@ class SliderPanel:
                 p = dict(params, **{self.x: v})
                 t = self.results.get(self._key(p), {}).get(name)
                 times[name].append(t.median_ms if t else None)
-                rates[name].append(view.rate(t, p, self.nbytes, self.flops) if (t and rate) else None)
+                rates[name].append(view.rate(t, p, self.nbytes, self.flops)
+                                   if (t and rate) else None)
         if self.record:                   # the record beside the live figures, dashed
             rt, rr = view.recorded(self.record, self.x, xs, params)
             times.update({f"{n} ({self.record.date} record)": v for n, v in rt.items()})
