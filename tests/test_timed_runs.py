@@ -297,3 +297,19 @@ def test_on_a_gpu_the_memoizing_kernel_gets_its_honest_figure(monkeypatch):
     monkeypatch.setattr(timed.Arrays, "restore", lambda self: None)
     forged = course.check("tune_matmul", memo_matmul, record=False, seed=3).cases[-1]
     assert "not believable" in forged.message and not forged.figures, forged.message
+
+
+def test_the_attention_boards_judged_rows_come_from_the_judges_seed():
+    """At the seed's shape only SAMPLED_ROWS query rows are judged: which ones is drawn
+    from the judge's seed of that submission, so a kernel that computes only the rows it
+    guesses is wrong somewhere (it was the board's shape before: the same rows every run)."""
+    from course.exercises import Case
+    spec = get("flash_attention")
+    case = Case("large", {"bh": 2, "n": 40_000, "d": 2, "big": 1.0}, (1,), (1,))
+
+    def judged(seed):
+        inputs = spec.make_inputs(case, np.random.default_rng(seed))
+        out = spec.reference(case, inputs)["O"]
+        return {tuple(ix) for ix in np.argwhere(~np.isnan(out[:, :, 0]))}
+    first, again, other = judged(1), judged(1), judged(2)
+    assert first == again and first != other and len(first) > 20

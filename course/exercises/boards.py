@@ -13,7 +13,8 @@ measured launch at the seed's shape, and that launch's outputs are judged too.
   scale)``, tile sizes Br, Bc, THREADS_PER_BLK from the submission) with float16 Q, K, V and
   a float32 O.  At the seed's shape the float64 reference of all 256 x 8192 rows would take
   the CPU hours, so the measured launch is judged on 48 random query rows (every element of
-  them); the small test cases are judged whole.
+  them), drawn from the judge's seed for that submission (a kernel cannot know which); the
+  small test cases are judged whole.
 
 Not in ``all_exercises()`` (no notebook cell is graded against them); ``course.exercises.get``
 finds them by name, so the grading worker and measurer launch them like any exercise.
@@ -43,15 +44,21 @@ class FlashAttentionHalf(FlashAttentionForward):
         inputs = super().make_inputs(case, rng)
         for k in "QKV":
             inputs[k] = inputs[k].astype(np.float16)
+        if not self._whole(case):     # which rows are judged: from the judge's seed, not
+            inputs["judged_rows_seed"] = int(rng.integers(1 << 62))   # a kernel's guess
         return inputs
+
+    @staticmethod
+    def _whole(case) -> bool:
+        return case.params["bh"] * case.params["n"] <= 1 << 16
 
     def reference(self, case, inputs):
         p = case.params
-        if p["bh"] * p["n"] <= 1 << 16:            # test cases: every row
+        if self._whole(case):                      # test cases: every row
             return super().reference(case, {k: (v.astype(np.float32) if k in "QKV" else v)
                                             for k, v in inputs.items()})
         # the seed's shape: SAMPLED_ROWS rows in float64, NaN (not judged) elsewhere
-        rng = np.random.default_rng(p["n"])
+        rng = np.random.default_rng(int(inputs["judged_rows_seed"]))
         rows = [(int(rng.integers(p["bh"])), int(rng.integers(p["n"])))
                 for _ in range(SAMPLED_ROWS)]
         out = np.full((p["bh"], p["n"], p["d"]), np.nan, dtype=np.float32)

@@ -12,7 +12,11 @@ in the process that measures it.  So, before anything compiles or runs:
   or a public name of ``math``/``cmath``/``numpy`` (the same module in both);
 - ``numba.X`` may be ``numba.cuda`` or a numba type name;
 - no name or attribute starts with ``_`` (no ``__class__``, ``__globals__``, ``_private``);
-- no ``is`` comparison (numba decides some before typing);
+- no ``None`` and no ``is`` comparison: numba decides ``x == None`` and ``x is None``
+  before typing with ``None`` replaced by its type (so ``np.dtype('f8') == None`` is False
+  to the compiler and True to Python) and removes the branch it did not take; without
+  ``None`` the branches it decides are decided the same way as Python decides them (the
+  same values, the same operators), so every branch the simulator can run was typed;
 - builtins are limited to :data:`BUILTINS` (what numba compiles for a GPU), and the rebuilt
   kernel's namespace holds only those: no ``open``, ``__import__``, ``eval``.
 
@@ -58,7 +62,9 @@ def safe_builtins() -> dict:
 
 def check_body(fdef: ast.FunctionDef, modules: dict) -> None:
     """NotAllowed unless ``fdef``'s body names only what the module docstring allows.
-    ``modules``: global name -> module name (``"numba.cuda"``, ``"math"``, ...)."""
+    ``modules``: global name -> (module name, attributes already taken from it): ``cuda``
+    is ``("numba.cuda", [])``, ``atomic`` from ``from numba.cuda import atomic`` is
+    ``("numba.cuda", ["atomic"])``."""
     name = fdef.name
     nodes = [n for stmt in fdef.body for n in ast.walk(stmt)]
     nodes += [n for a in fdef.args.defaults for n in ast.walk(a)]
@@ -73,18 +79,24 @@ def check_body(fdef: ast.FunctionDef, modules: dict) -> None:
                                                  for op in node.ops):
             raise NotAllowed(f"`{name}` compares with `is` (`{ast.unparse(node)[:60]}`); "
                              "a kernel compares numbers with `==`")
+        if isinstance(node, ast.Constant) and node.value is None:
+            raise NotAllowed(f"`{name}` uses None; numba decides comparisons with None before "
+                             "the kernel runs (the simulator does not), so a checked kernel "
+                             "uses numbers and arrays only")
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             raise NotAllowed(f"`{name}` declares `global`/`nonlocal`; a kernel writes only "
                              "to its arrays")
     roots = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
     for node in nodes:
-        if isinstance(node, ast.Name) and node.id in modules and id(node) not in roots:
+        if isinstance(node, ast.Name) and node.id in modules and not modules[node.id][1] \
+                and id(node) not in roots:
             raise NotAllowed(f"`{name}` uses the module `{node.id}` as a value; a kernel may "
                              f"only call and read what it holds (`{node.id}.something`)")
     for chain in _chains(nodes):
         root, *attrs = chain
         if root in modules:
-            check_chain(modules[root], attrs, name, ".".join(chain))
+            module, taken = modules[root]
+            check_chain(module, [*taken, *attrs], name, ".".join(chain))
 
 
 def check_chain(module: str, attrs: list, owner: str, text: str) -> None:
@@ -94,7 +106,7 @@ def check_chain(module: str, attrs: list, owner: str, text: str) -> None:
             return
         if attrs[0] == "cuda":
             return check_chain("numba.cuda", attrs[1:], owner, text)
-        if attrs[0] in NUMBA_TYPES and len(attrs) == 1:
+        if attrs[0] in NUMBA_TYPES and attrs[0] != "void" and len(attrs) == 1:
             return
         raise NotAllowed(f"`{owner}` uses `{text}`; from numba a kernel may use numba.cuda "
                          "and the number types (numba.float32, ...)")
@@ -109,8 +121,19 @@ def check_chain(module: str, attrs: list, owner: str, text: str) -> None:
                                  "local.array, atomic.*, shfl_*_sync, ...)")
             table = table[a]
         return
-    if any(a.startswith("_") for a in attrs):         # math, cmath, numpy: public names
-        raise NotAllowed(f"`{owner}` uses `{text}`, a private name")
+    # math, cmath, numpy: one public name that is not a module (np.float32, math.exp; not
+    # np.f2py.os, np.ctypeslib, np.lib.*)
+    if len(attrs) > 1 or any(a.startswith("_") for a in attrs):
+        raise NotAllowed(f"`{owner}` uses `{text}`; from {module} a kernel may use its "
+                         "functions, types and constants by one public name")
+    if attrs:
+        import importlib
+        import types
+
+        if isinstance(getattr(importlib.import_module(module), attrs[0], None),
+                      types.ModuleType):
+            raise NotAllowed(f"`{owner}` uses `{text}`, a module: a kernel may use {module}'s "
+                             "functions, types and constants, not its submodules")
 
 
 def check_attr(module: str, attr: str, owner: str) -> None:

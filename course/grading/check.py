@@ -96,12 +96,13 @@ def admit(spec, fn, seed: int):
     return (kernel, "") if not (why := gate_error(spec, unit, seed)) else (None, why)
 
 
-def gate_error(spec, unit: dict, seed: int) -> str | None:
+def gate_error(spec, unit: dict, seed: int, compiler=None) -> str | None:
     """None when ``unit`` compiles for the course's GPUs with the types of the exercise's
-    first launch; else the sentence the check shows."""
+    first launch; else the sentence the check shows.  ``compiler``: the grader's sandboxed
+    gate for this submission (``session.py``); this process's own gate by default."""
     from types import SimpleNamespace
 
-    from .gate import GateUnavailable, gate, launch_types
+    from .gate import GateFailed, GateUnavailable, gate, launch_types
     from .launch import views_of
     from .unit import constants
 
@@ -117,7 +118,9 @@ def gate_error(spec, unit: dict, seed: int) -> str | None:
     except Exception as exc:  # noqa: BLE001 - a broken spec must still report
         return spec_broken(exc)
     try:
-        why = gate().check(unit, calls)
+        why = (compiler or gate()).check(unit, calls)
+    except GateFailed as exc:
+        return str(exc)
     except GateUnavailable as exc:
         return (f"the GPU compiler could not be started, so the kernel could not be checked "
                 f"({exc}); reinstall with `pip install -e .` (numba-cuda[cu12])")

@@ -9,17 +9,26 @@ the argument types of the exercise's first launch.  A kernel that does not compi
 the check with one sentence: numba's reason and the line.
 
 The compiler runs in a separate process with the simulator off (``python -m
-course.grading.gate``), started on first use and kept for the session; results are cached
-by unit and argument types, so re-running a check costs nothing.
+course.grading.gate``).  When a class is graded (and on the leaderboard) it is a process of
+the submission's own, started inside the sandbox (``isolate.py``) with the submission's
+deadline, memory and CPU limits, and it never parses a signature with ``eval``
+(``signature.py``) nor runs a name outside the kernel API (``allowed.py``): nothing it reads
+is worth stealing, and a slow compile fails that submission alone.  In a notebook it is
+started on first use and kept; results are cached by unit and argument types, so
+re-running a check costs nothing.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
-import subprocess
+import shutil
 import sys
+import tempfile
 import threading
+import time
+from pathlib import Path
 
 TARGETS = ((7, 5), (9, 0))       # a T4-class GPU and the H100/H200
 COMPILE_TIMEOUT_S = 120.0
@@ -27,6 +36,11 @@ COMPILE_TIMEOUT_S = 120.0
 
 class GateUnavailable(Exception):
     """The real compiler could not be started (no NVVM in this install)."""
+
+
+class GateFailed(Exception):
+    """The compiler process did not answer for this unit (it ran out of the submission's
+    time, or died); the message is the sentence for the student."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -83,13 +97,20 @@ def _layout(a) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# the client: one compiler process per process that checks
+# the client: a compiler process, started in the sandbox when a class is graded
 
 class Gate:
-    """Compiles units in a child process with the simulator off; caches every answer."""
+    """Compiles units in a child process with the simulator off; caches every answer.
 
-    def __init__(self):
-        self._proc = None
+    ``start``: () -> a started :class:`child.Child` running this module.  The grader starts
+    one per submission inside the sandbox, with the submission's deadline (``session.py``):
+    a slow compile costs that submission alone.  A notebook's gate (:func:`gate`) runs
+    unsandboxed - there a student can only fool themselves - with a limit per compile.
+    After any failure the process is stopped and the next unit gets a fresh one."""
+
+    def __init__(self, start=None, per_compile_s: float | None = None):
+        self._start, self._per_compile_s = start or _start_local, per_compile_s
+        self._child = None
         self._lock = threading.Lock()
         self._cache: dict[str, str | None] = {}
 
@@ -102,66 +123,82 @@ class Gate:
         if k in self._cache:
             return self._cache[k]
         with self._lock:
-            reply = self._ask({"unit": unit, "calls": arg_types, "targets": TARGETS})
-        if "unavailable" in reply:
-            raise GateUnavailable(reply["unavailable"])
+            reply = self._ask({"op": "compile", "unit": unit, "calls": arg_types,
+                               "targets": TARGETS})
+        if reply.get("unavailable"):
+            raise GateUnavailable(str(reply["unavailable"])[:300])
+        if reply.get("retry"):
+            raise GateFailed(reply["error"])
         error = reply.get("error")
         self._cache[k] = error
         return error
 
     def _ask(self, request: dict) -> dict:
-        for attempt in (1, 2):
-            proc = self._start()
-            try:
-                proc.stdin.write(json.dumps(request) + "\n")
-                proc.stdin.flush()
-                line = _readline(proc, COMPILE_TIMEOUT_S)
-                return json.loads(line)
-            except (OSError, ValueError, TimeoutError) as exc:
-                self.close()
-                if attempt == 2:
-                    if isinstance(exc, TimeoutError):
-                        return {"error": f"the kernel took longer than {COMPILE_TIMEOUT_S:g} "
-                                         "s to compile (an enormous unrolled loop?)"}
-                    raise GateUnavailable(f"the compiler process failed: {exc}") from None
-        raise AssertionError("unreachable")
+        from .child import Tampered
+        from .wire import WireError
 
-    def _start(self):
-        if self._proc is None or self._proc.poll() is not None:
-            env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", PYTHONDONTWRITEBYTECODE="1")
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "course.grading.gate"], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-        return self._proc
+        try:
+            if self._child is None:
+                self._child = self._start()
+                self._deadline()
+                self._child.greeted()
+            self._deadline()
+            reply, _ = self._child.ask(request, "compiled")
+            if not (reply.get("error") is None or isinstance(reply.get("error"), str)):
+                raise Tampered("the compiler's answer is not a sentence")
+            return reply
+        except (WireError, Tampered, OSError) as exc:
+            last = self._child.last_words() if self._child is not None else ""
+            self.close()                       # restarted after any failure
+            if getattr(exc, "timed_out", False):
+                return {"retry": True, "error": (
+                    "not judged: compiling it ran past the time limit (an enormous unrolled "
+                    "loop or a deep chain of inlined device functions?)")}
+            return {"retry": True, "error": f"the compiler process failed ({exc}"
+                                            + (f"; {last}" if last else "") + ")"}
+
+    def _deadline(self) -> None:
+        if self._per_compile_s is not None:     # a notebook's gate: a limit per compile
+            self._child.chan.deadline = time.monotonic() + self._per_compile_s
 
     def close(self) -> None:
-        if self._proc is not None:
-            try:
-                self._proc.kill()
-                self._proc.wait(5)
-            except OSError:
-                pass
-            self._proc = None
+        if self._child is not None:
+            self._child.stop()
+            self._child = None
 
 
-def _readline(proc, timeout: float) -> str:
-    box = []
-    t = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)
-    t.start()
-    t.join(timeout)
-    if t.is_alive() or not box or not box[0]:
-        raise TimeoutError("no answer from the compiler process") if t.is_alive() \
-            else OSError("the compiler process ended")
-    return box[0]
+COMPILER_ENV = {"NUMBA_ENABLE_CUDASIM": "0"}    # the real compiler, whatever the mode
 
+
+def start_sandboxed(tmp: Path, deadline: float, memory_mb: int, timeout: float, isolation,
+                    sandbox_mb: int | None = None):
+    """A compiler process for one submission: in the sandbox (``isolate.py``) when there
+    is one, its time inside the submission's ``deadline``."""
+    from .child import Child
+
+    return Child("course.grading.gate", Path(tempfile.mkdtemp(prefix="gate-", dir=tmp)) / "g",
+                 deadline, memory_mb, timeout, isolation, sandbox_mb, env_extra=COMPILER_ENV)
+
+
+def _start_local():
+    from .child import Child
+
+    tmp = Path(tempfile.mkdtemp(prefix="course-gate-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    return Child("course.grading.gate", tmp / "g", time.monotonic() + COMPILE_TIMEOUT_S,
+                 LOCAL_MEMORY_MB, LOCAL_CPU_S, None, env_extra=COMPILER_ENV)
+
+
+LOCAL_CPU_S = 3600.0      # a notebook's gate process: CPU seconds before it is restarted
+LOCAL_MEMORY_MB = 8192    # ... and its address space (the compiler needs about 1 GB)
 
 _GATE: list[Gate] = []
 
 
 def gate() -> Gate:
-    """This process's compile gate (started on first use)."""
+    """This process's compile gate for ``course.check`` (started on first use)."""
     if not _GATE:
-        _GATE.append(Gate())
+        _GATE.append(Gate(per_compile_s=COMPILE_TIMEOUT_S))
     return _GATE[0]
 
 
@@ -213,11 +250,12 @@ def _compile(req: dict) -> dict:
     from numba.core import types as nbtypes
     from numba.np.numpy_support import from_dtype
 
+    from .signature import parse as parse_signature
     from .unit import UnitError, rebuild
 
     unit = req["unit"]
     try:
-        fn = rebuild(unit)
+        fn = rebuild(unit, lazy=True)     # the signature, if any, is compiled below
     except UnitError as exc:
         return {"error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - defining it failed: report, do not die
@@ -233,13 +271,34 @@ def _compile(req: dict) -> dict:
 
     try:
         for call in req["calls"]:
-            sig = unit["signature"] or tuple(typ(d) for d in call)
+            sig = (parse_signature(unit["signature"]) if unit["signature"]
+                   else tuple(typ(d) for d in call))
+            if unit["signature"] and (why := _mismatch(sig.args, [typ(d) for d in call])):
+                return {"error": f"its signature {unit['signature']!r} does not fit the "
+                                 f"exercise's launch: {why}"}
             for cc in req["targets"]:
                 _TARGET.compute_capability = tuple(cc)
                 cuda.compile_ptx(fn.py_func, sig, device=device, cc=tuple(cc), **kw)
     except Exception as exc:  # noqa: BLE001 - TypingError, LoweringError, anything
         return {"error": why_not(exc, unit)}
     return {"error": None}
+
+
+def _mismatch(declared, launched) -> str | None:
+    """Why a launch with ``launched`` types cannot call a kernel compiled for ``declared``
+    (numba converts numbers, never arrays), or None."""
+    from numba.core import types as nbtypes
+
+    if len(declared) != len(launched):
+        return f"it declares {len(declared)} arguments, the launch passes {len(launched)}"
+    for k, (d, got) in enumerate(zip(declared, launched), 1):
+        if isinstance(d, nbtypes.Array) != isinstance(got, nbtypes.Array):
+            return f"argument {k} is declared {d} but launched with {got}"
+        if isinstance(d, nbtypes.Array) and (
+                d.dtype != got.dtype or d.ndim != got.ndim
+                or (d.layout != "A" and d.layout != got.layout)):
+            return f"argument {k} is declared {d} but launched with {got}"
+    return None
 
 
 class _Target:
@@ -252,10 +311,16 @@ class _Target:
 _TARGET = _Target()
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    """The compiler process: a greeting, then one ``compiled`` reply per ``compile``
+    request, over the two pipes its parent passed (``wire.py``)."""
+    argv = sys.argv[1:] if argv is None else argv
     os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
     import warnings
 
+    from .wire import Channel
+
+    chan = Channel(int(argv[0]), int(argv[1]))
     warnings.simplefilter("ignore")
     try:
         from numba import cuda
@@ -267,15 +332,18 @@ def main() -> int:
         ready = None
     except Exception as exc:  # noqa: BLE001 - no NVVM: say so on every request
         ready = f"{type(exc).__name__}: {str(exc)[:300]}"
-    for line in sys.stdin:
+    chan.send({"op": "hello"})
+    while True:
+        req, _ = chan.recv()
+        if req.get("op") != "compile":
+            break
         try:
-            req = json.loads(line)
             reply = {"unavailable": ready} if ready else _compile(req)
         except Exception as exc:  # noqa: BLE001
             reply = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
-    return 0
+        chan.send({"op": "compiled", **reply})
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,9 @@ class Judge:
     mode: str
     ceilings: dict | None               # GPU: measured once per run, before any worker
     start_measurer: object              # () -> a started Child running measurer.py
+    start_gate: object = None           # () -> a started Child running gate.py (sandboxed)
     measurer: object = None
+    compiler: object = None             # this submission's compile gate (gate.Gate)
     on_stage: object = None             # (stage) -> None: "testing", then "timing"
     deadline: float = float("inf")      # time.monotonic() when the submission's time is up
 
@@ -73,6 +75,21 @@ class Judge:
         if self.measurer is not None:
             self.measurer.stop()
             self.measurer = None
+
+    def gate(self):
+        """This submission's compile gate: its own compiler process, in the sandbox, inside
+        the submission's deadline (restarted by the Gate after any failure)."""
+        if self.compiler is None:
+            from .gate import Gate
+
+            self.compiler = Gate(start=self.start_gate)
+        return self.compiler
+
+    def close(self):
+        self.close_measurer()
+        if self.compiler is not None:
+            self.compiler.close()
+            self.compiler = None
 
 
 def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
@@ -108,7 +125,7 @@ def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
             _tampered(out, str(exc))
         finally:
             worker.stop()
-            jd.close_measurer()
+            jd.close()
     return out
 
 
@@ -122,11 +139,16 @@ def _sandbox_mb(names) -> int | None:
 
 def _new_judge(seed, limit, mode, ceilings, tmp: Path, deadline, memory_mb, timeout,
                isolation, on_stage, sandbox_mb=None) -> Judge:
-    """A Judge whose measurers start in their own folders under ``tmp``."""
+    """A Judge whose measurers and compile gate start in their own folders under ``tmp``,
+    in the sandbox, with the submission's deadline."""
+    from .gate import start_sandboxed
+
     return Judge(seed, limit or TIME_LIMIT_S[mode], mode, ceilings,
                  lambda: Child("course.grading.measurer",
                                Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
                                deadline, memory_mb, timeout, isolation, sandbox_mb),
+                 start_gate=lambda: start_sandboxed(tmp, deadline, memory_mb, timeout,
+                                                    isolation),
                  on_stage=on_stage, deadline=deadline)
 
 
@@ -162,7 +184,7 @@ def _alone(spec, seed, timeout, memory_mb, run, *, mode: str, isolation=None, ce
         try:
             return run(jd)
         finally:
-            jd.close_measurer()
+            jd.close()
 
 
 def _tampered(out: Outcome, message: str) -> None:
@@ -225,7 +247,7 @@ def _judge_kernel(jd: Judge, spec, unit, unit_error) -> tuple[str, list]:
     except UnitError as exc:
         raise Tampered(f"the worker sent a malformed kernel unit ({exc})") from None
     try:
-        why = gate_error(spec, unit, jd.seed)
+        why = gate_error(spec, unit, jd.seed, jd.gate())
     except UnitError as exc:
         return f"your kernel cannot be checked: {exc}", []
     if why:

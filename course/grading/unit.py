@@ -32,7 +32,7 @@ import types
 
 import numpy as np
 
-from .allowed import BUILTINS, NotAllowed, check_attr, check_body, safe_builtins
+from .allowed import BUILTINS, NUMBA_TYPES, NotAllowed, check_attr, check_body, safe_builtins
 from .signature import SignatureError
 from .signature import parse as parse_signature
 
@@ -44,6 +44,7 @@ SIM_OPTIONS = {"device", "fastmath", "debug", "inline", "opt"}   # what the simu
 MAX_SOURCE = 64 << 10          # characters of one function's source
 MAX_ARRAY = 1 << 16            # elements of a global constant array
 MAX_DEPTH = 8                  # device functions calling device functions
+MAX_UNITS = 64                 # functions in one unit's tree (kernel + device calls)
 
 
 class UnitError(Exception):
@@ -53,7 +54,7 @@ class UnitError(Exception):
 # ---------------------------------------------------------------------------------------
 # extracting: student process side (reads only)
 
-def extract(fn, extra_names=(), _depth: int = 0) -> dict:
+def extract(fn, extra_names=(), _depth: int = 0, _memo: dict | None = None) -> dict:
     """The unit of a ``@cuda.jit`` function (kernel or device function).
 
     ``extra_names``: module-level names the exercise's launch reads (e.g. tile sizes),
@@ -64,6 +65,9 @@ def extract(fn, extra_names=(), _depth: int = 0) -> dict:
         raise UnitError(f"{getattr(fn, '__name__', fn)!r} is not a @cuda.jit function")
     if _depth > MAX_DEPTH:
         raise UnitError("device functions nest deeper than the course allows")
+    memo = {} if _memo is None else _memo          # each device function read once
+    if id(py) in memo:
+        return memo[id(py)]
     try:
         source = textwrap.dedent(inspect.getsource(py))
     except (OSError, TypeError) as exc:
@@ -89,16 +93,28 @@ def extract(fn, extra_names=(), _depth: int = 0) -> dict:
             continue
         else:
             raise UnitError(f"`{py.__name__}` uses the name `{name}`, which is not defined")
-        unit["globals"][name] = _describe(name, value, py.__name__, _depth)
+        unit["globals"][name] = _describe(name, value, py.__name__, _depth, memo)
     check_names(fdef, unit)
+    memo[id(py)] = unit
+    if _memo is None and _size(unit) > MAX_UNITS:
+        raise UnitError(f"`{py.__name__}` calls device functions {_size(unit):,} times over "
+                        f"(counting each call path); the course allows {MAX_UNITS}")
     return unit
+
+
+def _size(unit: dict) -> int:
+    """Functions in a unit's tree, a device function counted once per path to it."""
+    return 1 + sum(_size(d[1]) for d in unit["globals"].values()
+                   if isinstance(d, list) and d[:1] == ["device"])
 
 
 def check_names(fdef: ast.FunctionDef, unit: dict) -> None:
     """UnitError unless the body uses only the kernel API (``allowed.py``): the same
     program for the compiler, the measurer and the simulator."""
-    modules = {n: d[1] for n, d in unit["globals"].items()
+    modules = {n: (d[1], []) for n, d in unit["globals"].items()
                if isinstance(d, list) and d[:1] == ["module"] and len(d) == 2}
+    modules.update({n: (d[1], [d[2]]) for n, d in unit["globals"].items()
+                    if isinstance(d, list) and d[:1] == ["attr"] and len(d) == 3})
     unknown = free_names(fdef) - set(unit["globals"]) - set(BUILTINS)
     if unknown:
         raise UnitError(f"`{unit['name']}` uses `{sorted(unknown)[0]}`, which is neither a "
@@ -120,16 +136,22 @@ def parse(source: str, name: str) -> ast.FunctionDef:
         tree = ast.parse(source)
     except SyntaxError as exc:
         raise UnitError(f"the source of `{name}` does not parse: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError):     # nested past the parser's limits
+        raise UnitError(f"the source of `{name}` is nested too deeply to read") from None
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) \
             or tree.body[0].name != name:
         raise UnitError(f"the source of `{name}` must be exactly one `def {name}(...)`")
     fdef = tree.body[0]
     for d in fdef.args.defaults + [d for d in fdef.args.kw_defaults if d is not None]:
         try:
-            ast.literal_eval(d)
+            value = ast.literal_eval(d)
         except ValueError:
             raise UnitError(f"`{name}` has a default value that is not a literal "
                             f"(`{ast.unparse(d)}`)") from None
+        if value is None:
+            raise UnitError(f"`{name}` has an argument that defaults to None; numba decides "
+                            "comparisons with None before the kernel runs (the simulator "
+                            "does not): give a number")
     return fdef
 
 
@@ -138,7 +160,7 @@ def free_names(fdef: ast.FunctionDef, py=None) -> set:
     the decorator is not part of the body (a unit keeps its options as data)."""
     nodes = [n for part in (*fdef.body, fdef.args) for n in ast.walk(part)]
     loads = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    local = {a.arg for a in ast.walk(fdef.args) if isinstance(a, ast.arg)}
+    local = {a.arg for a in nodes if isinstance(a, ast.arg)}      # nested defs' too
     local |= {n.id for n in nodes if isinstance(n, ast.Name)
               and isinstance(n.ctx, (ast.Store, ast.Del))}
     if py is not None:
@@ -233,7 +255,7 @@ def _check_options(options: dict, sig, name: str) -> None:
             raise UnitError(f"@cuda.jit on `{name}`: {exc}") from None
 
 
-def _describe(name: str, value, owner: str, depth: int):
+def _describe(name: str, value, owner: str, depth: int, memo: dict):
     """One global value as data: (kind, ...) lists that :func:`_value` turns back."""
     if isinstance(value, types.ModuleType):
         if value.__name__ in MODULES:
@@ -262,7 +284,7 @@ def _describe(name: str, value, owner: str, depth: int):
                             f"{MAX_ARRAY:,} elements")
         return ["array", value.dtype.str, list(value.shape), value.ravel().tolist()]
     if hasattr(value, "py_func") and hasattr(value, "__getitem__"):
-        return ["device", extract(value, _depth=depth + 1)]
+        return ["device", extract(value, _depth=depth + 1, _memo=memo)]
     if isinstance(value, type) and issubclass(value, np.generic) and \
             getattr(np, value.__name__, None) is value:
         return ["attr", "numpy", value.__name__]
@@ -274,7 +296,8 @@ def _describe(name: str, value, owner: str, depth: int):
     try:
         from numba.core import types as nbtypes
 
-        if isinstance(value, nbtypes.Type) and getattr(nbtypes, str(value), None) == value:
+        if isinstance(value, nbtypes.Type) and str(value) in NUMBA_TYPES and \
+                str(value) != "void" and getattr(nbtypes, str(value), None) == value:
             return ["numba_type", str(value)]
     except ImportError:  # pragma: no cover - numba is a dependency
         pass
@@ -367,8 +390,10 @@ def validate(unit, depth: int = 0) -> None:
     _check_options(unit["options"], unit["signature"], unit["name"])
     if depth > MAX_DEPTH:
         raise UnitError("device functions nest deeper than the course allows")
-    if not all(isinstance(k, str) and k.isidentifier() for k in unit["globals"]):
-        raise UnitError("a kernel unit's global names are not identifiers")
+    if not all(isinstance(k, str) and k.isidentifier() and not k.startswith("_")
+               for k in unit["globals"]):
+        raise UnitError("a kernel unit's global names must be identifiers that do not start "
+                        "with `_`")
 
 
 def constants(unit: dict) -> dict:
@@ -401,20 +426,25 @@ def _value(desc, depth: int):
             return tuple(v for v in rest[0] if isinstance(v, (bool, int, float)))
         if kind == "array":
             dtype, shape, data = np.dtype(rest[0]), tuple(int(s) for s in rest[1]), rest[2]
-            if dtype.kind not in "biuf" or math.prod(shape) > MAX_ARRAY:
-                raise UnitError("a kernel unit's array is too large or not numeric")
+            if dtype.kind not in "biuf" or len(shape) > 8 or any(s < 0 for s in shape) \
+                    or math.prod(shape) > MAX_ARRAY or not isinstance(data, list) \
+                    or len(data) != math.prod(shape):
+                raise UnitError("a kernel unit's array is too large, malformed or not numeric")
             return np.asarray(data, dtype=dtype).reshape(shape)
         if kind == "device":
             return rebuild(rest[0], depth + 1)
         if kind == "attr" and rest[0] in MODULES and isinstance(rest[1], str) \
                 and not rest[1].startswith("_"):
-            return getattr(_module(rest[0]), rest[1])
+            value = getattr(_module(rest[0]), rest[1])
+            if isinstance(value, types.ModuleType):
+                raise UnitError("a kernel unit's global is a module taken by name")
+            return value
         if kind == "dtype" and isinstance(rest[0], str):
             dt = np.dtype(rest[0])
             if dt.kind not in "biufc" or dt.fields is not None:
                 raise UnitError("a kernel unit's dtype is not a number type")
             return dt
-        if kind == "numba_type" and isinstance(rest[0], str) and rest[0].isidentifier():
+        if kind == "numba_type" and rest[0] in NUMBA_TYPES and rest[0] != "void":
             from numba.core import types as nbtypes
 
             return getattr(nbtypes, rest[0])
