@@ -102,6 +102,33 @@ def test_matmul_v4_with_each_fused_epilogue_at_odd_sizes():
         mt.kernel("v3_tuned", mt.TUNED_DEFAULT, 1, G.store_bias)
 
 
+def test_matmul_v5_with_each_fused_epilogue_and_split_k_at_odd_sizes():
+    """v5 with GPT-2's epilogues, whole and split in K: slice 0 stores through the epilogue
+    (adding the bias), the other slices add their sums (``add_part``)."""
+    from course.kernels import matmul_v5 as v5
+    M, K, N = 19, 13, 21                      # edges inside a 16 x 16 tile both ways
+    A = RNG.normal(0, 1, (M, K)).astype(np.float32)
+    W = RNG.normal(0, 1, (K, N)).astype(np.float32)
+    bias = RNG.normal(0, 1, N).astype(np.float32)
+    x = RNG.normal(0, 1, (M, N)).astype(np.float32)
+    y = A.astype(np.float64) @ W + bias
+    cases = [(G.store_bias, None, 1, False, y), (G.store_bias_gelu, None, 1, False, _gelu64(y)),
+             (G.store_bias_residual, G.add_part, 1, False, x + y),
+             (G.store_bias_residual, G.add_part, 3, False, x + y),
+             (G.store_bias_residual, G.add_part, 2, True, y)]     # qkv split: zeroed first
+    for store, add, split, zero, expected in cases:
+        out = cuda.to_device(x)
+        v5.launch(cuda.to_device(A), cuda.to_device(W), (out, cuda.to_device(bias)),
+                  G.SIM_TILE, 1, split, store=store, add=add, zero=zero)
+        assert np.allclose(out.copy_to_host(), expected, rtol=1e-5, atol=1e-5), (store, split)
+
+    # mutant: later slices that add the bias again (store for every slice)
+    out = cuda.to_device(x)
+    v5.launch(cuda.to_device(A), cuda.to_device(W), (out, cuda.to_device(bias)), G.SIM_TILE,
+              1, 3, store=G.store_bias_residual, add=G.store_bias_residual)
+    assert not np.allclose(out.copy_to_host(), x + y, rtol=1e-5, atol=1e-5)
+
+
 def _forward64(tokens, p, cfg):
     """GPT-2's forward in float64, written apart from the module's (einsum, explicit heads)."""
     p = {k: v.astype(np.float64) for k, v in p.items()}
@@ -138,9 +165,10 @@ def test_micro_gpt2_matches_an_independent_float64_forward():
     rows = {r["kernel"]: r for r in tl.table()}
     L = MICRO.n_layer
     assert rows["layernorm_forward_kernel"]["launches"] == 2 * L + 1
+    # v5 in the simulator: split-K in two where the epilogue adds (qkv's bias, the residual)
     assert {k: r["launches"] for k, r in rows.items() if k.startswith("matmul")} == {
-        "matmul_v4 + bias (fused)": L, "matmul_v4 + bias + GELU (fused)": L,
-        "matmul_v4 + bias + residual (fused)": 2 * L, "matmul_v4 (lesson 04)": 1}
+        "matmul_v5 + bias (fused, split-K)": L, "matmul_v5 + bias + GELU (fused)": L,
+        "matmul_v5 + bias + residual (fused)": 2 * L, "matmul_v5": 1}
     assert "residual_forward_kernel" not in rows and not any("bias_gelu" in k for k in rows)
     assert abs(sum(r["percent"] for r in rows.values()) - 100) < 1e-6
     assert tl.simulated and "simulated ms" in tl.markdown()
@@ -154,14 +182,18 @@ def test_the_unfused_and_naive_builds_agree_with_the_optimized_one(monkeypatch):
     assert fast.shape == (1, 5, MICRO.vocab_size)
     assert np.abs(fast - slow).max() < 1e-5 * np.abs(fast).max()
     tl = Timeline()
-    model = G.Model(params, MICRO, 1, 5, fuse=False)
+    model = G.Model(params, MICRO, 1, 5, matmul="v4", fuse=False)
     unfused = model(model.tokens(tokens), run=tl.run).copy_to_host().reshape(fast.shape)
     assert np.abs(fast - unfused).max() < 1e-5 * np.abs(fast).max()
     rows = {r["kernel"]: r["launches"] for r in tl.table()}
     assert rows["residual_forward_kernel"] == 2 * MICRO.n_layer
     assert rows["matmul_v4 (lesson 04)"] == 4 * MICRO.n_layer + 1
-    with pytest.raises(ValueError, match="only v4 has an epilogue"):
+    fused_v4 = G.forward(tokens, params, MICRO, matmul="v4")
+    assert np.abs(fast - fused_v4).max() < 1e-5 * np.abs(fast).max()
+    with pytest.raises(ValueError, match="v1 has no epilogue"):
         G.Model(params, MICRO, 1, 5, matmul="v1_naive", fuse=True)
+    with pytest.raises(ValueError, match="always fuses"):
+        G.Model(params, MICRO, 1, 5, fuse=False)
 
     # mutant: the residual epilogue overwrites x instead of adding to it
     @cuda.jit(device=True, inline=True)

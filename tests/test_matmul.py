@@ -253,3 +253,128 @@ def test_lecture_size_on_gpu():
         for name, fn in ALL_VARIANTS.items():
             np.testing.assert_allclose(fn(A, B), matmul.reference(A, B), rtol=rtol, atol=atol,
                                        err_msg=name)
+
+
+# ---------------------------------------------------------------------------------------
+# v5: 16-byte global loads, split-K, k steps written out; the per-shape table
+
+V5_CASES = [((13, 21, 9), (16, 16, 4, 4, 4), 1, 4), ((13, 21, 9), (16, 16, 4, 4, 4), 3, 2),
+            ((33, 40, 20), (16, 16, 8, 4, 4), 2, 8), ((17, 12, 16), (32, 16, 4, 8, 4), 1, 1),
+            ((16, 16, 16), (16, 16, 4, 4, 4), 5, 4),     # more slices than K tiles
+            ((19, 24, 24), (16, 16, 8, 4, 4), 1, 8)]      # 16-byte loads on whole tiles
+
+
+def _v5_errors(make=None):
+    from course.kernels import matmul_v5 as v5
+
+    rng = np.random.default_rng(11)
+    errs = []
+    for (m, k, n), tile, split, steps in V5_CASES:
+        A = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        B = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        if make is None:
+            C = v5.host(A, B, tile, 1, split, steps=steps)
+        else:                                  # a mutant build, launched as v5.launch does
+            d_C = cuda.to_device(np.zeros((m, n), np.float32))
+            kern = make(*tile, 1, STORE=v5.add_c, STEPS=steps)
+            kern[((n + tile[1] - 1) // tile[1], (m + tile[0] - 1) // tile[0], split),
+                 (tile[1] // tile[4], tile[0] // tile[3])](cuda.to_device(A), cuda.to_device(B), d_C)
+            C = d_C.copy_to_host()
+        assert C.dtype == np.float32 and C.shape == (m, n)
+        errs.append(np.abs(C - matmul.reference(A, B)).max())
+    return errs
+
+
+def test_v5_matches_float64_at_odd_sizes_splits_and_steps():
+    rtol, atol = matmul.tolerance(40)
+    assert max(_v5_errors()) < atol
+
+
+def _v5_mutant(old: str, new: str):
+    """make_v5 with one line of its source changed (a mutant the float64 check must catch)."""
+    import inspect
+    import textwrap
+
+    from course.kernels import matmul_v5 as v5
+
+    src = textwrap.dedent(inspect.getsource(v5.make_v5))
+    assert old in src, old
+    scope = dict(vars(v5))
+    exec(compile(src.replace(old, new, 1), "<mutant>", "exec"), scope)
+    return scope["make_v5"]
+
+
+@pytest.mark.parametrize("old,new", [
+    ("t1 = min(ntiles, t0 + per)", "t1 = min(ntiles, t0 + per - 1)"),   # a slice drops a tile
+    ("sA[abase + uint64(j * PA + f * RA)]", "sA[abase + uint64(j + f * RA)]"),  # A not transposed
+    ("per = (ntiles + cuda.gridDim.z - 1) // cuda.gridDim.z",
+     "per = ntiles // cuda.gridDim.z")])                                 # floor: the tail is lost
+def test_v5_mutants_are_caught(old, new):
+    assert max(_v5_errors(_v5_mutant(old, new))) > 1e-3
+
+
+def test_v5_settings_are_checked():
+    from course.kernels import matmul_v5 as v5
+
+    assert v5.v5_invalid(*v5.V5_DEFAULT) is None
+    assert "multiples of 4" in v5.v5_invalid(128, 128, 6, 8, 8)
+    assert "1024" in v5.v5_invalid(256, 256, 8, 4, 4)
+    assert "whole rows" in v5.v5_invalid(96, 128, 16, 8, 8)
+    assert "48 KiB" in v5.v5_invalid(128, 128, 32, 8, 8)
+    one = np.ones((4, 4), np.float32)
+    with pytest.raises(ValueError, match="invalid v5 tile"):
+        v5.host(one, one, (16, 16, 6, 4, 4))
+    with pytest.raises(ValueError, match="split"):
+        v5.host(one, one, (16, 16, 4, 4, 4), 1, 0)
+    with pytest.raises(ValueError, match="steps"):
+        v5.host(one, one, (16, 16, 4, 4, 4), 1, 1, steps=8)
+
+
+def test_waves_and_the_per_shape_table():
+    from course.kernels import matmul_shapes as S
+    from course.kernels import matmul_v5 as v5
+
+    # 4096 x 768 in 128 x 128 tiles at 2 per SM: 192 blocks in 264 places, 0.73 of a wave
+    w = S.waves(4096, 768, 128, 128, 2)
+    assert (w["blocks"], w["places"]) == (192, 264) and abs(w["fill"] - 192 / 264) < 1e-12
+    assert S.waves(4096, 768, 128, 128, 2, split=4)["fill"] == pytest.approx(768 / 792)
+    for (M, K, N), settings in S.TABLE.items():
+        for tile, per_sm, split, steps in settings:
+            assert v5.v5_invalid(*tile) is None and steps in v5.STEPS and tile[2] % steps == 0
+        assert settings[1][2] == 1               # the second: no split-K (a plain epilogue)
+    assert S.choose(4096, 3072, 768, atomic=False)[2] == 1
+    tile, per_sm, split, steps = S.choose(1000, 512, 700)      # not in the table: fullest waves
+    assert v5.v5_invalid(*tile) is None and split >= 1
+
+
+def test_bench_without_names_runs_every_lesson_and_no_command(monkeypatch, tmp_path):
+    """``python -m course bench`` with no names: every module with TITLE and run(report),
+    never profile_capture, validation, notebook_memory or cli (commands of their own)."""
+    import types
+
+    import course.bench as bench
+
+    names = bench.lessons()
+    assert {"matmul", "gpt2", "attention", "vector_add"} <= set(names)
+    assert not {"profile_capture", "validation", "notebook_memory", "cli"} & set(names)
+    ran = []
+
+    def fake(name):
+        lesson = name.rsplit(".", 1)[-1]
+        return types.SimpleNamespace(TITLE=lesson, run=lambda report: ran.append(lesson))
+
+    monkeypatch.setattr(bench.importlib, "import_module", fake)
+    monkeypatch.setattr(bench.Report, "save", lambda self, outdir=None: [tmp_path / "x.md"])
+    bench.run([], tmp_path)
+    assert ran == [n for n in names if n not in bench.ONLY_BY_NAME]
+
+
+def test_bench_matmul_runs_in_the_simulator_with_the_shapes_section(tmp_path):
+    """``python -m course bench matmul``: the lecture's rows, then v4 and v5 at the GPT-2
+    shapes' stand-in (CPU times in the simulator; cuBLAS and Triton need a GPU)."""
+    from course.bench import run
+
+    md = run(["matmul"], tmp_path)[0].read_text()
+    for text in ("v4 (tile=", "every GPT-2 shape", "v5 at odd stand-in", "split 2",
+                 "v5 waves (fill)"):
+        assert text in md, text

@@ -97,6 +97,42 @@ def test_v4_reads_shared_memory_16_bytes_at_a_time():
     assert counts["v4"] == 2 * (TM + TN) // 4, counts
 
 
+V5_PTX = r"""
+import json
+import course
+from numba import cuda
+from course.kernels import matmul_v5 as v5
+out = {}
+for name, tile, vec, steps in [("vec", (128, 128, 16, 8, 8), True, 16),
+                               ("scalar", (128, 128, 16, 8, 8), False, 16),
+                               ("narrow", (64, 128, 16, 8, 8), True, 2)]:
+    k = v5.make_v5(*tile, 2, VEC=vec, STEPS=steps)
+    ptx, _ = cuda.compile_ptx(k.py_func, v5._SIG, cc=(9, 0))
+    out[name] = {"ldg4": ptx.count("ld.global.v4.f32"), "sts4": ptx.count("st.shared.v4.f32"),
+                 "lds4": ptx.count("ld.shared.v4.f32"), "fma": ptx.count("fma.rn.f32"),
+                 "local": ptx.count(".local"), "atom": ptx.count("atom.global.add.f32")
+                 + ptx.count("red.global.add.f32")}
+print("JSON" + json.dumps(out))
+"""
+
+
+def test_v5_loads_16_bytes_from_global_and_shared_memory_and_writes_out_its_steps():
+    """On sm_90, v5 reads its A and B runs with ld.global.v4.f32 (LA + LB per tile, the
+    scalar build none), stores B's runs with st.shared.v4.f32, writes out STEPS k steps of
+    TM*TN FMAs (numba alone unrolls two), keeps everything in registers, and adds split-K
+    slices with atomics."""
+    proc = compile_off_simulator(V5_PTX)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")]
+    assert line, proc.stderr[-2000:]
+    c = json.loads(line[-1][4:])
+    # (128, 128, 16, 8, 8): 256 threads, A runs 128*4/256 = 2, B runs 16*32/256 = 2
+    assert c["vec"]["ldg4"] == 4 and c["scalar"]["ldg4"] == 0, c
+    assert c["vec"]["sts4"] == 2 == c["scalar"]["sts4"], c
+    assert c["vec"]["fma"] == 16 * 64 and c["vec"]["lds4"] == 16 * 4, c   # 16 steps written out
+    assert c["narrow"]["fma"] == 2 * 64 and c["narrow"]["ldg4"] == 2 + 4, c
+    assert all(v["local"] == 0 and v["atom"] > 0 for v in c.values()), c
+
+
 FLASH_TUNED_PTX = r"""
 import json
 from numba import cuda

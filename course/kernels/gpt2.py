@@ -37,7 +37,9 @@ from numba import cuda, float32
 from ..platform import runtime
 from . import attention as attn
 from . import matmul as mm
+from . import matmul_shapes as ms
 from . import matmul_tuned as mt
+from . import matmul_v5 as v5
 from .gpt2_params import (MICRO, TINY, Config, config_of, flops, init_params,  # noqa: F401
                           jitter, load_params, param_shapes, reference)
 
@@ -46,7 +48,7 @@ NOT_SHOWN = {"gelu_tanh", "row_sum"}   # device functions, shown inside the kern
 GPU = runtime.MODE == "gpu"
 TPB = 256 if GPU else 32       # threads of the elementwise kernels (along a row)
 LN_TPB = 128 if GPU else 16    # layernorm threads per row (a power of two)
-SIM_TILE = (16, 16, 4, 4, 4)   # matmul_v4's tile in the simulator: 16 threads a block
+SIM_TILE = (16, 16, 4, 4, 4)   # matmul_v4's and v5's tile in the simulator: 16 threads a block
 GELU_K = float32(math.sqrt(2.0 / math.pi))
 
 
@@ -127,6 +129,13 @@ def store_bias_residual(out, row, col, value):
     cuda.atomic.add(out[0], (row, col), value + out[1][col])
 
 
+@cuda.jit(device=True, inline=True)
+def add_part(out, row, col, value):
+    # matmul_v5's split-K: a slice after the first adds its partial sum to out[0] (slice 0
+    # adds the bias with it, through store_bias_residual).
+    cuda.atomic.add(out[0], (row, col), value)
+
+
 @cuda.jit
 def bias_gelu_kernel(out, bias, gelu):
     # out (M, N) += bias, then GELU when gelu: the matmul's epilogue as its own pass.
@@ -193,26 +202,32 @@ class Model:
     transposed for the tied logits matmul), every activation buffer allocated once, so a
     forward pass is launches only (what the timings measure).
 
-    ``matmul``: "v4" (lesson 04's fastest FP32 kernel) or "v1_naive"; ``attention``:
+    ``matmul``: "v5" (lesson 04's SGEMM with the tile, blocks per SM and split-K the GPU
+    sweep chose for each shape: ``matmul_shapes.TABLE``), "v4" (one tile for every shape)
+    or "v1_naive"; ``attention``:
     "flash" (lesson 08's causal flash kernel) or "naive" (three kernels and a T x T score
-    matrix per head); ``fuse`` (v4 only, the default there): bias, GELU and the residual
+    matrix per head); ``fuse`` (v4 and v5; v5 always fuses): bias, GELU and the residual
     add in v4's store instead of passes of their own.  ``run(name, launch)`` is called
     around every launch (a timeline)."""
 
     def __init__(self, params: dict, config: Config, B: int, T: int, *,
-                 matmul: str = "v4", attention: str = "flash", fuse: bool | None = None):
+                 matmul: str = "v5", attention: str = "flash", fuse: bool | None = None):
         if T > config.n_positions:
             raise ValueError(f"T = {T} is longer than the context ({config.n_positions})")
-        if matmul not in ("v4", "v1_naive") or attention not in ("flash", "naive"):
-            raise ValueError('matmul must be "v4" or "v1_naive"; attention "flash" or "naive"')
-        if fuse and matmul != "v4":
-            raise ValueError("fuse=True needs matmul=\"v4\": only v4 has an epilogue to fuse into")
+        if matmul not in ("v5", "v4", "v1_naive") or attention not in ("flash", "naive"):
+            raise ValueError('matmul must be "v5", "v4" or "v1_naive"; attention "flash" or '
+                             '"naive"')
+        if fuse and matmul == "v1_naive":
+            raise ValueError("fuse=True needs matmul=\"v4\" or \"v5\": v1 has no epilogue to "
+                             "fuse into")
+        if fuse is False and matmul == "v5":
+            raise ValueError("matmul=\"v5\" always fuses its epilogues; fuse=False needs \"v4\"")
         missing = set(param_shapes(config)) - set(params)
         if missing:
             raise ValueError(f"parameters missing: {sorted(missing)[:4]} ...")
         self.cfg, self.B, self.T = config, B, T
         self.matmul_variant, self.attention = matmul, attention
-        self.fuse = matmul == "v4" if fuse is None else fuse
+        self.fuse = matmul != "v1_naive" if fuse is None else fuse
         self.tile = None if GPU or matmul != "v4" else SIM_TILE    # v4's tile (simulator)
         self.p = {k: cuda.to_device(np.ascontiguousarray(v, dtype=np.float32))
                   for k, v in params.items()}
@@ -228,9 +243,38 @@ class Model:
         self.scratch = cuda.device_array((min(B * NH, 8), T, T), f32) \
             if attention == "naive" else None
 
+    def v5_setting(self, M: int, K: int, N: int, atomic: bool) -> tuple:
+        """(tile, blocks per SM, split-K, steps) of v5 for one shape: the sweep's table on a
+        GPU; in the simulator a 16-thread tile, split in two where the epilogue can add."""
+        if GPU:
+            return ms.choose(M, K, N, atomic=atomic)
+        return SIM_TILE, 1, 2 if atomic and K >= 8 else 1, 4
+
+    def v5(self, out, inp, weight, bias, gelu, residual, run):
+        """out (+)= inp @ weight (+ bias, GELU) by v5 with the epilogue in its store; split-K
+        where the epilogue can add (bias alone, or the residual add): slice 0 adds the bias
+        too, the others only their sums; a plain output is zeroed first."""
+        (M, K), N = inp.shape, weight.shape[1]
+        atomic = bias is not None and not gelu
+        tile, per_sm, split, steps = self.v5_setting(M, K, N, atomic)
+        if bias is None:
+            store, add, C, what = None, None, out, ""
+        elif gelu:
+            store, add, C, what = store_bias_gelu, None, (out, bias), " + bias + GELU (fused)"
+        elif residual or split > 1:
+            store, add, C = store_bias_residual, add_part, (out, bias)
+            what = " + bias + residual (fused)" if residual else " + bias (fused, split-K)"
+        else:
+            store, add, C, what = store_bias, None, (out, bias), " + bias (fused)"
+        run(f"matmul_v5{what}", lambda: v5.launch(
+            inp, weight, C, tile, per_sm, split, store=store, add=add,
+            zero=split > 1 and not residual, steps=steps))
+
     def matmul(self, out, inp, weight, bias=None, gelu=False, run=_direct):
-        """out = inp @ weight (+ bias, GELU): with ``fuse``, v4 with the epilogue in its
-        store; else lesson 04's kernel, then the epilogue pass."""
+        """out = inp @ weight (+ bias, GELU): with ``fuse``, v5 or v4 with the epilogue in
+        its store; else lesson 04's kernel, then the epilogue pass."""
+        if self.matmul_variant == "v5":
+            return self.v5(out, inp, weight, bias, gelu, False, run)
         if self.fuse and bias is not None:
             store, what = (store_bias_gelu, "bias + GELU") if gelu else (store_bias, "bias")
             run(f"matmul_v4 + {what} (fused)", lambda: mt.launch(
@@ -247,7 +291,9 @@ class Model:
     def project(self, x, inp, weight, bias, scratch, cols, run=_direct):
         """x += inp @ weight + bias: fused into v4's store, or a matmul into ``scratch``
         followed by the residual kernel."""
-        if self.fuse:
+        if self.matmul_variant == "v5":
+            self.v5(x, inp, weight, bias, False, True, run)
+        elif self.fuse:
             run("matmul_v4 + bias + residual (fused)", lambda: mt.launch(
                 "v4", inp, weight, (x, bias), tile=self.tile, store=store_bias_residual))
         else:
