@@ -9,7 +9,9 @@ float32 throughout, one numba kernel per step:
 - ``encoder_forward_kernel``   token + position embedding (lesson 01: a thread an element)
 - ``layernorm_forward_kernel`` a block per row; mean and variance by shared-memory trees
   (lesson 02)
-- matmul                       lesson 04's ``matmul_v4`` (``course/kernels/matmul_tuned.py``)
+- matmul                       lesson 04's ``matmul_v5`` (``course/kernels/matmul_v5.py``:
+                               v4 with the tile, blocks per SM and split-K chosen per shape,
+                               ``matmul_shapes.TABLE``; or ``matmul_v4``, one tile for all)
                                with its epilogue (``STORE``) swapped: ``store_bias``,
                                ``store_bias_gelu`` (the MLP) and ``store_bias_residual`` (the
                                two projections, x += ...) add the bias, GELU and the residual
