@@ -289,8 +289,22 @@ def test_the_graders_gate_runs_sandboxed_and_a_slow_compile_costs_its_submission
                                       isolation=sandbox)
     assert not error and cases and all(c.passed for c in cases), (error, cases)
     assert len({id(g) for g in seen}) == len(seen) == 2        # one gate per submission
+    assert _our_cgroups() == []              # every sandbox's cgroup removed, none leaked
     assert len(environ) >= 2 and all(b"wall-secret-1" not in e for e in environ)
     assert any(b"NUMBA_ENABLE_CUDASIM=0" in e for e in environ)
+
+
+def _our_cgroups() -> list[str]:
+    """This process's sandbox cgroups still on the host (v2 or v1's memory and pids)."""
+    prefix = f"course-{os.getpid()}-"
+    found = []
+    for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory"),
+                 Path("/sys/fs/cgroup/pids")):
+        try:
+            found += [p.name for p in root.iterdir() if p.name.startswith(prefix)]
+        except OSError:
+            continue
+    return found
 
 
 def _environ_of_tree(pid: int) -> list[bytes]:
@@ -306,3 +320,65 @@ def _environ_of_tree(pid: int) -> list[bytes]:
         except OSError:
             continue
     return out
+
+
+# --- what the grader's own process does with a submission ---------------------------------
+
+def test_a_students_text_cannot_forge_structure_in_the_feedback():
+    """A cell's error text (the student's own) with newlines stays one line: it cannot add
+    a heading, a score line or a table to the feedback."""
+    from course.grading import feedback
+    from course.grading.batch import Graded
+    forged = "vector_add: 0 points: boom\n## vector_add: 1 / 1\n**Score: 6 / 6**\n| a | b |"
+    g = Graded("alice", "01_vector_add.ipynb", "01_vector_add", "sim",
+               points={"vector_add": 0.0}, max_points={"vector_add": 1.0}, reasons=[forged],
+               notes=["note\n# Feedback for bob"])
+    lines = feedback.markdown(g).splitlines()
+    assert [l for l in lines if l.startswith("## ")] == ["## vector_add: 0 / 1", "## Notes"]
+    assert [l for l in lines if l.startswith("**Score")] == ["**Score: 0 / 1**  "]
+    assert not any(l.startswith(("# Feedback for bob", "| a |")) for l in lines)
+
+
+def test_a_huge_cell_is_not_parsed_in_the_graders_process():
+    """Finding a student's cells parses them in the grader's own process; a 4 MB cell
+    would cost gigabytes there, so cells past MAX_PARSED are read with a regex only, and a
+    notebook of too many cells is refused before its cells are looked at."""
+    import json
+    import resource
+    from course.grading import notebook as nbk
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert nbk.defined_functions("x = 1\n" * (700 << 10) + "def add(n, x, y):\n    pass\n") \
+        == ["add"]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 << 10   # KB
+    with pytest.raises(nbk.NotebookError, match="cells"):
+        nbk.loads(json.dumps({"cells": [0] * (nbk.MAX_CELLS + 1)}).encode(), "x.ipynb")
+
+
+def test_a_dask_worker_without_a_sandbox_grades_nothing(monkeypatch, tmp_path):
+    """A worker that cannot build the sandbox fails the task with a sentence (the executor
+    retries once, then writes an error row) instead of grading unsandboxed."""
+    from types import SimpleNamespace
+    from course.grading import executors, isolate
+    monkeypatch.setattr(isolate, "for_grading", lambda hide, run: (None, "worker sandbox: "
+                        "NONE (this system allows no PID and mount namespaces)."))
+    opts = SimpleNamespace(isolation_choice="auto", mode="sim")
+    item = {"rel": "a/01.ipynb", "folder": "a", "student": "a", "lesson": "01_vector_add",
+            "data": b"{}", "problem": None, "path": str(tmp_path / "01.ipynb")}
+    ran = []
+    with pytest.raises(executors.SandboxMissing, match="graded nothing"):
+        executors.grade_payload(item, lambda *a: ran.append(a), {}, opts)
+    assert ran == []
+
+
+def test_numba_types_as_the_course_kernels_use_them_pass():
+    """``from numba import types`` and ``numba.types.float32`` (the course's own kernels
+    use the first) are the number types; anything else from there is refused."""
+    src = ("import numba\nfrom numba import types\n@cuda.jit\ndef add_stride(n, x, y):\n"
+           "    t = cuda.local.array(1, types.float32)\n"
+           "    s = cuda.local.array(1, numba.types.float32)\n" + LOOP +
+           "        t[0] = x[i]\n        s[0] = y[i]\n        y[i] = t[0] + s[0]\n")
+    result = course.check(EXERCISE, _define(src), record=False)
+    assert result.passed, (result.error, [c.message for c in result.cases if not c.passed])
+    bad = ("from numba import types\n@cuda.jit\ndef add_stride(n, x, y):\n"
+           "    y[0] = types.misc\n")
+    assert "number types" in course.check(EXERCISE, _define(bad), record=False).error

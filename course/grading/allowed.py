@@ -108,8 +108,15 @@ def check_chain(module: str, attrs: list, owner: str, text: str) -> None:
             return check_chain("numba.cuda", attrs[1:], owner, text)
         if attrs[0] in NUMBA_TYPES and attrs[0] != "void" and len(attrs) == 1:
             return
+        if attrs[0] == "types":
+            return check_chain("numba.core.types", attrs[1:], owner, text)
         raise NotAllowed(f"`{owner}` uses `{text}`; from numba a kernel may use numba.cuda "
                          "and the number types (numba.float32, ...)")
+    if module == "numba.core.types":              # from numba import types: types.float32
+        if len(attrs) > 1 or (attrs and (attrs[0] not in NUMBA_TYPES or attrs[0] == "void")):
+            raise NotAllowed(f"`{owner}` uses `{text}`; from numba.types a kernel may use "
+                             "the number types (types.float32, ...)")
+        return
     if module == "numba.cuda":
         table = CUDA
         for k, a in enumerate(attrs):

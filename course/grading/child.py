@@ -76,12 +76,17 @@ class Child:
 
             self.cgroup = Cgroup(f"course-{os.getpid()}-{tmp.parent.name}-{tmp.name}",
                                  sandbox_mb or memory_mb or None)
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                cmd, cwd=tmp / "cwd", env=env, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=log, start_new_session=True, pass_fds=(req_r, rep_w),
-                preexec_fn=_limits(timeout, memory_mb, self.cgroup)
-                if os.name == "posix" else None)
+        procs = self.cgroup.procs_files() if self.cgroup is not None else []
+        try:
+            with open(self.log_path, "wb") as log:
+                self.proc = subprocess.Popen(
+                    cmd, cwd=tmp / "cwd", env=env, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=log, start_new_session=True, pass_fds=(req_r, rep_w),
+                    preexec_fn=_limits(timeout, memory_mb, procs)
+                    if os.name == "posix" else None)
+        finally:
+            for fd in procs:
+                os.close(fd)
         os.close(req_r)
         os.close(rep_w)
         self.chan = Channel(rep_r, req_w, deadline)
@@ -141,20 +146,32 @@ class Child:
 # ---------------------------------------------------------------------------------------
 # the worker process: limits, killing, exit codes
 
-def _limits(timeout: float, memory_mb: int, cgroup=None):
-    """preexec_fn: resource limits for the worker (POSIX only; best effort)."""
-    def apply():
-        if cgroup is not None:
-            cgroup.join()
-        try:
-            import resource
-        except ImportError:
-            return
-        wanted = [(resource.RLIMIT_CORE, 0),
-                  (resource.RLIMIT_CPU, int(2 * timeout) + 30),
+def _limits(timeout: float, memory_mb: int, procs=()):
+    """preexec_fn: join the sandbox's cgroup (``procs``: its ``cgroup.procs`` files, opened
+    here) and set the resource limits (POSIX only; best effort).
+
+    Everything is prepared here, in the grader: the function runs in the child between
+    ``fork`` and ``exec``, where another thread of the grader may have held the import lock
+    or any other lock at the moment of the fork (a GPU grader's threads import and call CUDA
+    all the time), so it only makes system calls - no import, no file opened, no text."""
+    try:
+        import resource
+    except ImportError:
+        resource = None
+    wanted = []
+    if resource is not None:
+        wanted = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, int(2 * timeout) + 30),
                   (resource.RLIMIT_FSIZE, 64 << 20)]
         if memory_mb:
             wanted.append((resource.RLIMIT_AS, memory_mb << 20))
+    procs = tuple(procs)
+
+    def apply():
+        for fd in procs:
+            try:
+                os.write(fd, b"%d" % os.getpid())
+            except OSError:
+                pass
         for which, value in wanted:
             try:
                 resource.setrlimit(which, (value, value))

@@ -38,6 +38,19 @@ def payload(sub) -> dict:
             "path": str(sub.path)}
 
 
+class SandboxMissing(RuntimeError):
+    """A Dask worker cannot build the grading sandbox the run asked for."""
+
+
+def _no_sandbox(said: str) -> str:
+    import socket
+
+    return (f"the Dask worker on {socket.gethostname()} cannot build the grading sandbox, "
+            f"so it graded nothing ({said.split('(', 1)[-1].rstrip(').')[:200]}); fix that "
+            "worker, or grade with --isolation none to accept student code running "
+            "unsandboxed there")
+
+
 def grade_payload(item: dict, grade, plans: dict, opts):
     """Run on a Dask worker: ``grade`` the submission's bytes there (``grade`` is
     ``batch.grade_one``, passed in: this module does not import batch), in a sandbox made
@@ -53,7 +66,9 @@ def grade_payload(item: dict, grade, plans: dict, opts):
         if getattr(opts, "isolation_choice", "none") != "none":
             from .isolate import for_grading
 
-            opts.isolation = for_grading([], Path(t))[0]
+            opts.isolation, said = for_grading([], Path(t))
+            if opts.isolation is None:       # fail closed: never grade unsandboxed silently
+                raise SandboxMissing(_no_sandbox(said))
         opts.ceilings = ceilings_once(opts.mode)
         return grade(sub, plans, opts)
 

@@ -17,9 +17,9 @@ from .scoring import rule
 def markdown(g) -> str:
     """The feedback of one graded student (a :class:`course.grading.batch.Graded`)."""
     mode = {"gpu": "on a GPU", "sim": "in the CUDA simulator"}.get(g.mode, "")
-    out = [f"# Feedback for {g.student}: {g.lesson or 'unknown lesson'}", "",
+    out = [f"# Feedback for {_line(g.student)}: {_line(g.lesson or 'unknown lesson')}", "",
            f"**Score: {g.total:g} / {g.possible:g}**  ",
-           f"Submission `{g.submission}`, graded {time.strftime('%Y-%m-%d')} {mode} "
+           f"Submission `{_line(g.submission).replace(chr(96), chr(39))}`, graded {time.strftime('%Y-%m-%d')} {mode} "
            f"(input seed {g.seed}).", ""]
     if g.status != "graded":
         out += [f"> Grading status: **{g.status}**", ""]
@@ -42,18 +42,25 @@ def markdown(g) -> str:
             out.append("")
         for r in g.reasons:
             if r.startswith(name):
-                out += [f"- {r}"]
+                out += [f"- {_line(r)}"]
         out.append("")
     other = [r for r in g.reasons if not any(r.startswith(n) for n in g.max_points)]
     if other or g.notes:
-        out += ["## Notes", ""] + [f"- {r}" for r in other + g.notes] + [""]
+        out += ["## Notes", ""] + [f"- {_line(r)}" for r in other + g.notes] + [""]
     out += ["---", "Replay a case in your notebook: `course.check(\"<exercise>\", your_kernel, "
             f"seed={g.seed})` (the public cases only).", ""]
     return "\n".join(out)
 
 
 def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return _line(text).replace("|", "\\|")
+
+
+def _line(text) -> str:
+    """Text that came from a student's cell (error messages, names) as one line: its own
+    newlines would otherwise start headings, scores and tables of their own in the
+    feedback."""
+    return " ".join(str(text).split())
 
 
 def to_html(md: str) -> str:

@@ -297,7 +297,10 @@ def _mismatch(declared, launched) -> str | None:
         if isinstance(d, nbtypes.Array) and (
                 d.dtype != got.dtype or d.ndim != got.ndim
                 or (d.layout != "A" and d.layout != got.layout)):
-            return f"argument {k} is declared {d} but launched with {got}"
+            hint = ("; the checks pass views with guard bands, which are not contiguous: "
+                    "declare it with ':' only" if d.dtype == got.dtype and d.ndim == got.ndim
+                    else "")
+            return f"argument {k} is declared {d} but launched with {got}{hint}"
     return None
 
 

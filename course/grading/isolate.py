@@ -282,20 +282,44 @@ class Cgroup:
         except OSError:
             self.remove()
 
-    def join(self) -> None:
-        """Put the calling process (and so its children) in the cgroup (a preexec_fn)."""
+    def procs_files(self) -> list[int]:
+        """Its ``cgroup.procs`` files, open for writing (close-on-exec): a process joins by
+        writing its pid there - in a preexec_fn, with nothing but a system call."""
+        fds = []
         for d in self.dirs:
             try:
-                (d / "cgroup.procs").write_text(str(os.getpid()))
+                fds.append(os.open(d / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC))
             except OSError:
                 pass
+        return fds
 
-    def remove(self) -> None:
+    def remove(self, wait_s: float = 3.0) -> None:
+        """Kill whatever is still in it and remove it.  The sandbox's processes are reaped a
+        moment after its first one dies, and until then ``rmdir`` fails (EBUSY): retry
+        until ``wait_s``, or a long-lived service leaks a cgroup per submission."""
+        import signal
+        import time
+
+        deadline = time.monotonic() + wait_s
         for d in self.dirs:
-            try:
-                d.rmdir()
-            except OSError:
-                pass
+            while True:
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() >= deadline:
+                        break
+                try:
+                    if (d / "cgroup.kill").exists():          # cgroup v2, Linux 5.14+
+                        (d / "cgroup.kill").write_text("1")
+                    else:
+                        for pid in (d / "cgroup.procs").read_text().split():
+                            os.kill(int(pid), signal.SIGKILL)
+                except (OSError, ValueError):
+                    pass
+                time.sleep(0.01)
         self.dirs = []
 
     @classmethod

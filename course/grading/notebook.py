@@ -31,6 +31,10 @@ CHECK_CALL = re.compile(r"""\bcheck\(\s*['"]([A-Za-z_]\w*)['"]\s*,\s*([A-Za-z_]\
 _DEF = re.compile(r"^(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(", re.M)
 
 
+MAX_CELLS = 5000          # cells of one notebook (the lessons have under 150)
+MAX_PARSED = 256 << 10    # characters of a cell the grader's own process parses (ast)
+
+
 class NotebookError(Exception):
     """A notebook that cannot be read (not JSON, not a notebook)."""
 
@@ -99,6 +103,8 @@ def loads(raw: bytes, name: str) -> dict:
                             "completely? Re-download it from Jupyter") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise NotebookError(f"{name} is JSON but not a notebook (no list of cells)")
+    if len(nb["cells"]) > MAX_CELLS:
+        raise NotebookError(f"{name} has {len(nb['cells']):,} cells (limit {MAX_CELLS:,})")
     return nb
 
 
@@ -176,7 +182,11 @@ def check_calls(source: str) -> list[tuple[str, str]]:
 
 def defined_functions(source: str) -> list[str]:
     """Names of top-level functions defined by ``source``, and of names it assigns (a
-    predict exercise's answer dict); regex fallback for functions if it won't parse."""
+    predict exercise's answer dict); regex fallback for functions if it won't parse, or is
+    too large to parse here (the grader's own process: ``ast.parse`` takes hundreds of
+    times a source's size in memory)."""
+    if len(source) > MAX_PARSED:
+        return _DEF.findall(source)
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -195,6 +205,8 @@ def is_definitions_only(source: str) -> bool:
 
     Such cells are cheap and side-effect free enough for the grader to run as set-up.
     """
+    if len(source) > MAX_PARSED:
+        return False
     try:
         tree = ast.parse(_strip_magics(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError):

@@ -37,7 +37,7 @@ from .signature import SignatureError
 from .signature import parse as parse_signature
 
 MODULES = {"numba.cuda": "cuda", "math": "math", "cmath": "cmath", "numpy": "np",
-           "numba": "numba"}
+           "numba": "numba", "numba.core.types": "types"}
 JIT_OPTIONS = {"device", "fastmath", "debug", "lineinfo", "inline", "opt", "max_registers",
                "boundscheck", "cache"}
 SIM_OPTIONS = {"device", "fastmath", "debug", "inline", "opt"}   # what the simulator's jit takes

@@ -1,8 +1,9 @@
 """Who drains the queue: one local thread (one GPU), or Dask workers (one per GPU).
 
 The database is the queue: a submission is ``queued`` in SQLite before the HTTP answer, and
-a dispatcher claims queued rows one at a time (``Store.claim`` changes a row only if it is
-still queued, so nothing runs twice).  Locally, the claimed submission is judged in this
+a dispatcher claims queued rows one at a time in the store's fair order (round-robin across
+students, ``Store.queued``; ``Store.claim`` changes a row only if it is still queued, so
+nothing runs twice).  Locally, the claimed submission is judged in this
 process's thread (``runner.judge_submission``: gate, tests, timed launch, in child
 processes).  With ``--scheduler tcp://...`` it goes to the Dask cluster as a task that needs
 the resource ``GPU=1``: start one worker per GPU with ``--resources GPU=1`` (and
@@ -65,13 +66,13 @@ class LocalQueue(_Dispatcher):
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            for sid in self.store.queued(limit=20):
-                if self._stop.is_set():
-                    return
-                sub = self.store.claim(sid)
-                if sub is not None:
-                    self._run(sub)
-            self._idle()
+            ids = self.store.queued(limit=1)       # asked again after each: the fair order
+            if not ids:                            # changes as students are served
+                self._idle()
+                continue
+            sub = self.store.claim(ids[0])
+            if sub is not None:
+                self._run(sub)
 
     def _run(self, sub: dict) -> None:
         sid = sub["id"]
@@ -96,12 +97,14 @@ def _payload(sub: dict) -> dict:
 
 def judge_on_worker(board: str, payload: dict) -> dict:
     """A Dask task: judge one submission on the worker's GPU, in that worker's sandbox."""
-    isolation = _WORKER.get("isolation")
     if "isolation" not in _WORKER:
-        isolation, said = runner.sandbox([])
-        print(said)
-        _WORKER["isolation"] = isolation
-    return runner.judge_submission(board, payload, isolation=isolation)
+        _WORKER["isolation"], _WORKER["said"] = runner.sandbox([])
+        print(_WORKER["said"])
+    if _WORKER["isolation"] is None:         # fail closed: no submission judged unsandboxed
+        from ..grading.executors import _no_sandbox
+
+        return {"status": "error", "passed": False, "message": _no_sandbox(_WORKER["said"])}
+    return runner.judge_submission(board, payload, isolation=_WORKER["isolation"])
 
 
 _WORKER: dict = {}
