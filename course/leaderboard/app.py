@@ -9,22 +9,24 @@ JSON API (the contract in ``shared/DESIGN.md``):
   the instructor's token, ``{"board", "course_kernel"}`` enters one of the course's own
   kernels (``exercises/entries.py``), ranked as ``course:NAME``
 - ``GET  /api/submissions/{id}``        its status and result (your own, or any with the
-  instructor's token); ``"source"`` included
+  instructor's token); ``"source"``, and the whole judged unit as text: ``"unit_sources"``
+  (every function's source: the kernel and its device functions) and ``"constants"``
+  (every other global it carried; ``shown.py``)
 
 Every bad request gets a 4xx and one sentence in ``{"error": ...}``: 400 malformed,
-401 no or unknown token, 403 someone else's submission, 404 unknown board or submission,
-408 a body that took over ``limits.BODY_S``, 413 too large, 422 not a kernel the service can
-take (syntax error, no such ``@cuda.jit`` function, malformed unit, a ``"source"`` that is
-not the unit's: the unit is what is judged, so the source shown is always the unit's), 429
-too many submissions (``Retry-After`` says when to retry); 503 while
-``limits.BODIES_IN_FLIGHT`` bytes are being read.  Connection-level limits (header deadline,
-per-client cap): ``limits.py``.
+401 no, unknown or non-ASCII token, 403 someone else's submission, 404 unknown board or
+submission, 408 a body that took over ``limits.BODY_S``, 413 too large or past the
+student's storage quota, 422 not a kernel the service can take (syntax error, no such
+``@cuda.jit`` function, malformed unit, a ``"source"`` that is not the unit's: the unit is
+what is judged, so the source shown is always the unit's), 429 too many submissions or past
+the student's judge time in the window (``Retry-After`` says when to retry;
+``allowance.py``); 503 while ``limits.BODIES_IN_FLIGHT`` bytes are being read.
+Connection-level limits (header deadline, per-client cap): ``limits.py``.
 HTML pages (``pages.py``): ``/boards``, ``/boards/{board}``, ``/signin``.
 """
 from __future__ import annotations
 
 import ast
-import hmac
 import json
 import os
 import time
@@ -36,9 +38,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from . import allowance
 from . import boards as boards_mod
 from .limits import Refused, read_body
-from .store import COURSE_PREFIX
+from .shown import unit_view
+from .store import COURSE_PREFIX, same_token
 
 MAX_SOURCE = 64 << 10        # characters of a submitted file
 
@@ -48,6 +52,9 @@ class Settings:
     rate: int = 6                     # submissions per student ...
     per_s: float = 60.0               # ... per this many seconds
     max_waiting: int = 4              # queued or running at once, per student
+    judge_s: float = allowance.JUDGE_S            # seconds judged per student ...
+    judge_window_s: float = allowance.JUDGE_WINDOW_S   # ... in any window this long
+    quota_bytes: int = allowance.QUOTA_BYTES      # sources and units kept per student
     admin_token: str | None = None    # COURSE_LEADERBOARD_ADMIN_TOKEN
     mode: str = "sim"
     boards: dict = field(default_factory=dict)
@@ -62,7 +69,11 @@ def who(request: Request, settings: Settings, store, required: bool = True):
     auth = request.headers.get("authorization", "")
     token = auth[7:].strip() if auth.lower().startswith("bearer ") else \
         request.cookies.get("leaderboard_token", "")
-    if token and settings.admin_token and hmac.compare_digest(token, settings.admin_token):
+    if token and not token.isascii():
+        raise Refused(401, "the token has characters a leaderboard token never has (tokens "
+                           "are ASCII letters, digits, - and _): use the one your instructor "
+                           "gave you")
+    if token and same_token(token, settings.admin_token):
         return "instructor", True
     student = store.student_for(token) if token else None
     if student is None and required:
@@ -170,6 +181,7 @@ def public(sub: dict, store, with_source: bool) -> dict:
     out["rank"] = store.rank_of(sub)
     if with_source:
         out["source"] = sub["source"]
+        out["unit_sources"], out["constants"] = unit_view(sub.get("unit"))
     return out
 
 
@@ -206,6 +218,10 @@ def create_app(store, queue, settings: Settings) -> Starlette:
                 raise Refused(429, f"you already have {settings.max_waiting} submissions "
                                    "waiting; try again when one is done",
                               {"Retry-After": "30"})
+            allowance.check_judge_time(store, student, settings.judge_s,
+                                       settings.judge_window_s, time.time())
+            allowance.check_storage(store, student, allowance.size(source, unit),
+                                    settings.quota_bytes)
         sid = store.add(student, board, function, source, unit)
         queue.notify()
         return JSONResponse({"id": sid, "status": "queued",

@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib
+import os
 import sys
 from pathlib import Path
 
-from . import limits
+from . import allowance, limits
 from .store import Store
 
 
@@ -36,7 +37,8 @@ def tokens(opts) -> int:
         return 2
     store = Store(opts.db)
     new, kept = store.issue_tokens(sorted(roster))
-    with open(opts.out, "w", newline="") as f:
+    fd = os.open(opts.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)   # tokens: owner only
+    with open(fd, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["student", "token"])
         w.writerows(new)
@@ -82,8 +84,6 @@ def _exit_with(pid: int) -> None:
 
 
 def serve(opts) -> int:
-    import os
-
     import uvicorn
 
     if os.environ.get("COURSE_LEADERBOARD_EXIT_WITH", "").isdigit():
@@ -118,7 +118,9 @@ def serve(opts) -> int:
         q = queues.LocalQueue(store, judge=judge, isolation=isolation,
                               case_time_limit=opts.case_time_limit)
         where = "this machine, one submission at a time"
-    settings = settings_from_env(runtime.MODE, rate=opts.rate, per_s=opts.per)
+    settings = settings_from_env(runtime.MODE, rate=opts.rate, per_s=opts.per,
+                                 judge_s=opts.judge_seconds, judge_window_s=opts.judge_window,
+                                 quota_bytes=int(opts.quota_mb * 1e6))
     app = create_app(store, q, settings)
 
     def said(requeued, gave_up):     # before the queue starts: its first work may kill it
@@ -131,7 +133,8 @@ def serve(opts) -> int:
     q.start(said)
     print(f"limits: headers within {limits.HEADER_S:g} s, bodies within "
           f"{limits.BODY_S:g} s, {opts.max_per_client} connections per client address, "
-          f"{most} in all ({files} open files)", flush=True)
+          f"{most} in all ({files} open files); per student {opts.judge_seconds:g} s of "
+          f"judging per {opts.judge_window:g} s, {opts.quota_mb:g} MB kept", flush=True)
     print(f"serving on http://{opts.host}:{opts.port}/boards", flush=True)
     config = uvicorn.Config(app, root_path=opts.root_path, log_level="warning", ws="none",
                             http=limits.protocol(opts.max_per_client, limits.HEADER_S, most),
@@ -156,6 +159,15 @@ def main(argv=None) -> int:
     s.add_argument("--scheduler", help="tcp://... of a Dask scheduler with GPU workers")
     s.add_argument("--rate", type=int, default=6, help="submissions per student per --per s")
     s.add_argument("--per", type=float, default=60.0)
+    s.add_argument("--judge-seconds", type=float, default=allowance.JUDGE_S, metavar="S",
+                   help="seconds of judging per student in any --judge-window (default "
+                        "%(default)g); past it a new submission is refused (429)")
+    s.add_argument("--judge-window", type=float, default=allowance.JUDGE_WINDOW_S,
+                   metavar="S", help="the sliding window of --judge-seconds (default "
+                                     "%(default)g s)")
+    s.add_argument("--quota-mb", type=float, default=allowance.QUOTA_BYTES / 1e6,
+                   metavar="MB", help="sources and units kept per student (default "
+                                      "%(default).1f MB); past it a submission gets 413")
     s.add_argument("--root-path", default="", help="the prefix behind a proxy "
                    "(JupyterHub service: /services/leaderboard)")
     s.add_argument("--isolation", choices=["auto", "none"], default="auto",

@@ -3,7 +3,9 @@
 ``/boards`` lists the boards; ``/boards/{board}`` ranks every student's fastest passing
 submission (rank, student, time ± spread, best, submission time, device), shows the seeds'
 and the course's reference times, draws the board's best time over the term, and - once
-signed in with a token at ``/signin`` (a cookie, HttpOnly) - your own submissions.
+signed in with a token at ``/signin`` (a cookie: HttpOnly, SameSite=Strict, Path the
+service's root path, Secure over https) - your own submissions, each linking to
+``/submissions/{id}``: its source and the whole judged unit (device functions, constants).
 Links carry the ASGI root path, so the pages work behind JupyterHub's proxy.
 """
 from __future__ import annotations
@@ -17,7 +19,8 @@ from starlette.routing import Route
 
 from .client import ms_text
 from .limits import read_body
-from .store import COURSE_PREFIX
+from .shown import unit_view
+from .store import COURSE_PREFIX, same_token
 
 CSS = """body{font:15px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:62rem;color:#222}
 table{border-collapse:collapse;width:100%;margin:.5rem 0 1.5rem}th,td{padding:.3rem .6rem;
@@ -36,6 +39,15 @@ def _page(title: str, body: str, root: str, signed_in: str | None = None,
 <title>{html.escape(title)}</title><style>{CSS}</style></head><body>
 <nav><a href="{root}/boards">All boards</a><span class="muted">{who}</span></nav>
 <h1>{html.escape(title)}</h1>{body}</body></html>""", status_code=status)
+
+
+def _cookie(request) -> dict:
+    """The sign-in cookie's scope: only this service's path (behind JupyterHub the origin
+    also serves every student's own server), never to scripts or other sites, and only
+    over https when the request came that way."""
+    root = request.scope.get("root_path", "").rstrip("/")
+    return {"path": root or "/", "httponly": True, "samesite": "strict",
+            "secure": request.url.scheme == "https"}
 
 
 def _when(t) -> str:
@@ -72,6 +84,24 @@ def chart(points: list[tuple[float, float]], width: int = 640, height: int = 180
             f'<text x="{pad}" y="{height - 8}" font-size="11">{_when(t0)}</text>'
             f'<text x="{width - pad}" y="{height - 8}" font-size="11" text-anchor="end">'
             f'{_when(points[-1][0])}</text></svg>')
+
+
+def submission_body(sub: dict) -> str:
+    """A submission's page: its verdict, then everything that was judged, escaped."""
+    sources, consts = unit_view(sub.get("unit"))
+    out = [f'<p>{html.escape(sub["board"])} · <code>{html.escape(sub["function"])}</code> · '
+           f'{html.escape(sub["status"])} · {_ms(sub.get("mean_ms"))}</p>'
+           f'<p>{html.escape(sub.get("message") or "")}</p>',
+           "<h2>Source</h2><pre>" + html.escape(sub["source"]) + "</pre>"]
+    if sources:
+        out.append("<h2>The judged unit</h2>")
+        out += [f"<h3><code>{html.escape(name)}</code></h3><pre>{html.escape(src)}</pre>"
+                for name, src in sources.items()]
+    if consts:
+        out.append("<h2>Constants</h2><table><tr><th>name</th><th>value</th></tr>" + "".join(
+            f"<tr><td><code>{html.escape(k)}</code></td><td><code>{html.escape(v)}</code>"
+            "</td></tr>" for k, v in consts.items()) + "</table>")
+    return "".join(out)
 
 
 def routes(store, settings, who) -> list:
@@ -144,22 +174,38 @@ def routes(store, settings, who) -> list:
             body.append("<h2>Your submissions</h2><table><tr><th>id</th><th>status</th>"
                         "<th>time</th><th>submitted</th><th>message</th></tr>")
             for s in store.history(me, name):
-                body.append(f'<tr><td class="n">{s["id"]}</td><td>{s["status"]}</td>'
+                body.append(f'<tr><td class="n"><a href="{r}/submissions/{s["id"]}">'
+                            f'{s["id"]}</a></td><td>{s["status"]}</td>'
                             f'<td class="n">{_ms(s["mean_ms"])}</td><td>{_when(s["created"])}'
                             f'</td><td>{html.escape((s["message"] or "")[:300])}</td></tr>')
             body.append("</table>")
         return _page(f"Board: {name}", "".join(body), r, me)
+
+    async def one_submission(request):
+        r, text = root(request), request.path_params["sid"]
+        try:
+            me, admin = who(request, settings, store, required=False)
+        except Exception:  # noqa: BLE001 - a bad cookie is no sign-in
+            me, admin = None, False
+        sub = store.get(int(text)) if text.isascii() and text.isdigit() and \
+            len(text) <= 18 else None
+        if sub is None or not (admin or (me and sub["student"] == me)):
+            return _page("No such submission", "<p>There is no submission of yours with "
+                         f"that id{'' if me or admin else ': sign in first'}.</p>", r, me,
+                         status=404)
+        return _page(f"Submission {sub['id']}", submission_body(sub), r, me)
 
     async def signin(request):
         r = root(request)
         if request.method == "POST":
             form = parse_qs((await read_body(request, 4096)).decode(errors="replace"))
             token = (form.get("token") or [""])[0].strip()
-            ok = token and (store.student_for(token) or token == settings.admin_token)
+            ok = token.isascii() and (store.student_for(token) or
+                                      same_token(token, settings.admin_token))
             if ok:
                 resp = RedirectResponse(f"{r}/boards", status_code=303)
-                resp.set_cookie("leaderboard_token", token, httponly=True, samesite="strict",
-                                max_age=120 * 86400)
+                resp.set_cookie("leaderboard_token", token, max_age=120 * 86400, **_cookie(
+                    request))
                 return resp
             msg = '<p style="color:#b00">That token is not known here.</p>'
         else:
@@ -170,9 +216,10 @@ def routes(store, settings, who) -> list:
 
     async def signout(request):
         resp = RedirectResponse(f"{root(request)}/boards", status_code=303)
-        resp.delete_cookie("leaderboard_token")
+        resp.delete_cookie("leaderboard_token", **_cookie(request))
         return resp
 
     return [Route("/", index), Route("/boards", all_boards),
             Route("/boards/{board}", one_board),
+            Route("/submissions/{sid}", one_submission),
             Route("/signin", signin, methods=["GET", "POST"]), Route("/signout", signout)]

@@ -11,12 +11,20 @@ a submission whose judging stopped the service twice ends ``error`` with ``BROKE
 is never queued again.  Every start counts, a restart on purpose too (a stop could come
 from the work itself, where the sandbox cannot keep it from signalling the service).  A
 database from before ``attempts`` gets the column at open.
+
+The queue is fair (:meth:`Store.queued`): the next submission judged is the oldest one of
+the student served least recently, so one student's queue never holds the others' back by
+more than one judging.  The file (and its ``-wal``/``-shm``) is made mode 0600 - it holds
+every student's sources and the tokens' hashes - and an existing one is narrowed to 0600;
+the folder around it is left as it is.
 """
 from __future__ import annotations
 
 import csv
 import hashlib
+import hmac
 import json
+import os
 import secrets
 import sqlite3
 import threading
@@ -54,12 +62,20 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def same_token(given: str, known: str | None) -> bool:
+    """Is ``given`` the token ``known``?  Compared as bytes in constant time, so any text
+    (a header's non-ASCII bytes too) is an answer, never an error."""
+    return bool(given and known) and hmac.compare_digest(
+        given.encode("utf-8", "surrogateescape"), known.encode("utf-8", "surrogateescape"))
+
+
 class Store:
     """Thread-safe access to one leaderboard database (one connection, one lock)."""
 
     def __init__(self, path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        private(self.path)
         self._lock = threading.Lock()
         self.allowed: set | None = None
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30,
@@ -70,6 +86,9 @@ class Store:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
             cols = {r["name"] for r in self._db.execute("PRAGMA table_info(submissions)")}
+            for extra in ("-wal", "-shm"):              # made by WAL mode, same mode
+                if Path(f"{self.path}{extra}").exists():
+                    private(Path(f"{self.path}{extra}"))
             if "attempts" not in cols:                  # a database from before attempts
                 self._db.execute("ALTER TABLE submissions ADD COLUMN attempts INTEGER NOT "
                                  "NULL DEFAULT 0")
@@ -150,8 +169,28 @@ class Store:
         return again, gave_up
 
     def queued(self, limit: int = 100) -> list[int]:
-        return [r["id"] for r in self._q("SELECT id FROM submissions WHERE status = 'queued' "
-                                         "ORDER BY id LIMIT ?", (limit,))]
+        """Queued ids in the order they are to be judged: round-robin across students -
+        each student's oldest first, students served least recently (``started``) first,
+        then the next of each, and so on."""
+        return [r["id"] for r in self._q("""SELECT id FROM (
+            SELECT id, student, ROW_NUMBER() OVER (PARTITION BY student ORDER BY id) AS k
+            FROM submissions WHERE status = 'queued') q
+            ORDER BY q.k, COALESCE((SELECT MAX(started) FROM submissions s
+                                    WHERE s.student = q.student), 0), q.id
+            LIMIT ?""", (limit,))]
+
+    def judging(self, student: str, since: float) -> list[tuple[float, float | None]]:
+        """(started, finished or None while running) of the student's judgings that
+        overlap the time from ``since`` on."""
+        return [(r["started"], r["finished"]) for r in self._q(
+            "SELECT started, finished FROM submissions WHERE student = ? AND started IS NOT "
+            "NULL AND (finished IS NULL OR finished >= ?)", (student, since))]
+
+    def stored_bytes(self, student: str) -> int:
+        """Bytes of sources and units kept for the student (UTF-8)."""
+        return self._q("SELECT COALESCE(SUM(LENGTH(CAST(source AS BLOB)) + COALESCE(LENGTH("
+                       "CAST(unit AS BLOB)), 0)), 0) AS n FROM submissions WHERE student = ?",
+                       (student,))[0]["n"]
 
     def claim(self, sid: int) -> dict | None:
         """Mark a queued submission as started (once: None if someone else took it)."""
@@ -234,6 +273,22 @@ class Store:
                         for k in EXPORT])
             n += 1
         return n
+
+
+def private(path: Path) -> None:
+    """Make ``path`` (a file) readable and writable by its owner only: created so if
+    missing, narrowed if not."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o600)
+    except PermissionError:          # someone else's file, opened read-only: theirs to set
+        return
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    except PermissionError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def iso(t: float | None) -> str:
