@@ -13,6 +13,8 @@ Floor 8: above ``grading``, whose judge and measurer it uses unchanged.  Its par
 - ``app.py``       the HTTP API (JSON) on Starlette; ``pages.py`` the HTML boards
 - ``client.py``    ``course.submit(...)`` and ``python -m course submit``
 - ``cli.py``       ``python -m course leaderboard serve | tokens | export``
+- ``allowance.py`` what one student may take: judge time in a sliding window, storage
+- ``shown.py``     a submission's whole judged unit as text (device functions, constants)
 - ``limits.py``    what slow or crowding clients can hold: header deadline, connections per
                    address and in all, the port taken before "serving"
 """
