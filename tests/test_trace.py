@@ -371,3 +371,215 @@ def test_two_shared_arrays_stay_distinct_under_the_tracer():
     t = trace.run(two_shared_arrays, 1, 32, x, out)
     np.testing.assert_allclose(out, x + 2 * x[::-1])
     assert {a.name for a in t.arrays} >= {"a", "b"} and not t.problems()
+
+
+# ---------------------------------------------------------------------------------------
+# arrays derived from a traced array: mapped to the base addresses, or the launch stops
+
+def _kernel(body: str, params: str = "x, out", name: str = "k"):
+    """A jitted kernel from source lines (a real file, so the tracer can name its lines)."""
+    import linecache
+    import textwrap
+
+    src = f"def {name}({params}):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+    path = f"<trace-test {name} {abs(hash(src))}>"
+    linecache.cache[path] = (len(src), None, src.splitlines(True), path)
+    ns = {"cuda": cuda, "np": np, "float32": float32, "int32": int32}
+    exec(compile(src, path, "exec"), ns)
+    return cuda.jit(ns[name])
+
+
+DIRECT = "i = cuda.grid(1)\nout[i] = x[(i * 5) % x.size]\n"
+
+
+@pytest.mark.parametrize("view", [
+    "x.T", "x.real", "x.reshape(x.size)", "x.ravel()", "x.view(np.float32)", "x.transpose()",
+    "x.squeeze()", "np.swapaxes(x, 0, 0)", "x[0:x.size]", "x[:]", "x.reshape(8, 32).T.T.reshape(256)",
+    "x.reshape(8, 32)[0:8, :].ravel()", "x.flat", "np.transpose(x)"])
+def test_accesses_through_a_derived_array_land_on_the_base_addresses(view):
+    x, out = _data(256), np.zeros(256, np.float32)
+    want = trace.run(_kernel(DIRECT), 2, TPB, x, out).coalescing_counts()["x"]
+    body = f"v = {view}\n" + DIRECT.replace("x[(i", "v[(i")
+    t = trace.run(_kernel(body), 2, TPB, x, out)
+    np.testing.assert_array_equal(out, x[np.arange(256) * 5 % 256])
+    assert t.coalescing_counts()["x"] == want and want["sectors"] > want["min_sectors"]
+
+
+def test_a_transposed_view_counts_the_strided_addresses_it_touches():
+    x, out = _data(32 * 32), np.zeros(32 * 32, np.float32)
+    t = trace.run(_kernel("i = cuda.grid(1)\nout[i] = x.reshape(32, 32).T[i // 32, i % 32]\n"),
+                  8, TPB, x, out)
+    np.testing.assert_array_equal(out, x.reshape(32, 32).T.ravel())
+    c = t.coalescing_counts()["x"]
+    assert c["sectors"] == 32 * c["requests"]                  # a column: 32 sectors each
+    w = trace.run(_kernel("i = cuda.grid(1)\nv = x.reshape(32, 32)[i // 32]\nv[i % 32] = 0\n"),
+                  8, TPB, x, out).coalescing_counts()["x"]
+    assert w["sectors"] == w["min_sectors"] == 4 * w["requests"]     # rows: coalesced
+
+
+@pytest.mark.parametrize("how,body", [
+    ("np.asarray", "v = np.asarray(x)\nout[0] = v[0]"),
+    (".sum", "out[0] = x.sum()"),
+    (".item", "out[0] = x.item(0)"),
+    (".copy", "out[0] = x.copy()[0]"),
+    (".imag", "out[0] = x.imag[0]"),
+    ("a copy, not a view", "out[0] = x[np.arange(4)][0]"),
+    ("items of 8 bytes", "out[0] = x.view(np.float64)[0]"),
+    ("a copy, not a view", "out[0] = x.reshape(16, 16).T.ravel()[0]"),
+    ("a copy, not a view", "out[0] = x.reshape(16, 16).T.reshape(256)[0]"),
+    (".flat[slice", "out[0] = x.flat[0:4][0]"),
+])
+def test_a_way_in_the_tracer_cannot_map_stops_the_kernel(how, body):
+    x, out = _data(256), np.zeros(1, np.float32)
+    with pytest.raises(trace.TraceBypass, match=r"reads x through .*cannot count; index x"):
+        trace.run(_kernel(body), 1, 32, x, out)
+    assert how in str(pytest.raises(trace.TraceBypass, trace.run, _kernel(body), 1, 32, x,
+                                    out).value)
+
+
+def test_shared_arrays_and_atomics_through_views_are_counted():
+    conflict = _kernel("""
+        s = cuda.shared.array((32, 33), float32)
+        t = cuda.threadIdx.x
+        s.T[0, t] = x[t]                           # s[t, 0]: stride 33 words, no conflict
+        v = s[:, 0:32]
+        v.T[1, t] = x[t]                           # s[t, 1]
+        w = s.reshape(32 * 33)
+        w[t * 32] = x[t]                           # stride 32 words: a 32-way conflict
+        cuda.syncthreads()
+        out[t] = s[t, 0] + v[t, 1] + s.flat[t * 32]
+    """)
+    x, out = _data(32), np.zeros(32, np.float32)
+    t = trace.run(conflict, 1, 32, x, out)
+    np.testing.assert_allclose(out, 3 * x)
+    c = t.bank_counts()["s"]
+    assert c["requests"] == 6 and c["max_ways"] == 32 and c["replays"] == 2 * 31
+    atomics = _kernel("""
+        i = cuda.grid(1)
+        cuda.atomic.add(out.T, (i % 4, 0), 1)      # out[0, i % 4]
+        cuda.atomic.add(out[1:].T, (i % 4, 0), 1)  # out[1, i % 4]
+    """, "out")
+    h = np.zeros((2, 4), np.int32)
+    t = trace.run(atomics, 1, 64, h)
+    np.testing.assert_array_equal(h, 16)
+    kinds = [(r[3], r[4]) for r in t.records]
+    assert len(kinds) == 128 and {k for _o, k in kinds} == {trace.ATOMIC}
+    assert {o for o, _k in kinds} == set(range(0, 32, 4))       # the 8 cells' addresses
+
+
+# ---------------------------------------------------------------------------------------
+# tune exercises: a bypass of the tracer earns no point, honest kernels still do
+
+def _chunked_add(view: str):
+    """The given slow chunked add, read and written through ``view`` of x and y, plus one
+    coalesced read of x (so the traced figure is not empty): the red team's kernel."""
+    return _kernel(f"""
+        threads = cuda.gridsize(1)
+        chunk = (n + threads - 1) // threads
+        start = cuda.grid(1) * chunk
+        xt = {view.format(a="x")}
+        yt = {view.format(a="y")}
+        for k in range(start, min(start + chunk, n)):
+            yt[k] = xt[k] + yt[k]
+        i = cuda.grid(1)
+        if i < n:
+            if x[i] == -12345.5:
+                y[0] = 0.0
+    """, "n, x, y", "add_fast")
+
+
+def _tune_case(result):
+    return next(c for c in result.cases if "tune target" in c.name)
+
+
+@pytest.mark.parametrize("view", ["{a}.T", "{a}.real", "{a}.reshape(n)", "{a}.transpose()",
+                                  "{a}.view(np.float32)", "{a}[0:n]", "{a}.flat"])
+def test_tune_vector_add_through_a_view_is_measured_as_what_it_does(view):
+    r = course.check("tune_vector_add", _chunked_add(view), record=False)
+    assert not r.passed and all(c.passed for c in r.cases if c is not _tune_case(r))
+    assert "efficiency" in _tune_case(r).message and "measured 0.1" in _tune_case(r).message
+
+
+def test_tune_vector_add_through_np_asarray_fails_with_the_reason():
+    r = course.check("tune_vector_add", _chunked_add("np.asarray({a})"), record=False)
+    assert not r.passed and "reads x through np.asarray" in str(r)
+
+
+@pytest.mark.parametrize("name,body,fails", [
+    ("tune_matmul", """
+        col, row = cuda.grid(2)
+        At, Bt = A.T, B.T
+        if row < C.shape[0] and col < C.shape[1]:
+            acc = float32(0.0)
+            for k in range(A.shape[1]):
+                acc += At[k, row] * Bt[col, k]
+            C[row, col] = acc
+    """, "bytes read per FLOP"),
+    ("tune_reduction", """
+        sdata = cuda.shared.array(0, dtype=g_idata.dtype)
+        st = sdata.T
+        tid = cuda.threadIdx.x
+        i = cuda.blockIdx.x * cuda.blockDim.x + tid
+        sdata[tid] = 0
+        if i < g_idata.size:
+            sdata[tid] = g_idata[i]
+        cuda.syncthreads()
+        s = 1
+        while s < cuda.blockDim.x:
+            index = 2 * s * tid
+            if index < cuda.blockDim.x:
+                st[index] += st[index + s]
+            cuda.syncthreads()
+            s *= 2
+        if tid == 0:
+            g_odata[cuda.blockIdx.x] = sdata[0]
+    """, "replays"),
+    ("tune_histogram", """
+        t = cuda.threadIdx.x
+        ch_per_block = (data.shape[1] + cuda.gridDim.x - 1) // cuda.gridDim.x
+        rows_per_block = (data.shape[0] + cuda.gridDim.y - 1) // cuda.gridDim.y
+        c0 = cuda.blockIdx.x * ch_per_block
+        r0 = cuda.blockIdx.y * rows_per_block
+        n_ch = max(0, min(ch_per_block, data.shape[1] - c0))
+        n_rows = max(0, min(rows_per_block, data.shape[0] - r0))
+        ht = hist.T
+        for k in range(t, n_rows * n_ch, cuda.blockDim.x):
+            r = k // n_ch
+            c = k - r * n_ch
+            cuda.atomic.add(ht, (int32(data[r0 + r, c0 + c]), c0 + c), 1)
+    """, "atomic operations per input element"),
+])
+def test_tune_kernels_working_through_views_earn_no_point(name, body, fails):
+    params = {"tune_matmul": ("A, B, C", "matmul_fast"),
+              "tune_reduction": ("g_idata, g_odata", "reduce_fast"),
+              "tune_histogram": ("data, hist", "histogram_fast")}[name]
+    r = course.check(name, _kernel(body, *params), record=False)
+    assert not r.passed and all(c.passed for c in r.cases if c is not _tune_case(r))
+    assert fails in _tune_case(r).message and "not there yet" in _tune_case(r).message
+
+
+@pytest.mark.parametrize("name", ["tune_vector_add", "tune_matmul"])
+def test_the_exercise_solutions_still_reach_their_tune_targets(name):
+    from course.grading.solutions import defined
+
+    fn, _ns = defined(name)
+    r = course.check(name, fn, record=False)
+    assert r.passed and "target" in _tune_case(r).message
+
+
+@cuda.jit
+def dynamic_float64(x, out):
+    s = cuda.shared.array(0, dtype=x.dtype)
+    t = cuda.threadIdx.x
+    s[t] = x[t]
+    s[3] = x[t]                            # every thread writes s[3]: a race
+    cuda.syncthreads()
+    out[t] = s[t]
+
+
+def test_dynamic_shared_memory_counts_in_its_own_items():
+    x, out = _data(32).astype(np.float64), np.zeros(32, np.float64)
+    t = trace.run(dynamic_float64, 1, 32, x, out, shared_bytes=32 * 8)
+    c = t.bank_counts()["dynamic shared"]
+    assert c["requests"] == 3 and c["ideal"] == 2 + 1 + 2 and c["replays"] == 0   # 8-byte items: 2 wavefronts
+    assert "dynamic shared[3]" in t.races()[0].message

@@ -20,7 +20,10 @@ from there.
 Arguments are passed as to a normal launch (numpy arrays are written back; ``cuda.to_device``
 arrays work too); ``shared_bytes=`` sets dynamic shared memory.  Each access of an array
 argument or of a ``cuda.shared.array`` is recorded with (block, thread, warp, array, index,
-read/write/atomic, barrier epoch, source line).
+read/write/atomic, barrier epoch, source line), also through arrays derived from them (slices,
+``.T``, ``.reshape()``, ``.flat``, ...: mapped to the addresses they touch); a way in that
+cannot be mapped (a copy, ``np.asarray(x)``, ``x.sum()``) stops the kernel with a
+:class:`TraceBypass` that names the array (:mod:`course.sim.trace_arrays`).
 
 The counting and the problem finding live in :mod:`course.sim.trace_analysis`, with the
 definitions of a warp request, coalescing, bank conflicts, barrier epochs, races,
@@ -53,48 +56,21 @@ import numpy as np
 
 from ..platform import runtime
 from . import trace_analysis
-from .trace_analysis import ATOMIC, READ, WRITE, Problem
+from .trace_analysis import ATOMIC, READ, Problem
+from .trace_arrays import TraceBypass, Traced
 
-__all__ = ["run", "recording", "Trace", "Problem"]
+__all__ = ["run", "recording", "Trace", "Problem", "TraceBypass"]
 
 
 class _Array:
     """What the tracer knows about one array (argument or shared)."""
 
     def __init__(self, aid, name, space, base, itemsize):
+        # itemsize: of the array the kernel indexes (dynamic shared memory is a typed view
+        # of a byte buffer); shape: of the allocation, in those items
         self.id, self.name, self.space, self.itemsize = aid, name, space, itemsize
-        self.shape = base.shape
-
-
-class _Traced:
-    """Stands in for an array inside the traced kernel and records each element access."""
-
-    __slots__ = ("_a", "_info", "_rec", "_base")
-
-    def __init__(self, arr, info, recorder, base):
-        # base: data address of this allocation (each block has its own shared arrays, so
-        # offsets are taken from the block's allocation, not from the first block's)
-        self._a, self._info, self._rec, self._base = arr, info, recorder, base
-
-    def __getitem__(self, idx):
-        val = self._a[idx]
-        if isinstance(val, np.ndarray):
-            return _Traced(val, self._info, self._rec, self._base)
-        self._rec.access(self, idx, READ, sys._getframe(1))
-        return val
-
-    def __setitem__(self, idx, val):
-        self._a[idx] = val
-        self._rec.access(self, idx, WRITE, sys._getframe(1))
-
-    def __len__(self):
-        return len(self._a)
-
-    def __getattr__(self, name):                 # shape, size, ndim, dtype, T, ...
-        return getattr(self._a, name)
-
-    def __array__(self, dtype=None, copy=None):
-        return np.asarray(self._a, dtype=dtype)
+        self.shape = base.shape if base.dtype.itemsize == itemsize else \
+            (base.nbytes // itemsize,)
 
 
 class _Recorder:
@@ -131,28 +107,22 @@ class _Recorder:
                                            frame.f_code.co_firstlineno))
         return sid
 
-    def array(self, key, name, space, base):
+    def array(self, key, name, space, base, itemsize):
         info = self.by_key.get(key)
         if info is None:
             with self.lock:
                 info = self.by_key.get(key)
                 if info is None:
-                    info = _Array(len(self.arrays), name, space, base, base.dtype.itemsize)
+                    info = _Array(len(self.arrays), name, space, base, itemsize)
                     self.arrays.append(info)
                     self.by_key[key] = info
         return info
 
     # -- one access -----------------------------------------------------------------------
-    def access(self, traced, idx, kind, frame):
-        a, info = traced._a, traced._info
+    def access(self, info, off, kind, frame):
+        """One access of ``info``'s array at byte offset ``off`` (trace_arrays.Traced)."""
         st = self.state()
         sid = self.site(frame)
-        if not isinstance(idx, tuple):
-            idx = (idx,)
-        off = a.__array_interface__["data"][0] - traced._base
-        for i, s, n in zip(idx, a.strides, a.shape):
-            i = int(i)
-            off += (i + n if i < 0 else i) * s
         ck = (sid, info.id)
         k = st["count"].get(ck, 0)
         st["count"][ck] = k + 1
@@ -193,8 +163,9 @@ def _patched(rec: _Recorder):
         text = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
         name = text.split("=")[0].strip() if "=" in text else f"shared@{frame.f_lineno}"
         base = self._dynshared if shape == 0 else arr
-        info = rec.array(key, "dynamic shared" if shape == 0 else name, "shared", base)
-        return _Traced(arr, info, rec, base.__array_interface__["data"][0])
+        info = rec.array(key, "dynamic shared" if shape == 0 else name, "shared", base,
+                         arr.dtype.itemsize)
+        return Traced(arr, info, rec, base.__array_interface__["data"][0])
 
     def syncthreads(self):
         st = rec.state()
@@ -210,10 +181,12 @@ def _patched(rec: _Recorder):
         orig = getattr(atomic_cls, name)
 
         def fn(self, array, *rest):
-            if isinstance(array, _Traced):
+            if isinstance(array, Traced):
                 index = rest[0] if name not in ("compare_and_swap",) else (0,) * array.ndim
+                if array.offset(index) is None:
+                    raise TraceBypass(array.bypass(f"an atomic at the index {index!r}"))
                 result = orig(self, array._a, *rest)
-                rec.access(array, index, ATOMIC, sys._getframe(1))
+                array.record(index, ATOMIC, sys._getframe(1))
                 return result
             return orig(self, array, *rest)
         return fn
@@ -260,8 +233,8 @@ def _traced_launch(kernel, grid, block, shared_bytes, args, launch) -> "Trace":
         while isinstance(base.base, np.ndarray):
             base = base.base
         name = params[i] if i < len(params) else f"arg{i}"
-        wrapped.append(_Traced(arr, rec.array(("arg", i), name, "global", base), rec,
-                               base.__array_interface__["data"][0]))
+        info = rec.array(("arg", i), name, "global", base, arr.dtype.itemsize)
+        wrapped.append(Traced(arr, info, rec, base.__array_interface__["data"][0]))
     notes_before = len(simwarp.NOTES)
     with _patched(rec):
         launch(wrapped)
