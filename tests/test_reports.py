@@ -10,7 +10,10 @@ import pytest
 from conftest import REPO
 
 REPORTS = sorted(p for p in (REPO / "assets" / "benchmarks").glob("*-20*.json")
-                 if not p.name.startswith("notebook-memory-"))   # no timings in those
+                 if not p.name.startswith(("notebook-memory-",     # no timings in those
+                                           "matmul-shapes-sweep")))  # raw sweeps: below
+SWEEPS = sorted((REPO / "assets" / "benchmarks").glob("matmul-shapes-sweep*.json"))
+FP32_PEAK = 67.0            # TFLOP/s, H100 SXM datasheet (CUDA cores, FP32); H200 the same
 SLACK = 1.02
 FP16_DENSE_PEAK = 989.4     # TFLOP/s, H100 and H200 SXM datasheets (tensor cores, no sparsity)
 
@@ -68,3 +71,34 @@ def test_flops_performed_by_brute_force():
                           for y in range(by * blk, min(n, by * blk + blk))
                           for x in range(bx * blk, min(n, bx * blk + blk)))
             assert flops_performed(kind, m, n) == 2 * m * entries
+
+
+def _sweep_times(data: dict):
+    """(shape name, setting, ms) of a raw matmul sweep (both layouts the sweeps use)."""
+    shapes = data.get("shapes", data)
+    for name, entry in shapes.items():
+        if not isinstance(entry, dict):
+            continue
+        for key, val in entry.items():
+            if key.endswith("_err") or key == "mkn":     # relative errors, the shape
+                continue
+            if isinstance(val, dict):
+                yield from ((name, f"{key} {k}", v) for k, v in val.items()
+                            if k not in ("err", "config") and isinstance(v, (int, float)))
+            elif isinstance(val, (int, float)) and key != "mkn":
+                yield name, key, val
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
+def test_no_sweep_time_beats_the_fp32_peak(path):
+    """The per-shape matmul sweeps (raw times) claim no more than the CUDA cores can do."""
+    mkn = {}
+    for p in SWEEPS:
+        for name, entry in json.loads(p.read_text()).get("shapes", {}).items():
+            if isinstance(entry, dict) and "mkn" in entry:
+                mkn[name] = entry["mkn"]
+    times = list(_sweep_times(json.loads(path.read_text())))
+    assert times
+    for name, setting, ms in times:
+        m, k, n = mkn[name]
+        assert 2 * m * k * n / (ms * 1e-3) / 1e12 <= FP32_PEAK, (name, setting, ms)

@@ -2,7 +2,7 @@
 
 The student answers in a dict, one entry per question, and checks it::
 
-    answer_launch = {"blocks": 3907, "threads": 1000192, "idle": 192}
+    answer_launch = {"blocks": ..., "threads": ..., "idle": ...}   # your numbers
     course.check("predict_launch", answer_launch)
 
 The questions are public; **the answer key is not in this package.**  It sits with the
