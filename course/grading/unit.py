@@ -32,27 +32,18 @@ import types
 
 import numpy as np
 
+from .decorator import (JIT_OPTIONS, SIM_OPTIONS, UnitError, check_options, jit_options,
+                        names_jit)
 from .allowed import BUILTINS, NUMBA_TYPES, NotAllowed, check_attr, check_body, safe_builtins
-from .signature import SignatureError
 from .signature import parse as parse_signature
 
 MODULES = {"numba.cuda": "cuda", "math": "math", "cmath": "cmath", "numpy": "np",
            "numba": "numba", "numba.core.types": "types"}
-JIT_OPTIONS = {"device", "fastmath", "debug", "lineinfo", "inline", "opt", "max_registers",
-               "boundscheck", "cache"}
-SIM_OPTIONS = {"device", "fastmath", "debug", "inline", "opt"}   # what the simulator's jit takes
 MAX_SOURCE = 64 << 10          # characters of one function's source
 MAX_ARRAY = 1 << 16            # elements of a global constant array
 MAX_DEPTH = 8                  # device functions calling device functions
 MAX_UNITS = 64                 # functions in one unit's tree (kernel + device calls)
 
-
-class UnitError(Exception):
-    """The function cannot travel as a kernel unit; the message says why (one sentence)."""
-
-
-# ---------------------------------------------------------------------------------------
-# extracting: student process side (reads only)
 
 def extract(fn, extra_names=(), _depth: int = 0, _memo: dict | None = None) -> dict:
     """The unit of a ``@cuda.jit`` function (kernel or device function).
@@ -76,7 +67,7 @@ def extract(fn, extra_names=(), _depth: int = 0, _memo: dict | None = None) -> d
     fdef = parse(source, py.__name__)
     closure = dict(zip(py.__code__.co_freevars,
                        (c.cell_contents for c in (py.__closure__ or ()))))
-    options, sig = _jit_options(fdef, fn, {**py.__globals__, **closure})
+    options, sig = jit_options(fdef, fn, {**py.__globals__, **closure})
     unit = {"name": py.__name__, "source": source, "options": options, "signature": sig,
             "firstline": int(py.__code__.co_firstlineno), "globals": {}}
     for name in sorted(free_names(fdef, py) | set(extra_names)):
@@ -168,93 +159,6 @@ def free_names(fdef: ast.FunctionDef, py=None) -> set:
     return loads - local
 
 
-def _jit_options(fdef: ast.FunctionDef, fn, names: dict) -> tuple[dict, str | None]:
-    """The literal options of the ``@cuda.jit(...)`` decorator (and its signature); for a
-    function jitted by a call (``kernel = cuda.jit(f)``), the dispatcher's own options.
-    ``names``: the function's globals, to see which name is ``numba.cuda`` (``cu.jit``)."""
-    is_device = bool(getattr(fn, "_device", False) or
-                     getattr(fn, "targetoptions", {}).get("device", False))
-    if not fdef.decorator_list:
-        return ({"device": True} if is_device else {}), None
-    jits = [d for d in fdef.decorator_list
-            if _is_jit(d.func if isinstance(d, ast.Call) else d, names)]
-    if len(jits) != len(fdef.decorator_list) or len(jits) != 1:
-        raise UnitError(f"`{fdef.name}` must have exactly one decorator, @cuda.jit")
-    options, sig = {}, None
-    dec = jits[0]
-    if isinstance(dec, ast.Call):
-        try:
-            args = [ast.literal_eval(a) for a in dec.args]
-            kws = {k.arg: ast.literal_eval(k.value) for k in dec.keywords}
-        except ValueError:
-            raise UnitError(f"the options of @cuda.jit on `{fdef.name}` must be literals") \
-                from None
-        unknown = set(kws) - JIT_OPTIONS
-        if unknown or None in kws:
-            raise UnitError(f"@cuda.jit option(s) {', '.join(sorted(map(str, unknown)))} on "
-                            f"`{fdef.name}` are not allowed in a checked kernel")
-        if len(args) > 1 or (args and not isinstance(args[0], str)):
-            raise UnitError(f"@cuda.jit on `{fdef.name}` takes at most one signature string")
-        sig = args[0] if args else None
-        options = {k: v for k, v in kws.items() if k != "cache"}
-        _check_options(options, sig, fdef.name)
-    if bool(options.get("device", False)) != is_device:
-        raise UnitError(f"`{fdef.name}` was not made by the @cuda.jit its source shows")
-    return options, sig
-
-
-def _is_jit(node, names: dict) -> bool:
-    """Whether the decorator expression names ``numba.cuda.jit`` (under any alias),
-    resolved by looking names up, never by running anything."""
-    from numba import cuda
-
-    value = _resolve(node, names)
-    return value is not None and value is cuda.jit
-
-
-def _names_jit(dec) -> bool:
-    """Whether a decorator in a unit's source reads as ``@<alias>.jit`` or ``@jit``, with
-    or without literal options (it is replaced, never run: the options are data)."""
-    node = dec.func if isinstance(dec, ast.Call) else dec
-    while isinstance(node, ast.Attribute) and node.attr == "jit":
-        node = node.value
-        return isinstance(node, (ast.Name, ast.Attribute))
-    return isinstance(node, ast.Name) and node.id == "jit"
-
-
-def _resolve(node, names: dict):
-    if isinstance(node, ast.Name):
-        return names.get(node.id)
-    if isinstance(node, ast.Attribute) and not node.attr.startswith("_"):
-        base = _resolve(node.value, names)
-        if isinstance(base, types.ModuleType):
-            return getattr(base, node.attr, None)
-    return None
-
-
-def _check_options(options: dict, sig, name: str) -> None:
-    """UnitError unless every option has a value the course passes on (and the signature
-    is one :mod:`signature` reads)."""
-    flags = ("device", "fastmath", "debug", "lineinfo", "opt", "boundscheck")
-    for k, v in options.items():
-        ok = (isinstance(v, bool) if k in flags else
-              v in (True, False, "always", "never") if k == "inline" else
-              isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 255
-              if k == "max_registers" else False)
-        if not ok:
-            raise UnitError(f"@cuda.jit option {k}={v!r} on `{name}` is not a value the "
-                            "course accepts")
-    if options.get("boundscheck"):
-        raise UnitError(f"`{name}` asks for boundscheck=True; numba-cuda cannot check bounds "
-                        "on a GPU: remove it (the course's guard bands catch writes out of "
-                        "bounds)")
-    if sig is not None:
-        try:
-            parse_signature(sig)
-        except SignatureError as exc:
-            raise UnitError(f"@cuda.jit on `{name}`: {exc}") from None
-
-
 def _describe(name: str, value, owner: str, depth: int, memo: dict):
     """One global value as data: (kind, ...) lists that :func:`_value` turns back."""
     if isinstance(value, types.ModuleType):
@@ -341,7 +245,7 @@ def rebuild(unit: dict, _depth: int = 0, lazy: bool = False):
 
     validate(unit, _depth)
     fdef = parse(unit["source"], unit["name"])
-    if len(fdef.decorator_list) > 1 or any(not _names_jit(d) for d in fdef.decorator_list):
+    if len(fdef.decorator_list) > 1 or any(not names_jit(d) for d in fdef.decorator_list):
         raise UnitError(f"`{unit['name']}` must have exactly one decorator, @cuda.jit")
     check_names(fdef, unit)
     # the options come from the unit, never from running the source's decorator; an
@@ -387,7 +291,7 @@ def validate(unit, depth: int = 0) -> None:
         raise UnitError("a kernel unit's fields have the wrong types")
     if set(unit["options"]) - (JIT_OPTIONS - {"cache"}):
         raise UnitError("a kernel unit asks for @cuda.jit options that are not allowed")
-    _check_options(unit["options"], unit["signature"], unit["name"])
+    check_options(unit["options"], unit["signature"], unit["name"])
     if depth > MAX_DEPTH:
         raise UnitError("device functions nest deeper than the course allows")
     if not all(isinstance(k, str) and k.isidentifier() and not k.startswith("_")
