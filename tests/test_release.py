@@ -189,7 +189,8 @@ def test_restore_brings_back_one_lesson_and_keeps_the_broken_one(tmp_path):
 def test_restore_of_an_unknown_lesson_says_did_you_mean(tmp_path):
     r = _run("notebooks", "--to", str(tmp_path), "--restore", "01_vectr_add", timeout=300)
     assert r.returncode == 2
-    assert "no lesson '01_vectr_add' (did you mean 01_vector_add?)" in r.stderr, r.stderr
+    assert ("unknown lesson '01_vectr_add' given with --restore (did you mean 01_vector_add?)"
+            in r.stderr), r.stderr
     r = _run("notebooks", "--to", str(tmp_path), "--restore", "01", "--force", timeout=300)
     assert r.returncode == 2 and "--restore" in r.stderr
 

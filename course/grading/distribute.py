@@ -10,7 +10,6 @@ write notebooks, so they live here beside the notebook reader, not in the platfo
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import re
 import shutil
@@ -22,6 +21,7 @@ from ..platform.hosting import BRANCH, REPOSITORY, colab_cell, colab_table
 from ..platform.resources import path
 from . import notebook as nbk
 from . import student
+from .lessons import UnknownLesson, find_lesson, lesson_named  # noqa: F401 - re-exported
 
 
 def lesson_copy(src: Path) -> dict:
@@ -76,29 +76,11 @@ def lessons() -> list[Path]:
     return sources
 
 
-class UnknownLesson(ValueError):
-    """A lesson name that matches no notebook (the message suggests the nearest)."""
-
-
-def find_lesson(name: str, sources: list[Path]) -> Path:
-    """The notebook of lesson ``name``: its file name (``01_vector_add.ipynb``), its stem,
-    its number (``01``, ``1``) or its title (``vector_add``)."""
-    stem = name.removesuffix(".ipynb")
-    for src in sources:
-        number, _, title = src.stem.partition("_")
-        if stem in (src.stem, title) or (stem.isdigit() and int(stem) == int(number)):
-            return src
-    stems = [s.stem for s in sources]
-    near = difflib.get_close_matches(stem, stems + [s.partition("_")[2] for s in stems], n=1)
-    hint = f" (did you mean {near[0]}?)" if near else ""
-    raise UnknownLesson(f"no lesson {name!r}{hint}; the lessons are {', '.join(stems)}")
-
-
 def restore(dest: Path, name: str, now: float | None = None) -> tuple[Path, Path | None]:
     """Bring back the fresh student copy of one lesson in ``dest/notebooks``; the notebook
     that was there is kept beside it as ``<lesson>.broken-<YYYY-MM-DDTHHMM>.ipynb``.
     Returns (the restored notebook, where the old one went or None)."""
-    src = find_lesson(name, lessons())
+    src = find_lesson(name, lessons(), "--restore")
     _not_the_source(dest)
     folder = Path(dest) / "notebooks"
     folder.mkdir(parents=True, exist_ok=True)

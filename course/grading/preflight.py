@@ -1,7 +1,9 @@
 """What stops ``python -m course grade`` before anything is graded: one sentence each.
 
 A missing submission path, an instructor folder that is not one, student copies given as
-the instructor notebooks, a ``--lesson`` that names no lesson (with the nearest name).  The
+the instructor notebooks, a ``--lesson`` that names no lesson (with the nearest name; a
+lesson is named as every command names it, ``distribute.lesson_named``: ``01``, ``1``,
+``vector_add`` or ``01_vector_add``).  The
 grader exits 2 with the sentence instead of writing rows that say ``invalid``.
 """
 from __future__ import annotations
@@ -35,6 +37,14 @@ def arguments(opts) -> str | None:
         if copy:
             return (f"{p} is a student copy (no solutions, no hidden cases): grade with the "
                     "instructor's notebooks, from a checkout or with --instructor DIR")
+    if getattr(opts, "lesson", None):
+        from .lessons import UnknownLesson, lesson_named
+
+        stems = sorted(p.stem for p in opts.notebooks.glob("*.ipynb"))
+        try:           # 01, 1, vector_add, 01_vector_add.ipynb -> 01_vector_add
+            opts.lesson = lesson_named(opts.lesson, stems, "--lesson")
+        except UnknownLesson as exc:
+            return f"{exc} (nothing was graded)"
     return None
 
 

@@ -254,13 +254,13 @@ def find_sources(src_dir: Path, names: list[str] | None) -> list[Path]:
     """The instructor notebooks to release: all of ``src_dir``, or those named."""
     if not names:
         return sorted(src_dir.glob("*.ipynb"))
-    out = []
-    for name in names:
-        p = src_dir / (name if name.endswith(".ipynb") else f"{name}.ipynb")
-        if not p.exists():
-            raise ReleaseError(f"no notebook {p.name} in {src_dir}")
-        out.append(p)
-    return out
+    from .lessons import UnknownLesson, find_lesson
+
+    every = sorted(src_dir.glob("*.ipynb"))
+    try:                                 # 01, 1, vector_add or 01_vector_add, as everywhere
+        return [find_lesson(name, every, "--notebooks") for name in names]
+    except UnknownLesson as exc:
+        raise ReleaseError(f"{exc}, in {src_dir}") from None
 
 
 def main(argv=None) -> int:
