@@ -10,7 +10,12 @@ module only decides *which machine* runs that for each submission:
   (``--scheduler tcp://HOST:PORT``; without an address, a ``LocalCluster`` of ``--jobs``
   worker processes on this machine).  The task carries the notebook's bytes and the grading
   plans, so workers need the course installed (the same version) but no shared disk; they
-  grade with their own hidden cases (the installed package's, or ``COURSE_HIDDEN_DIR``).
+  grade with the hidden cases of their own instructor folder (``COURSE_INSTRUCTOR_DIR`` or
+  ``COURSE_HIDDEN_DIR`` on the worker).  Those must be the grader's: before any task, every
+  worker's hidden files (and private seed) are compared with the grader's by digest, and a
+  worker with none (a wheel holds none) or other ones stops the run with one sentence and
+  a non-zero exit, nothing graded - never the public cases only, silently.  A worker that
+  joins later is checked by each task it runs (:func:`checked`).
   A task lost with its worker (or failing for any reason outside the grading, which never
   raises) is submitted once more; a second loss gives the submission an ``error`` row with
   the reason.  No submission is ever dropped.
@@ -21,6 +26,7 @@ to the CSV at once (:class:`CsvStream`) and rewrites the file whole at the end.
 from __future__ import annotations
 
 import csv
+import hashlib
 import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -74,6 +80,62 @@ def grade_payload(item: dict, grade, plans: dict, opts):
 
 
 # ---------------------------------------------------------------------------------------
+# the hidden cases a worker grades with must be the grader's
+
+class HiddenCasesDiffer(RuntimeError):
+    """A Dask worker would grade with hidden cases other than the grader's (or none)."""
+
+
+def hidden_digest() -> dict:
+    """What identifies this process's hidden cases: a digest of every file of its hidden
+    folder (cases, answer keys, ``_seed.py``), their count and where they are."""
+    from . import hidden
+
+    folder = hidden.hidden_dir()
+    files = sorted(folder.glob("*.py")) if folder else []
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return {"digest": h.hexdigest() if files else None, "files": len(files),
+            "where": str(folder) if folder else None}
+
+
+def hidden_problem(expected: dict) -> str | None:
+    """Run on a worker: why it must not grade (its hidden cases are not ``expected``, the
+    grader's), or None."""
+    import socket
+
+    mine = hidden_digest()
+    if mine["digest"] == expected["digest"]:
+        return None
+    host = socket.gethostname()
+    fix = ("start every worker with COURSE_INSTRUCTOR_DIR naming a copy of the instructor "
+           f"folder this grader reads (its hidden cases: {expected['where'] or 'none'}), e.g. "
+           "COURSE_INSTRUCTOR_DIR=~/private-course dask worker tcp://HOST:8786 --nthreads 1")
+    if mine["digest"] is None:
+        env = ("unset" if not os.environ.get("COURSE_INSTRUCTOR_DIR")
+               else "a folder without instructor/hidden/")
+        return (f"the Dask worker on {host} has no hidden cases (COURSE_INSTRUCTOR_DIR is "
+                f"{env} there, and the installed course holds none), so it would grade the "
+                f"public cases only: {fix}")
+    if expected["digest"] is None:
+        return (f"the Dask worker on {host} has hidden cases ({mine['files']} files in "
+                f"{mine['where']}) and this grader has none: {fix}")
+    return (f"the Dask worker on {host} has other hidden cases than this grader "
+            f"({mine['files']} files in {mine['where']} there, {expected['files']} files "
+            f"in {expected['where']} here): {fix}")
+
+
+def checked(expected: dict, task, item, *args):
+    """Run on a worker: ``task(item, *args)`` once the worker's hidden cases are known to
+    be the grader's (a worker that joined after the run started was not asked before)."""
+    problem = hidden_problem(expected)
+    if problem:
+        raise HiddenCasesDiffer(problem)
+    return task(item, *args)
+
+
+# ---------------------------------------------------------------------------------------
 # executors
 
 def run_local(files: list[Path], grade, jobs: int, on_row) -> list:
@@ -111,24 +173,36 @@ def run_dask(files: list[Path], task, args: tuple, on_row, failed_row, scheduler
             log(f"dask: a LocalCluster of {max(1, workers)} worker processes")
         client = Client(scheduler or cluster)
     rows = []
+    expected = hidden_digest()
     try:
         log(f"dask: scheduler {client.scheduler.address}, "
             f"{len(client.scheduler_info()['workers'])} worker(s)")
+        problems = sorted({p for p in client.run(hidden_problem, expected).values() if p})
+        if problems:                     # before any task: nothing is graded
+            raise SystemExit("grade: " + problems[0] + (
+                f" ({len(problems) - 1} more worker(s) likewise)" if len(problems) > 1 else "")
+                + "; nothing was graded")
         pending = {}                     # future -> (submission, its payload, tries so far)
         for f in files:
             item = payload(f)
-            pending[client.submit(task, item, *args, pure=False)] = (f, item, 0)
+            pending[client.submit(checked, expected, task, item, *args, pure=False)] = \
+                (f, item, 0)
         seq = dask_completed(list(pending))
         for fut in seq:
             f, item, tries = pending.pop(fut)
             try:
                 row = fut.result()
+            except HiddenCasesDiffer as exc:      # a worker that joined late: stop the run
+                client.cancel(list(pending))
+                raise SystemExit(f"grade: {exc}; the run stopped (the {len(rows)} row(s) "
+                                 "graded before it are in the CSV)") from None
             except Exception as exc:  # noqa: BLE001 - a lost worker, or a task that broke
                 reason = f"{type(exc).__name__}: {exc}"
                 if tries < retries:
                     log(f"  {f.rel}: its worker was lost or the task failed "
                         f"({reason}); trying once more")
-                    again = client.submit(task, item, *args, pure=False)
+                    again = client.submit(checked, expected, task, item, *args,
+                                          pure=False)
                     pending[again] = (f, item, tries + 1)
                     seq.add(again)
                     continue
