@@ -97,7 +97,7 @@ def test_wheel_carries_the_course_files(installed):
                  "course/_files/data/faces/lfw_faces_25x25.npy",
                  "course/_files/assets/profiles/nvidia-h100-80gb-hbm3-breakdown.json",
                  "course/_files/assets/reduction-trees.png", "course/platform/resources.py",
-                 "course/grading/student.py"]:
+                 "course/grading/student.py", "course/leaderboard/templates/board.html"]:
         assert must in names, must
     assert not [n for n in names if "/instructor/" in n or "_files/instructor" in n]
 
