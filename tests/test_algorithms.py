@@ -122,7 +122,7 @@ from course.kernels import algorithms as A
 f32 = types.float32[::1]
 out = []
 jobs = [
-    (A._transform_kernel(("array",), ("array",), A.plus, 1), (types.UniTuple(f32, 2), f32)),
+    (A.transform_kernel(("array",), ("array",), A.plus, 1), (types.UniTuple(f32, 2), f32)),
     (A._reduce_kernel(("transform", ("array",), A.squared), A.plus, "<f4"),
      (types.Tuple((f32,)), types.int64, f32, types.float32, types.int64)),
     (A._reduce_kernel(("transform", ("zip", ("array",), ("array",), 1), A.multiply_pair),

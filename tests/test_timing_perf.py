@@ -123,9 +123,9 @@ def test_batching_fits_the_calls_the_host_can_enqueue_during_the_hold(monkeypatc
     from course.measure import timing
 
     fake = SimpleNamespace(synchronize=lambda: None)
-    monkeypatch.setattr(timing, "_events", lambda cuda, fn, args, batch, hold: 0.1)
+    monkeypatch.setattr(timing, "events_ms", lambda cuda, fn, args, batch, hold: 0.1)
     assert timing._batching(fake, lambda: None, ()) == (timing.BATCH, True)
     assert timing._batching(fake, lambda: _time.sleep(0.0005), ())[0] in (2, 3)
     assert timing._batching(fake, lambda: _time.sleep(0.003), ()) == (1, False)
-    monkeypatch.setattr(timing, "_events", lambda cuda, fn, args, batch, hold: 6.0)
+    monkeypatch.setattr(timing, "events_ms", lambda cuda, fn, args, batch, hold: 6.0)
     assert timing._batching(fake, lambda: None, ()) == (1, False)

@@ -6,6 +6,7 @@ from numba import cuda
 
 from ..platform import runtime
 from ..kernels import attention as A
+from ..kernels.attention_common import device_inputs
 from ..measure.timing import Timing, benchmark
 
 TITLE = "Lesson 08 - attention to flash attention"
@@ -14,13 +15,6 @@ LEADERBOARD = (4, 64, 8192, 128)
 NAIVE = (1, 4, 8192, 128)       # three kernels: S for 4 heads (1 GiB) at a time
 TUNED_NOTE = ("flash_fwd_tuned: head dim fixed at compile time, float32 pairs; "
               "time includes widening float16 inputs")
-
-
-def _device_inputs(shape, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    b, h, n, d = shape
-    q, k, v = (cuda.to_device(rng.standard_normal((b * h, n, d)).astype(dtype)) for _ in range(3))
-    return q, k, v, cuda.device_array((b * h, n, d), dtype=np.float32)
 
 
 def _row(report, name, shape, fn, causal=False, repeat=None, note="", window=None):
@@ -41,7 +35,7 @@ def run(report) -> None:
     rep = 5 if lecture else 1
     dtype = np.float16 if lecture else np.float32
 
-    q, k, v, o = _device_inputs(small, dtype)
+    q, k, v, o = device_inputs(small, dtype)
     scratch = cuda.device_array((small[1], small[2], small[2]), np.float32)
     naive = _row(report, "naive_three_kernels", small,
                  lambda: A.launch("naive_three_kernels", q, k, v, o, scratch=scratch), repeat=rep,
@@ -56,7 +50,7 @@ def run(report) -> None:
                 "than the three-kernel version (target >= 5x).")
     del scratch
 
-    q, k, v, o = _device_inputs(big, dtype)
+    q, k, v, o = device_inputs(big, dtype)
     ours = {}
     if lecture:      # the three kernels at the full shape: 4 heads' scores (1 GiB) at a time
         scratch = cuda.device_array((NAIVE[1], big[2], big[2]), np.float32)

@@ -162,10 +162,11 @@ def _bench_histogram() -> tuple[dict, Timing]:
 def _bench_flash() -> tuple[dict, Timing]:
     from ..kernels import attention as A
     from ..kernels import attention_mma as M
-    from .attention import LEADERBOARD, _device_inputs
+    from ..kernels.attention_common import device_inputs
+    from .attention import LEADERBOARD
 
     b, h, n, d = LEADERBOARD                                  # the board's shape
-    q, k, v, o = _device_inputs(LEADERBOARD, np.float16)
+    q, k, v, o = device_inputs(LEADERBOARD, np.float16)
     t = benchmark(lambda: M.launch(q, k, v, o), repeat=30, warmup=1)
     return ({"flops": A.flops(b, h, n, d, False, None),
              "nbytes": A.traffic_bytes(b, h, n, d, 2)["flash"], "size": f"{b}x{h}x{n}x{d}"}, t)

@@ -6,8 +6,10 @@ import json
 
 import numpy as np
 
-from ..platform import runtime
+from ..kernels import matmul
+from ..measure.peers import cupy_sgemm, torch_sgemm
 from ..measure.timing import benchmark
+from ..platform import runtime
 
 TITLE = ("Lesson 04 - matmul v1 -> v3, v4 and v5, N = 4096 and GPT-2's shapes, float32 "
          "(no tensor cores)")
@@ -19,30 +21,16 @@ def size() -> int:
     return runtime.size(lecture=4096, sim=32)
 
 
-def _inputs(n: int):
-    from numba import cuda
-
-    rng = np.random.default_rng(0)
-    A = rng.uniform(-1, 1, (n, n)).astype(np.float32)
-    B = rng.uniform(-1, 1, (n, n)).astype(np.float32)
-    d_C = cuda.device_array((n, n), dtype=np.float32)
-    return A, B, cuda.to_device(A), cuda.to_device(B), d_C
-
-
 def time_variant(variant: str, n: int, repeat: int | None = None, data=None, **settings):
     """Timing (ms) of one variant at N x N on device arrays (launch only, no copies)."""
-    from ..kernels import matmul
-
-    A, B, d_A, d_B, d_C = data or _inputs(n)
+    A, B, d_A, d_B, d_C = data or matmul.inputs(n)
     return benchmark(lambda: matmul.launch(variant, d_A, d_B, d_C, **settings),
                      repeat=repeat, warmup=1 if repeat else None, label=variant)
 
 
 def sweep(n: int, grid: dict = SWEEP, repeat: int = 5, data=None) -> dict:
     """GFLOP/s of v3 for every valid (L, V, S) of ``grid`` at N x N: {"L,V,S": gflops}."""
-    from ..kernels import matmul
-
-    data = data or _inputs(n)
+    data = data or matmul.inputs(n)
     out = {}
     for L, V, S in itertools.product(grid["L"], grid["V"], grid["S"]):
         if matmul.v3_invalid(L, V, S):
@@ -54,11 +42,9 @@ def sweep(n: int, grid: dict = SWEEP, repeat: int = 5, data=None) -> dict:
 
 
 def run(report) -> None:
-    from ..kernels import matmul
-
     n = size()
     fl = matmul.flops(n, n, n)
-    data = _inputs(n)
+    data = matmul.inputs(n)
     A, B, d_A, d_B, d_C = data
     check = n <= 1024 or runtime.MODE == "gpu"
     slow = runtime.MODE == "gpu"
@@ -81,9 +67,9 @@ def run(report) -> None:
             err = "WRONG RESULT" if bad else "matches float64 (first 256 rows)"
         desc = ", ".join(f"{k}={v}" for k, v in settings.items())
         report.add(f"{variant} ({desc})", t, flops=fl, size=f"N = {n}", note=err)
-    report.add_peer("cupy", "cuBLAS SGEMM via CuPy (TF32 off)", _cupy_fn(n), flops=fl,
+    report.add_peer("cupy", "cuBLAS SGEMM via CuPy (TF32 off)", cupy_sgemm(n), flops=fl,
                     size=f"N = {n}")
-    report.add_peer("torch", "cuBLAS SGEMM via PyTorch (TF32 off)", _torch_fn(n), flops=fl,
+    report.add_peer("torch", "cuBLAS SGEMM via PyTorch (TF32 off)", torch_sgemm(n), flops=fl,
                     size=f"N = {n}")
     shapes_section(report)
     sgemm = [r for r in report.rows if r["kind"] == "peer" and r["size"] == f"N = {n}"]
@@ -94,34 +80,6 @@ def run(report) -> None:
             target = 75 if r["name"].startswith("v4") else 50
             report.note(f"{r['name']} reaches {100 * r['tflops'] / best:.1f}% of cuBLAS SGEMM "
                         f"({best:.1f} TFLOP/s) at N = {n} (target >= {target}%)")
-
-
-def _cupy_fn(n):
-    from ..measure import perf
-
-    cp = perf.peer("cupy")
-    if cp is None:
-        return lambda: None
-    a = cp.random.uniform(-1, 1, (n, n), dtype=cp.float32)
-    b = cp.random.uniform(-1, 1, (n, n), dtype=cp.float32)
-    # CuPy uses TF32 only when CUPY_TF32=1; make sure it is off for an SGEMM comparison
-    import os
-
-    os.environ["CUPY_TF32"] = "0"
-    return lambda: a @ b
-
-
-def _torch_fn(n):
-    from ..measure import perf
-
-    torch = perf.peer("torch")
-    if torch is None:
-        return lambda: None
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    a = torch.rand((n, n), device="cuda", dtype=torch.float32)
-    b = torch.rand((n, n), device="cuda", dtype=torch.float32)
-    return lambda: a @ b
 
 
 def save_sweep(results: dict, n: int, path) -> None:
@@ -229,15 +187,6 @@ def peers_at(M, K, N, triton_configs=TRITON_CONFIGS, repeat=10) -> dict:
     return out
 
 
-def _device_inputs(M, K, N, seed=0):
-    from numba import cuda
-
-    rng = np.random.default_rng(seed)
-    A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
-    B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
-    return A, B, cuda.to_device(A), cuda.to_device(B), cuda.device_array((M, N), np.float32)
-
-
 def _rel_err(got, A, B, rows=64):
     ref = A[:rows].astype(np.float64) @ B.astype(np.float64)
     return float(np.linalg.norm(got[:rows] - ref) / np.linalg.norm(ref))
@@ -253,7 +202,7 @@ def sweep_shapes(shapes: dict | None = None, repeat: int = 10) -> dict:
     shapes = shapes or {**SHAPES, **SHAPES_T64}
     out = {}
     for name, (M, K, N) in shapes.items():
-        A, B, d_A, d_B, d_C = _device_inputs(M, K, N)
+        A, B, d_A, d_B, d_C = matmul.inputs(M, K, N)
         row = out[name] = {"mkn": [M, K, N], "v5": {}, "v5_err": {}}
         t = benchmark(lambda: mt.launch("v4", d_A, d_B, d_C), repeat=repeat, warmup=1)
         row["v4"] = t.median_ms
@@ -297,7 +246,7 @@ def shapes_section(report) -> None:
              "v5 waves (fill) | v5 / Triton |", "|---|---:|---:|---:|---:|---:|---|---|---:|"]
     report.data["shapes"] = {}
     for name, (M, K, N) in shapes.items():
-        A, B, d_A, d_B, d_C = _device_inputs(M, K, N)
+        A, B, d_A, d_B, d_C = matmul.inputs(M, K, N)
         fl, nb = 2 * M * K * N, 4 * (M * K + K * N + M * N)
         size = f"{name} {M}x{K}x{N}"
         tile, per_sm, split, steps = S.choose(M, K, N, atomic=True) if gpu else \

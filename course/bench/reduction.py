@@ -14,6 +14,7 @@ import numpy as np
 from numba import cuda
 
 from ..measure import perf
+from ..measure.peers import cupy_sum, torch_sum
 from ..platform import runtime
 from ..kernels import reduction as lesson
 from ..measure.tables import speedup_table
@@ -71,18 +72,6 @@ def _peer(report, lib_name, name, make, n, dtype, size, nbytes):
     return report.add(name, device_time(fn, label=name), nbytes=nbytes, size=size, kind="peer")
 
 
-def _cupy_sum(cp, n, dtype):
-    a = cp.random.randint(-100, 100, n).astype(dtype) if dtype == np.int32 else \
-        cp.random.random(n, dtype=cp.float32)
-    return lambda: a.sum()
-
-
-def _torch_sum(torch, n, dtype):
-    a = torch.randint(-100, 100, (n,), device="cuda", dtype=torch.int32) \
-        if dtype == np.int32 else torch.rand(n, device="cuda", dtype=torch.float32)
-    return lambda: torch.sum(a)
-
-
 def run(report) -> None:
     (n_small, n_big), lecture = _sizes()
     rng = np.random.default_rng(2)
@@ -103,8 +92,8 @@ def run(report) -> None:
         t = time_variant(variant, d_x, tpb)
         measured[variant] = t.median_ms
         report.add(variant, t, nbytes=nbytes, size=size, note=f"{tpb} threads/block")
-    _peer(report, "cupy", "cupy.sum", _cupy_sum, n_small, np.int32, size, nbytes)
-    _peer(report, "torch", "torch.sum", _torch_sum, n_small, np.int32, size, nbytes)
+    _peer(report, "cupy", "cupy.sum", cupy_sum, n_small, np.int32, size, nbytes)
+    _peer(report, "torch", "torch.sum", torch_sum, n_small, np.int32, size, nbytes)
     table = speedup_table(measured, nbytes, lecture=lesson.LECTURE_TABLE,
                           title=f"{size} sums on {report.info.get('name')} vs the G80 (2^22 int32)")
     report.note("Lecture table reproduced (speed-ups relative to kernel 1 of this run):\n\n"
@@ -132,8 +121,8 @@ def run(report) -> None:
         report.add(name, timing, nbytes=nbytes, size=size,
                    note=f"best of {len(options)}: {t} threads/block"
                    + (f", {e} elements/thread" if e else ""))
-    cp = _peer(report, "cupy", "cupy.sum", _cupy_sum, n_big, np.float32, size, nbytes)
-    _peer(report, "torch", "torch.sum", _torch_sum, n_big, np.float32, size, nbytes)
+    cp = _peer(report, "cupy", "cupy.sum", cupy_sum, n_big, np.float32, size, nbytes)
+    _peer(report, "torch", "torch.sum", torch_sum, n_big, np.float32, size, nbytes)
     best = min(best_ms, key=best_ms.get)
     if cp:
         verdict = "meets" if best_ms[best] <= cp["median_ms"] else "MISSES"

@@ -138,9 +138,8 @@ def _matmul() -> Panel:
     def setup():
         from ..kernels import matmul
         from ..measure.timing import benchmark
-        from .matmul import _inputs
 
-        dp = _inputs(n)
+        dp = matmul.inputs(n)
 
         def v3(L, V, S):
             return benchmark(lambda: matmul.launch("v3_shared_tiled", *dp[2:], L=L, V=V, S=S))

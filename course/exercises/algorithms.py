@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import EXACT, Case
-from .reduction import GridStride, _size_cases
+from .reduction import GridStride, size_cases
 
 LOWEST = np.finfo(np.float32).min
 
@@ -21,7 +21,7 @@ def _float_cases(signs: tuple) -> list[Case]:
     """lesson 02's grid-stride sizes (n = 1, tpb +- 1, primes, far fewer threads than n),
     float32, each with a sign pattern for its values."""
     out = []
-    for i, c in enumerate(_size_cases(1, out_blocks=False, grid_stride=True)):
+    for i, c in enumerate(size_cases(1, out_blocks=False, grid_stride=True)):
         sign = signs[i % len(signs)]
         out.append(replace(c, name=c.name.replace("int32", "float32") + f", {sign} values",
                            params=dict(c.params, dtype="float32", sign=sign),

@@ -38,7 +38,7 @@ def _inputs(case, rng):
     return x
 
 
-def _size_cases(per_block: int, out_blocks: bool, grid_stride: bool = False):
+def size_cases(per_block: int, out_blocks: bool, grid_stride: bool = False):
     """Sizes 1, tpb-1, tpb+1, a prime, a large one; two block sizes; int32 and float32."""
     small, big = (32, 64) if sim() else (128, 256)
     large = 577 if sim() else (1 << 20) + 7     # sim: 10 blocks of 64, 3 blocks x 64 << n
@@ -71,7 +71,7 @@ class BlockSums(Exercise):
     per_block = 1
 
     def cases(self):
-        return _size_cases(self.per_block, out_blocks=True)
+        return size_cases(self.per_block, out_blocks=True)
 
     def make_inputs(self, case, rng):
         return {"g_idata": _inputs(case, rng)}
@@ -108,7 +108,7 @@ class GridStride(Exercise):
     """out[0] = sum of x, any grid: a grid-stride loop, then one atomic add per block."""
 
     def cases(self):
-        return _size_cases(1, out_blocks=False, grid_stride=True)
+        return size_cases(1, out_blocks=False, grid_stride=True)
 
     def make_inputs(self, case, rng):
         return {"x": _inputs(case, rng)}

@@ -48,7 +48,7 @@ class SandboxMissing(RuntimeError):
     """A Dask worker cannot build the grading sandbox the run asked for."""
 
 
-def _no_sandbox(said: str) -> str:
+def no_sandbox_message(said: str) -> str:
     import socket
 
     return (f"the Dask worker on {socket.gethostname()} cannot build the grading sandbox, "
@@ -74,7 +74,7 @@ def grade_payload(item: dict, grade, plans: dict, opts):
 
             opts.isolation, said = for_grading([], Path(t))
             if opts.isolation is None:       # fail closed: never grade unsandboxed silently
-                raise SandboxMissing(_no_sandbox(said))
+                raise SandboxMissing(no_sandbox_message(said))
         opts.ceilings = ceilings_once(opts.mode)
         return grade(sub, plans, opts)
 

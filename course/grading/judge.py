@@ -178,7 +178,7 @@ def compare(name: str, got: np.ndarray, expected, tol) -> str | None:
         return (f"{name}[{where}] was never written (still holds the poison value); "
                 f"{int(unwritten.sum())} of {got.size} elements unwritten")
     return (f"{name}: {int(wrong.sum())} of {got.size} elements wrong; first at index "
-            f"{where}: got {_num(got[first])}, expected {_num(expected[first])}")
+            f"{where}: got {number_text(got[first])}, expected {number_text(expected[first])}")
 
 
 def _changed_input_message(name, before, after) -> str | None:
@@ -189,9 +189,9 @@ def _changed_input_message(name, before, after) -> str | None:
         return None
     first = tuple(int(i) for i in np.argwhere(changed)[0])
     where = first[0] if len(first) == 1 else first
-    return (f"the input {name} was modified: {name}[{where}] was {_num(before[first])}, "
-            f"now {_num(after[first])} - inputs must come back unchanged")
+    return (f"the input {name} was modified: {name}[{where}] was {number_text(before[first])}, "
+            f"now {number_text(after[first])} - inputs must come back unchanged")
 
 
-def _num(x) -> str:
+def number_text(x) -> str:
     return f"{x:.7g}" if isinstance(x, (float, np.floating)) else str(x)

@@ -30,8 +30,8 @@ def measure_ceilings() -> dict:
     """The measured copy bandwidth (GB/s) and FP32 rate (TFLOP/s) of this GPU, now."""
     from ..measure import perf
 
-    copy_gbps, _ = perf._measure_copy_gbps()
-    fp32, _ = perf._measure_fp32_tflops()
+    copy_gbps, _ = perf.measure_copy_gbps()
+    fp32, _ = perf.measure_fp32_tflops()
     return {"copy_gbps": float(copy_gbps), "fp32_tflops": float(fp32)}
 
 

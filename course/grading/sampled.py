@@ -85,7 +85,7 @@ def _where(r, runs, name, shape, pos, got, exp, tol) -> str:
     at = f"{name}[{idx[0] if len(idx) == 1 else ', '.join(map(str, idx))}]"
     what = ("still held the poison value (never written)"
             if got.dtype.kind == "f" and np.isnan(got[k]) else
-            f"got {judge._num(got[k])}, expected {judge._num(exp[k])}")
+            f"got {judge.number_text(got[k])}, expected {judge.number_text(exp[k])}")
     return (f"no figure: timed run {r + 1} of {runs} gave wrong results at {at}: {what} "
             f"({len(bad)} of {len(pos)} sampled elements wrong) - every run must do all of "
             "the work")

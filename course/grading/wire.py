@@ -61,7 +61,7 @@ class Channel:
     # -- sending --------------------------------------------------------------------------
     def send(self, header: dict, arrays: dict | None = None) -> None:
         arrays = arrays or {}
-        head = json.dumps({**header, "arrays": list(arrays)}, default=_plain).encode()
+        head = json.dumps({**header, "arrays": list(arrays)}, default=json_default).encode()
         parts = [_LEN.pack(len(head)), head]
         for a in arrays.values():
             buf = io.BytesIO()
@@ -206,7 +206,7 @@ def _shape_text(shape) -> str:
                            for a in shape) + ")"
 
 
-def _plain(x):
+def json_default(x):
     """JSON for numpy scalars, numpy arrays and sets in headers and answers."""
     if isinstance(x, np.generic):
         return x.item()

@@ -94,12 +94,12 @@ def _defined(want, exercise, ns: dict) -> dict:
 
 
 def _value(name: str, ns: dict) -> dict:
-    from course.grading.wire import _plain
+    from course.grading.wire import json_default
 
     if name not in ns:
         return {"defined": False}
     try:
-        return {"defined": True, "value": json.loads(json.dumps(ns[name], default=_plain))}
+        return {"defined": True, "value": json.loads(json.dumps(ns[name], default=json_default))}
     except (TypeError, ValueError):
         return {"defined": True, "unreadable": type(ns[name]).__name__}
 

@@ -35,8 +35,8 @@ from numba import cuda
 from numba.np.numpy_support import from_dtype
 
 from ..platform import runtime
-from .algorithms_iterators import (Iterator, _as_iter, _cpu_reduce,  # noqa: F401
-                                   _cpu_transform, _functor, _is_device, _reader,
+from .algorithms_iterators import (Iterator, as_iter, cpu_reduce,  # noqa: F401
+                                   cpu_transform, functor, is_device, reader,
                                    constant, counting, multiply_pair, transform_iterator,
                                    zip_iterator)
 
@@ -106,8 +106,8 @@ def saxpy_functor(a):
 # the generic kernels, one per (functors, iterator structure), compiled per dtype by numba
 
 @functools.lru_cache(maxsize=None)
-def _transform_kernel(node_a: tuple, node_b, op, slot_b: int):
-    ra = _reader(node_a, "gpu", 0)
+def transform_kernel(node_a: tuple, node_b, op, slot_b: int):
+    ra = reader(node_a, "gpu", 0)
     if node_b is None:
         @cuda.jit
         def transform_1(data, out):
@@ -116,7 +116,7 @@ def _transform_kernel(node_a: tuple, node_b, op, slot_b: int):
                 out[i] = op(ra(i, data))
                 i += cuda.gridsize(1)
         return transform_1
-    rb = _reader(node_b, "gpu", slot_b)
+    rb = reader(node_b, "gpu", slot_b)
 
     @cuda.jit
     def transform_2(data, out):
@@ -134,7 +134,7 @@ def _reduce_kernel(node: tuple, op, dtype: str):
     block folds the threads' values in shared memory (a flag marks a thread that had none:
     nothing stands in for an identity); thread 0 writes the block's value, or, in the
     finishing launch (``last`` = 1), ``op(init, value)``."""
-    read, acc_t = _reader(node, "gpu", 0), from_dtype(np.dtype(dtype))
+    read, acc_t = reader(node, "gpu", 0), from_dtype(np.dtype(dtype))
 
     @cuda.jit
     def reduce_blocks(data, n, partial, init, last):
@@ -200,7 +200,7 @@ def _scratch(blocks: int, dtype: str):
 # the algorithms
 
 def _on_device(items) -> bool:
-    return any(_is_device(x) for x in items)
+    return any(is_device(x) for x in items)
 
 
 def _device_leaves(leaves):
@@ -210,12 +210,12 @@ def _device_leaves(leaves):
 
 def _host_leaves(leaves):
     return tuple((x if hasattr(x, "copy_to_host") else cuda.as_cuda_array(x)).copy_to_host()
-                 if _is_device(x) else x for x in leaves)
+                 if is_device(x) else x for x in leaves)
 
 
 def _length(its, out) -> int:
     sizes = {len(x) for it in its for x in it.leaves
-             if isinstance(x, np.ndarray) or _is_device(x)}
+             if isinstance(x, np.ndarray) or is_device(x)}
     if out is not None:
         sizes.add(len(out))
     if not sizes:
@@ -234,7 +234,7 @@ def transform(op, *inputs, out=None, policy: str = "gpu"):
     _check_policy(policy)
     if len(inputs) not in (1, 2):
         raise ValueError("transform takes one or two inputs")
-    its = [_as_iter(x) for x in inputs]
+    its = [as_iter(x) for x in inputs]
     n = _length(its, out)
     device = _on_device([x for it in its for x in it.leaves] + [out])
     if out is None:
@@ -245,16 +245,16 @@ def transform(op, *inputs, out=None, policy: str = "gpu"):
     slot_b = len(its[0].leaves)
     nb = its[1].node if len(its) == 2 else None
     if policy != "gpu":
-        host_out = out.copy_to_host() if _is_device(out) else out
-        _cpu_transform(its[0].node, nb, op, slot_b, policy == "parallel")(
+        host_out = out.copy_to_host() if is_device(out) else out
+        cpu_transform(its[0].node, nb, op, slot_b, policy == "parallel")(
             _host_leaves(leaves), host_out[:n])
-        if _is_device(out):
+        if is_device(out):
             out.copy_to_device(host_out)
         return out
-    d_out = out if _is_device(out) else cuda.to_device(out)
-    _transform_kernel(its[0].node, nb, op, slot_b)[_grid(n), TPB](
+    d_out = out if is_device(out) else cuda.to_device(out)
+    transform_kernel(its[0].node, nb, op, slot_b)[_grid(n), TPB](
         _device_leaves(leaves), d_out if len(d_out) == n else d_out[:n])
-    if _is_device(out):
+    if is_device(out):
         return out
     d_out.copy_to_host(out)
     return out
@@ -267,18 +267,18 @@ def reduce(op, x, init, policy: str = "gpu", out=None):
     that type to write the result into instead - nothing waits, as with CUB's DeviceReduce
     or CuPy and PyTorch reductions, whose results stay on the GPU; ``out`` is returned."""
     _check_policy(policy)
-    it = _as_iter(x)
+    it = as_iter(x)
     n = _length([it], None)
     dtype = np.asarray(init).dtype
     if policy != "gpu":
         chunks = 64 if policy == "parallel" else 1
-        value = dtype.type(_cpu_reduce(it.node, op, policy == "parallel")(
+        value = dtype.type(cpu_reduce(it.node, op, policy == "parallel")(
             _host_leaves(it.leaves), n, dtype.type(init), np.empty(chunks, dtype),
             np.zeros(chunks, np.int64)))
         return value if out is None else _store(out, value)
     if n == 0:
         return dtype.type(init) if out is None else _store(out, dtype.type(init))
-    if out is not None and (not _is_device(out) or len(out) != 1 or out.dtype != dtype):
+    if out is not None and (not is_device(out) or len(out) != 1 or out.dtype != dtype):
         raise ValueError(f"out must be a one-element device array of {dtype} (init's type)")
     blocks = _grid(n)
     partial = _scratch(blocks, dtype.str)
@@ -291,7 +291,7 @@ def reduce(op, x, init, policy: str = "gpu", out=None):
 
 
 def _store(out, value):
-    if _is_device(out):
+    if is_device(out):
         cuda.as_cuda_array(out).copy_to_device(np.array([value]))
     else:
         out[0] = value
@@ -341,10 +341,10 @@ def replace_kernel(x, old, new):
 
 
 def _in_place(kernel, x, *args):
-    d = x if _is_device(x) else cuda.to_device(x)
+    d = x if is_device(x) else cuda.to_device(x)
     if len(x):
         kernel[_grid(len(x)), TPB](d, *[x.dtype.type(a) for a in args])
-    if not _is_device(x):
+    if not is_device(x):
         d.copy_to_host(x)
     return x
 

@@ -1,7 +1,7 @@
 """Lesson 12 - Thrust's fancy iterators as device functions of the index.
 
 An iterator here is a small tree: an array, ``counting(start)``, ``constant(value)``,
-``transform_iterator(it, op)`` or ``zip_iterator(a, b)``.  ``_reader`` compiles a tree into
+``transform_iterator(it, op)`` or ``zip_iterator(a, b)``.  ``reader`` compiles a tree into
 one device function ``read(i, data)`` (``data``: the tuple of the tree's arrays and scalars,
 passed to the kernel as one argument), so an algorithm's kernel reads element ``i`` of any
 iterator the same way it reads an array - and a transform iterator applies its functor as
@@ -27,7 +27,7 @@ def multiply_pair(t):
 # ---------------------------------------------------------------------------------------
 # fancy iterators: a node tree; its leaves' data travel to the kernel as one tuple
 
-def _is_device(x) -> bool:
+def is_device(x) -> bool:
     """A GPU array: numba's (or the simulator's) device array, or any object with the CUDA
     array interface (CuPy, PyTorch)."""
     return hasattr(x, "copy_to_host") or hasattr(x, "__cuda_array_interface__")
@@ -40,10 +40,10 @@ class Iterator:
         self.node, self.leaves = node, leaves    # node: structure; leaves: arrays/scalars
 
 
-def _as_iter(x) -> Iterator:
+def as_iter(x) -> Iterator:
     if isinstance(x, Iterator):
         return x
-    if isinstance(x, np.ndarray) or _is_device(x):
+    if isinstance(x, np.ndarray) or is_device(x):
         if x.ndim != 1:
             raise ValueError(f"the algorithms take 1-D arrays (got shape {x.shape})")
         return Iterator(("array",), (x,))
@@ -62,17 +62,17 @@ def constant(value) -> Iterator:
 
 def transform_iterator(x, op) -> Iterator:
     """op(x[0]), op(x[1]), ... computed when read (thrust::transform_iterator)."""
-    it = _as_iter(x)
+    it = as_iter(x)
     return Iterator(("transform", it.node, op), it.leaves)
 
 
 def zip_iterator(a, b) -> Iterator:
     """(a[i], b[i]) tuples (thrust::zip_iterator): a functor reads them as t[0], t[1]."""
-    ia, ib = _as_iter(a), _as_iter(b)
+    ia, ib = as_iter(a), as_iter(b)
     return Iterator(("zip", ia.node, ib.node, len(ia.leaves)), ia.leaves + ib.leaves)
 
 
-def _functor(op, target: str):
+def functor(op, target: str):
     return op if target == "gpu" else _cpu_functor(op)
 
 
@@ -82,7 +82,7 @@ def _cpu_functor(op):
 
 
 @functools.lru_cache(maxsize=None)
-def _reader(node: tuple, target: str, slot: int = 0):
+def reader(node: tuple, target: str, slot: int = 0):
     """A compiled ``read(i, data)`` for the iterator ``node`` whose leaves start at
     ``data[slot]``; cached per node (the functors are part of it) and target."""
     jit = cuda.jit(device=True) if target == "gpu" else njit
@@ -97,12 +97,12 @@ def _reader(node: tuple, target: str, slot: int = 0):
         def read(i, data):
             return data[k]
     elif kind == "transform":
-        inner, op = _reader(node[1], target, slot), _functor(node[2], target)
+        inner, op = reader(node[1], target, slot), functor(node[2], target)
 
         def read(i, data):
             return op(inner(i, data))
     elif kind == "zip":
-        ra, rb = _reader(node[1], target, slot), _reader(node[2], target, slot + node[3])
+        ra, rb = reader(node[1], target, slot), reader(node[2], target, slot + node[3])
 
         def read(i, data):
             return (ra(i, data), rb(i, data))
@@ -115,15 +115,15 @@ def _reader(node: tuple, target: str, slot: int = 0):
 # the CPU policies: the same functors through numba.njit (serial or parallel=True)
 
 @functools.lru_cache(maxsize=None)
-def _cpu_transform(node_a, node_b, op, slot_b, parallel):
-    ra, f = _reader(node_a, "cpu", 0), _functor(op, "cpu")
+def cpu_transform(node_a, node_b, op, slot_b, parallel):
+    ra, f = reader(node_a, "cpu", 0), functor(op, "cpu")
     if node_b is None:
         @njit(parallel=parallel)
         def run_1(data, out):
             for i in prange(out.shape[0]):
                 out[i] = f(ra(i, data))
         return run_1
-    rb = _reader(node_b, "cpu", slot_b)
+    rb = reader(node_b, "cpu", slot_b)
 
     @njit(parallel=parallel)
     def run_2(data, out):
@@ -133,8 +133,8 @@ def _cpu_transform(node_a, node_b, op, slot_b, parallel):
 
 
 @functools.lru_cache(maxsize=None)
-def _cpu_reduce(node, op, parallel):
-    read, f = _reader(node, "cpu", 0), _functor(op, "cpu")
+def cpu_reduce(node, op, parallel):
+    read, f = reader(node, "cpu", 0), functor(op, "cpu")
 
     @njit(parallel=parallel)
     def run(data, n, init, part, used):

@@ -81,6 +81,15 @@ def reference(Q, K, V, causal: bool = False, window=None) -> np.ndarray:
     return (P / np.where(l > 0, l, 1.0)) @ V
 
 
+def device_inputs(shape, dtype, seed: int = 0):
+    """Random Q, K, V of ``shape`` (b, h, n, d) as (b * h, n, d) device arrays of ``dtype``
+    (standard normal) and a float32 device O: ``(q, k, v, o)``, what the benchmark times."""
+    rng = np.random.default_rng(seed)
+    b, h, n, d = shape
+    q, k, v = (cuda.to_device(rng.standard_normal((b * h, n, d)).astype(dtype)) for _ in range(3))
+    return q, k, v, cuda.device_array((b * h, n, d), dtype=np.float32)
+
+
 def rel_error(got, expected) -> float:
     """||got - expected|| / ||expected|| (Frobenius norms, float64)."""
     got = np.asarray(got, dtype=np.float64)

@@ -12,7 +12,7 @@ on those registers, and the probabilities go straight back into the next product
 tile's result fragment *is* the next product's input fragment (two floats -> one pair of
 halves).  Nothing but K and V tiles passes through shared memory.
 
-What numba cannot say is in a few lines of CUDA C++ (``_cxx(D)``), linked into the kernel and
+What numba cannot say is in a few lines of CUDA C++ (``cxx_source(D)``), linked into the kernel and
 inlined by link-time optimisation (numba-cuda links with LTO when nvJitLink is present, as
 it is wherever the numba-cuda[cu12] wheels are installed; tests/test_ptx.py checks the result):
 ``cp.async`` (global -> shared copies that run while the warps compute: K/V tiles are
@@ -48,7 +48,7 @@ WARPS = 8                  # warps per block, 16 query rows each (H100: 36.5 ms 
 HEAD_DIMS = (16, 32, 64, 128)
 
 
-def _cxx(D: int) -> str:
+def cxx_source(D: int) -> str:
     """The C++ helpers for head dim D: tile loads, S = Q K^T and O += P V for one warp."""
     LDH = D + 8                     # halves per shared row: rows 16 bytes apart in banks
     return f"""
@@ -142,7 +142,7 @@ if runtime.MODE == "gpu":
     from .attention_common import address_of
 
     def _declare(D):
-        src = cuda.CUSource(_cxx(D))
+        src = cuda.CUSource(cxx_source(D))
         P = "CPointer(float32)"
         load = cuda.declare_device(f"mma_load_{D}", f"void({P}, int64, {P}, int32, int32, int32)",
                                    link=src, abi="c")

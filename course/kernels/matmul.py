@@ -305,6 +305,18 @@ def tolerance(K: int) -> tuple[float, float]:
     return 1e-5, 4e-7 * K ** 0.5 * 8 + 1e-6
 
 
+def inputs(M: int, K: int | None = None, N: int | None = None, seed: int = 0):
+    """Random float32 A (M x K) and B (K x N) in [-1, 1), their device copies and a device
+    C: ``(A, B, d_A, d_B, d_C)``; ``inputs(n)`` is the square N x N case the notebook's
+    tables, its slider panel and the benchmark time."""
+    K = M if K is None else K
+    N = M if N is None else N
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+    return A, B, cuda.to_device(A), cuda.to_device(B), cuda.device_array((M, N), np.float32)
+
+
 def flops(M: int, N: int, K: int) -> int:
     """2 M N K floating-point operations (one multiply and one add per term)."""
     return 2 * M * N * K

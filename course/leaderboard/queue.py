@@ -101,9 +101,9 @@ def judge_on_worker(board: str, payload: dict) -> dict:
         _WORKER["isolation"], _WORKER["said"] = runner.sandbox([])
         print(_WORKER["said"])
     if _WORKER["isolation"] is None:         # fail closed: no submission judged unsandboxed
-        from ..grading.executors import _no_sandbox
+        from ..grading.executors import no_sandbox_message
 
-        return {"status": "error", "passed": False, "message": _no_sandbox(_WORKER["said"])}
+        return {"status": "error", "passed": False, "message": no_sandbox_message(_WORKER["said"])}
     return runner.judge_submission(board, payload, isolation=_WORKER["isolation"])
 
 

@@ -64,8 +64,8 @@ def measured_ceilings(refresh: bool = False) -> dict:
             cache = {}
     if not refresh and name in cache:
         return cache[name]
-    copy_gbps, copy_method = _measure_copy_gbps()
-    fp32, fp32_method = _measure_fp32_tflops()
+    copy_gbps, copy_method = measure_copy_gbps()
+    fp32, fp32_method = measure_fp32_tflops()
     result = {"device": name, "copy_gbps": copy_gbps, "copy_method": copy_method,
               "fp32_tflops": fp32, "fp32_method": fp32_method,
               "measured": time.strftime("%Y-%m-%d %H:%M")}
@@ -78,7 +78,7 @@ def measured_ceilings(refresh: bool = False) -> dict:
     return result
 
 
-def _measure_copy_gbps(nbytes: int = 1 << 30) -> tuple[float, str]:
+def measure_copy_gbps(nbytes: int = 1 << 30) -> tuple[float, str]:
     """Best of three device-to-device copies of 1 GiB (cudaMemcpy, a numba copy kernel with
     4 loads in flight per thread, and PyTorch's copy_ when present); counts read + write."""
     import numpy as np
@@ -156,7 +156,7 @@ def _fma_kernel():
     return fma_chains
 
 
-def _measure_fp32_tflops() -> tuple[float, str]:
+def measure_fp32_tflops() -> tuple[float, str]:
     """Best of a numba FMA kernel and cuBLAS SGEMM (through PyTorch, TF32 off) when present."""
     import numpy as np
     from numba import cuda

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 
 from ..platform import runtime
-from .timing import _events
+from .timing import events_ms
 
 
 class Timeline:
@@ -33,7 +33,7 @@ class Timeline:
             cuda.synchronize()
             ms = (time.perf_counter() - t0) * 1e3
         else:                       # the benchmark's events, one call behind the hold kernel
-            ms = _events(cuda, launch, (), 1, hold=True)
+            ms = events_ms(cuda, launch, (), 1, hold=True)
         self.rows.setdefault(name, []).append(ms)
 
     def total_ms(self) -> float:

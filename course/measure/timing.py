@@ -106,7 +106,7 @@ def benchmark(fn, *args, repeat: int | None = None, warmup: int | None = None,
     hold = batch is not None and batch > 1
     if batch is None:
         batch, hold = _batching(cuda, fn, arg_sets[0])
-    times = [_events(cuda, fn, arg_sets[i % len(arg_sets)], batch, hold=hold)
+    times = [events_ms(cuda, fn, arg_sets[i % len(arg_sets)], batch, hold=hold)
              for i in range(repeat)]
     t = Timing(times, label=label)
     t.batch = batch
@@ -123,7 +123,7 @@ def _batching(cuda, fn, args) -> tuple[int, bool]:
     fn(*args)
     host_ms = (time.perf_counter() - t0) * 1e3
     cuda.synchronize()
-    if _events(cuda, fn, args, 1, hold=False) >= BATCH_BELOW_MS:
+    if events_ms(cuda, fn, args, 1, hold=False) >= BATCH_BELOW_MS:
         return 1, False
     fits = int(0.8 * (HOLD_US / 1000) / max(host_ms, 1e-3))
     return max(1, min(BATCH, fits)), fits >= 1
@@ -147,7 +147,7 @@ def time_call(fn, hold: bool = False) -> tuple[float, float]:
     return cuda.event_elapsed_time(start, stop), host_ms
 
 
-def _events(cuda, fn, args, batch: int, hold: bool) -> float:
+def events_ms(cuda, fn, args, batch: int, hold: bool) -> float:
     """ms per call of ``batch`` calls between two CUDA events (behind a hold kernel)."""
     if hold:
         _hold_kernel()[1, 1](HOLD_US)

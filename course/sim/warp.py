@@ -43,7 +43,7 @@ import numpy as np
 
 from . import warp_bits as simwarp_bits
 from .warp_rendezvous import (  # noqa: F401 - NOTES, WarpError and the listeners are public
-    FULL, NOTES, WARP, WarpError, _BlockWarps, _collective, _me, _try_finish, add_listener,
+    FULL, NOTES, WARP, BlockWarps, WarpError, add_listener, caller, collective, lane_exited,
     remove_listener,
 )
 
@@ -55,58 +55,58 @@ _install_lock = threading.Lock()
 # the methods added to FakeCUDAModule
 
 def shfl_sync(self, mask, value, src_lane):
-    return _collective("shfl", "shfl_sync", mask, ("idx", value, src_lane))
+    return collective("shfl", "shfl_sync", mask, ("idx", value, src_lane))
 
 
 def shfl_up_sync(self, mask, value, delta):
-    return _collective("shfl", "shfl_up_sync", mask, ("up", value, delta))
+    return collective("shfl", "shfl_up_sync", mask, ("up", value, delta))
 
 
 def shfl_down_sync(self, mask, value, delta):
-    return _collective("shfl", "shfl_down_sync", mask, ("down", value, delta))
+    return collective("shfl", "shfl_down_sync", mask, ("down", value, delta))
 
 
 def shfl_xor_sync(self, mask, value, lane_mask):
-    return _collective("shfl", "shfl_xor_sync", mask, ("xor", value, lane_mask))
+    return collective("shfl", "shfl_xor_sync", mask, ("xor", value, lane_mask))
 
 
 def ballot_sync(self, mask, predicate):
-    return _collective("vote", "ballot_sync", mask, ("ballot", bool(predicate)))
+    return collective("vote", "ballot_sync", mask, ("ballot", bool(predicate)))
 
 
 def all_sync(self, mask, predicate):
-    return _collective("vote", "all_sync", mask, ("all", bool(predicate)))
+    return collective("vote", "all_sync", mask, ("all", bool(predicate)))
 
 
 def any_sync(self, mask, predicate):
-    return _collective("vote", "any_sync", mask, ("any", bool(predicate)))
+    return collective("vote", "any_sync", mask, ("any", bool(predicate)))
 
 
 def eq_sync(self, mask, predicate):
-    return _collective("vote", "eq_sync", mask, ("eq", bool(predicate)))
+    return collective("vote", "eq_sync", mask, ("eq", bool(predicate)))
 
 
 def match_any_sync(self, mask, value):
-    return _collective("match", "match_any_sync", mask, ("any", value))
+    return collective("match", "match_any_sync", mask, ("any", value))
 
 
 def match_all_sync(self, mask, value):
-    return _collective("match", "match_all_sync", mask, ("all", value))
+    return collective("match", "match_all_sync", mask, ("all", value))
 
 
 def syncwarp(self, mask=FULL):
-    _collective("sync", "syncwarp", mask, None)
+    collective("sync", "syncwarp", mask, None)
 
 
 def activemask(self):
-    t, bw = _me()
+    t, bw = caller()
     warp = bw.warps[t.thread_id // WARP]
     with warp.cond:
         return np.uint32(FULL & ~warp.exited)
 
 
 def lanemask_lt(self):
-    t, _bw = _me()
+    t, _bw = caller()
     return np.uint32((1 << (t.thread_id % WARP)) - 1)
 
 
@@ -114,19 +114,6 @@ _METHODS = {f.__name__: f for f in (
     shfl_sync, shfl_up_sync, shfl_down_sync, shfl_xor_sync, ballot_sync, all_sync, any_sync,
     eq_sync, match_any_sync, match_all_sync, syncwarp, activemask, lanemask_lt)}
 _METHODS.update(simwarp_bits.METHODS)     # popc, ffs, clz, brev
-
-
-def _thread_exited(t) -> None:
-    """Mark ``t``'s lane exited: rounds that only waited for it complete."""
-    t._simwarp_exited = True
-    bw = getattr(t._manager, "_simwarp", None)
-    if bw is not None:
-        warp = bw.warps[t.thread_id // WARP]
-        with warp.cond:
-            warp.exited |= 1 << (t.thread_id % WARP)
-            for rnd in list(warp.rounds.values()):
-                _try_finish(t, warp, rnd)
-            warp.cond.notify_all()
 
 
 def install() -> None:
@@ -155,7 +142,7 @@ def install() -> None:
 
         def manager_init(self, f, grid_dim, block_dim, debug):
             orig_manager_init(self, f, grid_dim, block_dim, debug)
-            self._simwarp = _BlockWarps(block_dim)
+            self._simwarp = BlockWarps(block_dim)
 
         def thread_init(self, f, mgr, blockIdx, threadIdx, debug):
             orig_thread_init(self, f, mgr, blockIdx, threadIdx, debug)
@@ -171,7 +158,7 @@ def install() -> None:
                 try:
                     orig_run(self)
                 finally:
-                    _thread_exited(self)
+                    lane_exited(self)
             except Exception as exc:  # noqa: BLE001 - an asynchronous exception (e.g. the
                 # time limit of course.check) that landed outside the simulator's handler
                 if self.exception is None:

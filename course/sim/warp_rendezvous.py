@@ -74,7 +74,9 @@ class _Warp:
         self.waiting = {}                       # lane -> _Round it waits in
 
 
-class _BlockWarps:
+class BlockWarps:
+    """The warps of one simulated block (its ``BlockManager`` holds it as ``_simwarp``)."""
+
     def __init__(self, block_dim):
         n = int(np.prod(block_dim))
         self.nthreads = n
@@ -106,7 +108,9 @@ def _where(frame) -> str:
 # ---------------------------------------------------------------------------------------
 # the rendezvous
 
-def _me():
+def caller():
+    """(the calling simulator thread, its block's :class:`BlockWarps`); WarpError outside a
+    simulated kernel."""
     t = threading.current_thread()
     bw = getattr(getattr(t, "_manager", None), "_simwarp", None)
     if bw is None:
@@ -114,8 +118,10 @@ def _me():
     return t, bw
 
 
-def _collective(family: str, name: str, mask, payload):
-    t, bw = _me()
+def collective(family: str, name: str, mask, payload):
+    """One lane's part in a ``*_sync`` call: wait for the mask's lanes, return this lane's
+    result.  Called by the intrinsic itself (the kernel's frame is two levels up)."""
+    t, bw = caller()
     if t.abort:
         raise RuntimeError("abort flag set on warp intrinsic call")
     tid = t.thread_id
@@ -149,6 +155,19 @@ def _collective(family: str, name: str, mask, payload):
         if rnd.error:
             raise WarpError(rnd.error)
         return rnd.results.pop(lane)
+
+
+def lane_exited(t) -> None:
+    """Mark ``t``'s lane exited: rounds that only waited for it complete."""
+    t._simwarp_exited = True
+    bw = getattr(t._manager, "_simwarp", None)
+    if bw is not None:
+        warp = bw.warps[t.thread_id // WARP]
+        with warp.cond:
+            warp.exited |= 1 << (t.thread_id % WARP)
+            for rnd in list(warp.rounds.values()):
+                _try_finish(t, warp, rnd)
+            warp.cond.notify_all()
 
 
 def _try_finish(t, warp, rnd) -> bool:
