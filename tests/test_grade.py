@@ -56,7 +56,7 @@ def test_one_row_and_feedback_per_student(graded):
 
 
 # lesson 01's practice exercises: the fixtures hold them as released (the given bug, the
-# empty answer), so every student loses these points, each with a reason
+# empty answer), so every student but "correct" loses these points, each with a reason
 PRACTICE = ["predict_launch", "debug_grid_stride", "debug_matrix_layout", "tune_vector_add"]
 
 
@@ -91,7 +91,8 @@ def test_row(graded, student):
     assert row["max"] == "6" and row["lesson"] == "01_vector_add"
     assert float(row["total"]) == pytest.approx(
         sum(float(row[e]) for e in ["vector_add", "matrix_add", *PRACTICE]))
-    assert all(row[e] == "0" for e in PRACTICE), row     # debug, tune: all or nothing
+    practice = "1" if student == "correct" else "0"     # correct: full marks, 6 of 6
+    assert all(row[e] == practice for e in PRACTICE), row     # debug, tune: all or nothing
     for w in words:
         assert w in row["reasons"], (w, row["reasons"])
     if row["total"] != row["max"]:
@@ -109,8 +110,9 @@ def test_out_of_bounds_gets_partial_credit_at_most(graded):
     ("duplicated_cell", ["2 cells found by marker", "graded the last one"]),
     ("marker_lost", ["found by function name `add`"]),
     ("correct", ["12 of 12 cases passed: 1/1 \u2014 points in proportion to the cases passed",
-                 "(hidden)", "cases passed: 0/1 \u2014 a debug exercise scores only when every "
-                 "case passes", "a tune exercise scores only when every case passes"]),
+                 "(hidden)", "Score: 6 / 6"]),
+    ("empty", ["cases passed: 0/1 \u2014 a debug exercise scores only when every case passes",
+               "a tune exercise scores only when every case passes"]),
     ("crash", ["Grading status: **crashed**", "SIGSEGV"]),
     ("corrupted_json", ["not valid JSON", "Score: 0 / 6"]),
 ])
@@ -118,6 +120,37 @@ def test_feedback_says_what_happened(graded, student, words):
     _, feedback, _ = graded
     for w in words:
         assert w in feedback[student], (w, feedback[student])
+
+
+# the README's and the instructor README's example CSV rows: who they are among the fixtures
+README_STUDENTS = {"alice": "correct", "bob": "wrong_result", "carol": "crash",
+                   "dave": "corrupted_json"}
+
+
+def test_the_readme_example_rows_are_what_grade_writes(graded):
+    """Every ```csv block of both READMEs: the header grade writes, and each row the row of
+    its fixture (same points, status, total, max; the same exercises named in the reasons)."""
+    import re
+
+    rows, _, out = graded
+    with open(out / "grades.csv", newline="") as f:
+        header = next(csv.reader(f))
+    blocks = [b for doc in ("README.md", "instructor/README.md")
+              for b in re.findall(r"```csv\n(.*?)```", (REPO / doc).read_text(), re.S)]
+    assert len(blocks) == 2, "one example in each README"
+    for block in blocks:
+        lines = [l.strip() for l in block.strip().splitlines()]
+        readme = list(csv.DictReader(lines))
+        assert next(csv.reader(lines[:1])) == header
+        assert "alice" in {r["student"] for r in readme}, "the correct student is shown"
+        for r in readme:
+            real = rows[README_STUDENTS[r["student"]]]
+            for col in header[1:-1]:
+                assert r[col] == real[col], (r["student"], col, r[col], real[col])
+            heads = lambda text: [p.split(":")[0] for p in text.split(" | ") if p]  # noqa: E731
+            assert heads(r["reasons"]) == heads(real["reasons"]), (r["student"], real)
+    alice = rows["correct"]
+    assert alice["total"] == alice["max"] == "6" and not alice["reasons"], alice
 
 
 def test_feedback_never_shows_hidden_case_code(graded):
