@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from typing import Any
 
 _DIM3 = {"x": None, "y": None, "z": None}
 CUDA = {   # numba.cuda's kernel API (attribute -> its attributes, None for a leaf)
@@ -118,7 +119,7 @@ def check_chain(module: str, attrs: list, owner: str, text: str) -> None:
                              "the number types (types.float32, ...)")
         return
     if module == "numba.cuda":
-        table = CUDA
+        table: Any = CUDA
         for k, a in enumerate(attrs):
             if not isinstance(table, dict) or a not in table:
                 used = ".".join(attrs[:k + 1])
@@ -151,10 +152,11 @@ def check_attr(module: str, attr: str, owner: str) -> None:
 def _chains(nodes) -> list[list[str]]:
     """Every maximal ``name.attr.attr`` chain in ``nodes`` (outermost Attribute only)."""
     inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
-    out = []
+    out: list[list[str]] = []
     for n in nodes:
         if isinstance(n, ast.Attribute) and id(n) not in inner:
-            parts, cur = [], n
+            parts: list[str] = []
+            cur: ast.expr = n
             while isinstance(cur, ast.Attribute):
                 parts.append(cur.attr)
                 cur = cur.value

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ..platform.resources import IMPORT_ROOT as REPO
 from .wire import Channel
@@ -113,7 +114,8 @@ class Child:
 
     def finish(self) -> None:
         try:
-            self.proc.wait(timeout=max(1.0, self.chan.deadline - time.monotonic()))
+            deadline = self.chan.deadline if self.chan.deadline is not None else time.monotonic()
+            self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
 
@@ -154,6 +156,7 @@ def _limits(timeout: float, memory_mb: int, procs=()):
     ``fork`` and ``exec``, where another thread of the grader may have held the import lock
     or any other lock at the moment of the fork (a GPU grader's threads import and call CUDA
     all the time), so it only makes system calls - no import, no file opened, no text."""
+    resource: Any
     try:
         import resource
     except ImportError:

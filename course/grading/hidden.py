@@ -133,6 +133,8 @@ def _module(name: str):
     mod = None
     if path is not None:
         spec = importlib.util.spec_from_file_location(f"_course_hidden_{name}", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load the hidden cases file {path}")
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
     _LOADED[name] = mod

@@ -111,7 +111,8 @@ def keys(subs: list[Submission], lesson_of, name_of) -> list[str]:
 
     ``lesson_of(sub)``: its lesson (or None); ``name_of(sub)``: the student named by the
     file name alone (for files at the top of a folder given)."""
-    summary, seen = [], {}
+    summary: list[str] = []
+    seen: dict = {}
     for sub in subs:
         base = sub.folder or name_of(sub)
         lesson = lesson_of(sub)

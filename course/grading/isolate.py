@@ -110,7 +110,9 @@ def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
     repo, home = resources.IMPORT_ROOT.resolve(), Path.home().resolve()
     hide = _existing(hide)
     avoid = [repo, home, Path(run_dir).resolve(), *hide]
-    binds, links, dirs = {}, {}, []
+    binds: dict[Path, None] = {}
+    links: dict[Path, str] = {}
+    dirs: list[Path] = []
 
     def add(p, optional: bool = False) -> None:
         p = Path(os.path.abspath(p))
@@ -140,8 +142,8 @@ def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
         add(Path("/etc") / name)
     for name in DEVICES:
         add(Path("/dev") / name)
-    for p in sorted(Path("/dev").glob("nvidia*")):
-        add(p)
+    for dev in sorted(Path("/dev").glob("nvidia*")):
+        add(dev)
     for name, target in DEV_LINKS.items():
         links[Path("/dev") / name] = target
     add(resources.PACKAGE)

@@ -50,7 +50,7 @@ def lesson_scores(g) -> dict:
     from ..exercises import all_exercises
 
     lesson_of = {name: e.lesson for name, e in all_exercises().items()}
-    out = {}
+    out: dict[str, tuple[float, float]] = {}
     for name, possible in g.max_points.items():
         lesson = lesson_of.get(name, "other")
         got, tot = out.get(lesson, (0.0, 0.0))

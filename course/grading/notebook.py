@@ -120,8 +120,8 @@ def cells(nb: dict) -> list[Cell]:
         if not isinstance(c, dict):
             out.append(Cell(i, "raw", ""))
             continue
-        meta = c.get("metadata") if isinstance(c.get("metadata"), dict) else {}
-        tags = meta.get("tags") if isinstance(meta.get("tags"), list) else []
+        meta: dict = c["metadata"] if isinstance(c.get("metadata"), dict) else {}
+        tags: list = meta["tags"] if isinstance(meta.get("tags"), list) else []
         out.append(Cell(i, str(c.get("cell_type", "raw")), source_text(c.get("source", "")),
                         str(c.get("id", "") or ""), tuple(str(t) for t in tags), meta))
     return out

@@ -20,7 +20,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+fcntl: Any
 try:
     import fcntl
 except ImportError:           # Windows: no advisory locks; writes are still atomic

@@ -45,7 +45,7 @@ def _tokens(text: str) -> list[str]:
         if not m or m.end() == pos:
             raise SignatureError(f"the signature {text!r} has {text[pos:].strip()[:20]!r} "
                                  "where a type, a bracket or a comma should be")
-        out.append(m.group(m.lastgroup))
+        out.append(m.group(m.lastgroup or 0))
         pos = m.end()
     return out
 
@@ -112,4 +112,4 @@ def _array(dtype, dims: list[str], text: str):
     else:
         raise SignatureError(f"'::1' in {text!r} may mark only the first or the last "
                              "dimension")
-    return types.Array(dtype, ndim, layout)
+    return types.Array(dtype, ndim, layout)  # type: ignore[call-overload]

@@ -31,6 +31,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -260,9 +261,8 @@ def create_app(store, queue, settings: Settings) -> Starlette:
               Route("/api/submissions", submit, methods=["POST"]),
               Route("/api/submissions/{sid}", submission),
               Route("/api/health", health), *pages.routes(store, settings, who)]
-    return Starlette(routes=routes, exception_handlers={Refused: refused,
-                                                        HTTPException: http_error,
-                                                        Exception: failed})
+    handlers: dict[Any, Any] = {Refused: refused, HTTPException: http_error, Exception: failed}
+    return Starlette(routes=routes, exception_handlers=handlers)
 
 
 def settings_from_env(mode: str, **kw) -> Settings:

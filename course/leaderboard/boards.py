@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from .. import exercises as _ex
 from ..exercises.boards import SEED_BOARDS
@@ -45,7 +46,7 @@ _DESCRIBED: dict = {}     # (board, spec, mode) -> its description (the specs li
 @dataclass(frozen=True)
 class Board:
     name: str
-    spec: object          # a Tune: tests = its base exercise's cases, time = its measured launch
+    spec: Any             # a Tune: tests = its base exercise's cases, time = its measured launch
 
     @property
     def function(self) -> str:

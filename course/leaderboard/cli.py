@@ -108,9 +108,10 @@ def serve(opts) -> int:
         store.restrict_to(set(roster))
     isolation = None
     if opts.isolation != "none":
-        isolation, said = runner.sandbox([Path(opts.db).resolve().parent])
-        print(said)
+        isolation, lost = runner.sandbox([Path(opts.db).resolve().parent])
+        print(lost)
     judge = _judge(opts.judge)
+    q: queues.DaskQueue | queues.LocalQueue
     if opts.scheduler:
         q = queues.DaskQueue(store, opts.scheduler, task=judge)
         where = f"Dask scheduler {opts.scheduler} (tasks need GPU=1)"

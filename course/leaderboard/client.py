@@ -76,8 +76,9 @@ class Submission:
             out.append(f"[{'x' if ok == len(tests) else ' '}] tests passed: {ok} of "
                        f"{len(tests)}")
         if self.mean_ms is not None:
+            best = ms_text(self.best_ms) if self.best_ms is not None else "?"
             out.append(f"[x] benchmark: {ms_text(self.mean_ms)} ± {self.std_ms or 0:.2g} ms "
-                       f"(best {ms_text(self.best_ms)} ms, {self.runs} runs)")
+                       f"(best {best} ms, {self.runs} runs)")
             out.append(f"rank {self.rank} on {self.board}" if self.rank else "not ranked")
         if self.message:
             out.append(self.message)
@@ -176,6 +177,7 @@ def send(board: str, source: str | None, function: str | None, unit: dict | None
     ``course_kernel`` (instructor's token): enter the course's own kernel of that name
     instead of a source (``course/exercises/entries.py``)."""
     server, token = _where(server, token, words)
+    body: dict[str, object]
     if course_kernel is not None:
         body = {"board": board, "course_kernel": course_kernel}
     else:

@@ -127,7 +127,7 @@ def bind(host: str, port: int, backlog: int = 2048) -> socket.socket:
                                  "serving there)",
                errno.EACCES: "permission denied (ports below 1024 need root)",
                errno.EADDRNOTAVAIL: f"{host} is not an address of this machine"}.get(
-            exc.errno, exc.strerror or str(exc))
+            exc.errno or 0, exc.strerror or str(exc))
         raise BindError(f"cannot serve on port {port} of {host}: {why}; choose another "
                         "--port") from None
     return sock
@@ -175,6 +175,7 @@ def protocol(per_client: int = PER_CLIENT, header_s: float = HEADER_S,
     counts: collections.Counter = collections.Counter()
 
     class Guarded(H11Protocol):
+        counts: dict
         _timer = None
         _key = None
         _got = False

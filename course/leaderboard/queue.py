@@ -54,6 +54,9 @@ class _Dispatcher:
         self._wake.wait(self.poll_s)
         self._wake.clear()
 
+    def _loop(self) -> None:
+        raise NotImplementedError
+
 
 class LocalQueue(_Dispatcher):
     """Judge queued submissions one after the other in a background thread."""

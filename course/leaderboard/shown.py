@@ -12,7 +12,8 @@ from __future__ import annotations
 
 def unit_view(unit) -> tuple[dict, dict]:
     """(unit_sources, constants) of a stored unit; ({}, {}) for none or a course kernel."""
-    sources, consts = {}, {}
+    sources: dict = {}
+    consts: dict = {}
     if not isinstance(unit, dict) or "source" not in unit:
         return sources, consts
 

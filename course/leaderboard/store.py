@@ -65,8 +65,10 @@ def hash_token(token: str) -> str:
 def same_token(given: str, known: str | None) -> bool:
     """Is ``given`` the token ``known``?  Compared as bytes in constant time, so any text
     (a header's non-ASCII bytes too) is an answer, never an error."""
-    return bool(given and known) and hmac.compare_digest(
-        given.encode("utf-8", "surrogateescape"), known.encode("utf-8", "surrogateescape"))
+    if not given or not known:
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"),
+                               known.encode("utf-8", "surrogateescape"))
 
 
 class Store:
@@ -138,6 +140,7 @@ class Store:
                       "created) VALUES (?, ?, ?, ?, ?, ?)",
                       (student, board, function, source,
                        json.dumps(unit) if unit is not None else None, time.time()))
+        assert cur.lastrowid is not None
         return int(cur.lastrowid)
 
     def submitted_since(self, student: str, since: float) -> int:
@@ -235,7 +238,8 @@ class Store:
             GROUP BY student) b ON s.student = b.student AND s.mean_ms = b.m
             WHERE s.board = ? AND s.status = 'done' AND s.passed = 1
             ORDER BY s.mean_ms, s.finished""", (board, board))
-        out, seen = [], set()
+        out: list = []
+        seen: set = set()
         for r in rows:
             if r["student"] in seen:          # two submissions with the same time: the first
                 continue
