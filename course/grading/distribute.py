@@ -3,8 +3,11 @@
 ``python -m course notebooks --to DIR`` writes the student copies of the lessons (from the
 checkout or an installed wheel, ``course/platform/resources.py``; solutions never leave the
 checkout) into a folder a student can open, and ``--restore LESSON`` brings one back;
-``python -m course colab [--write]`` prints the README's Open-in-Colab table and sets every
-notebook's first cell to the Colab install cell (``course/platform/hosting.py``).  Both
+``python -m course colab [--write]`` prints the README's Open-in-Colab link and sets every
+notebook's first cell to the Colab install cell (``course/platform/hosting.py``); the link
+opens ``colab/open_course.ipynb`` (:func:`colab_start_notebook`), which writes the student
+copies into the student's Google Drive - a link to a lesson notebook of the repository
+would open the instructor's, solutions included.  Both
 write notebooks, so they live here beside the notebook reader, not in the platform layer.
 """
 from __future__ import annotations
@@ -17,7 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..platform.hosting import BRANCH, REPOSITORY, colab_cell, colab_table
+from ..platform.hosting import (BRANCH, COLAB_START, REPOSITORY, colab_cell, colab_table,
+                                requirement)
 from ..platform.resources import path
 from . import notebook as nbk
 from . import student
@@ -154,11 +158,77 @@ def set_colab_cell(path: Path, cell: str) -> bool:
     return True
 
 
+# ---------------------------------------------------------------------------------------
+# Colab: the start notebook writes the student copies into the student's Google Drive
+
+DRIVE_FOLDER = "/content/drive/MyDrive/numba-course"
+
+
+def colab_start_notebook(repo: str = REPOSITORY, branch: str = BRANCH) -> dict:
+    """``colab/open_course.ipynb``: what the README's Colab link opens.  It holds no
+    exercise; run on Colab, it installs the course from ``repo``, mounts Google Drive,
+    writes the student copies there (``python -m course notebooks``: never a solution, and
+    never over a notebook already there) and links each one (:func:`drive_links`)."""
+    intro = (
+        "# Open the course on Google Colab\n\n"
+        "Run the cell below (Runtime > Run all). It installs the course (about a minute), asks "
+        "for your Google Drive, and writes **your own copy** of every lesson there, in "
+        "`MyDrive/numba-course/notebooks/`, with every exercise open. Then it links each "
+        "lesson: open one, and it runs on Colab's GPU (Runtime > Change runtime type > GPU) or "
+        "in the simulator.\n\n"
+        "Running it again keeps your work: notebooks already in the folder are never "
+        "overwritten. To start one lesson afresh (yours is kept beside it), run "
+        "`!python -m course notebooks --to /content/drive/MyDrive/numba-course --restore 01`.")
+    code = (
+        "# Install the course, then write your copies of the lessons into Google Drive.\n"
+        "import subprocess, sys\n"
+        "subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\",\n"
+        f"                \"{requirement(repo, branch)}\"], check=True)\n"
+        "from google.colab import drive\n"
+        "drive.mount(\"/content/drive\")\n"
+        f"FOLDER = \"{DRIVE_FOLDER}\"\n"
+        "subprocess.run([sys.executable, \"-m\", \"course\", \"notebooks\", \"--to\", FOLDER],\n"
+        "               check=True)\n"
+        "from course.grading.distribute import drive_links\n"
+        "drive_links(FOLDER)")
+    cells = [{"cell_type": "markdown", "id": "intro", "metadata": {},
+              "source": intro.splitlines(keepends=True)},
+             {"cell_type": "code", "execution_count": None, "id": "open-course",
+              "metadata": {}, "outputs": [], "source": code.splitlines(keepends=True)}]
+    return {"cells": cells, "nbformat": 4, "nbformat_minor": 5,
+            "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                        "name": "python3"},
+                         "accelerator": "GPU", "colab": {"provenance": []},
+                         "course": {"copy": "colab-start"}}}
+
+
+def drive_links(folder, show=print) -> list[tuple[str, str]]:
+    """(lesson, where to open it) for every student notebook in ``folder/notebooks``: a
+    Colab link when Google Drive's mount tells the file's id, else the menu path.  Each is
+    handed to ``show`` as one line."""
+    out = []
+    nbs = sorted((Path(folder) / "notebooks").glob("*.ipynb"))
+    for nb in nbs:
+        try:
+            file_id = os.getxattr(nb, "user.drive.id").decode()
+        except (OSError, AttributeError):   # not on Drive's mount, or not synced yet
+            file_id = ""
+        where = (f"https://colab.research.google.com/drive/{file_id}" if file_id else
+                 f"File > Open notebook > Google Drive > {nb.relative_to(Path(folder).parent)}")
+        out.append((nb.stem, where))
+        show(f"{nb.stem:<26} {where}")
+    if not nbs:
+        show(f"no notebooks in {Path(folder) / 'notebooks'}")
+    return out
+
+
 def colab_main(argv=None) -> int:
     """``python -m course colab [--repo OWNER/NAME] [--branch B] [--write]``"""
     ap = argparse.ArgumentParser(prog="python -m course colab",
-                                 description="Print the README's 'Open in Colab' table; with "
-                                             "--write, set every notebook's Colab cell.")
+                                 description="Print the README's 'Open in Colab' link (to "
+                                             f"{COLAB_START}, which writes the student copies "
+                                             "into Google Drive); with --write, set every "
+                                             "notebook's Colab cell and write that notebook.")
     ap.add_argument("--repo", default=REPOSITORY, help=f"OWNER/NAME (default {REPOSITORY})")
     ap.add_argument("--branch", default=BRANCH)
     ap.add_argument("--write", action="store_true",
@@ -171,6 +241,10 @@ def colab_main(argv=None) -> int:
     if opts.write:
         cell = colab_cell(opts.repo, opts.branch)
         changed = [p.name for p in notebooks if set_colab_cell(p, cell)]
-        print(f"Colab cell set in {len(changed)} notebook(s)", file=sys.stderr)
+        start = path("notebooks").parent / COLAB_START
+        start.parent.mkdir(parents=True, exist_ok=True)
+        nbk.save(colab_start_notebook(opts.repo, opts.branch), start)
+        print(f"Colab cell set in {len(changed)} notebook(s); {COLAB_START} written",
+              file=sys.stderr)
     print(colab_table(notebooks, opts.repo, opts.branch))
     return 0

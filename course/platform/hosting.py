@@ -9,8 +9,10 @@
 - Google Colab: every notebook opens with :data:`COLAB_CELL`, which installs the course from
   its repository there (and nowhere else) and turns on ipywidgets 8; the course then reads
   its data from the installed package (:mod:`course.platform.resources`), not from the repository's
-  folders.  ``python -m course colab`` prints the README's "Open in Colab" table, and with
-  ``--repo OWNER/NAME --write`` points a fork's notebooks at the fork.
+  folders.  A Colab link opens :data:`COLAB_START`, never a lesson notebook (those hold the
+  solutions): it writes the student copies into the student's Google Drive.  ``python -m
+  course colab`` prints the README's "Open in Colab" link, and with ``--repo OWNER/NAME
+  --write`` points a fork's notebooks and start notebook at the fork.
 """
 from __future__ import annotations
 
@@ -98,9 +100,18 @@ def colab_url(notebook: str, repo: str = REPOSITORY, branch: str = BRANCH,
     return f"https://colab.research.google.com/github/{repo}/blob/{branch}/{folder}/{notebook}"
 
 
+# The one notebook a Colab link opens: it holds no exercise, installs the course and writes
+# the *student* copies into the student's Google Drive (``course.grading.distribute``).  A
+# link to ``notebooks/NN.ipynb`` would open the instructor's notebook, solutions included.
+COLAB_START = "colab/open_course.ipynb"
+
+
 def colab_table(notebooks, repo: str = REPOSITORY, branch: str = BRANCH) -> str:
-    """The README's table: one 'Open in Colab' link per notebook."""
-    rows = ["| notebook | on Colab |", "|---|---|"]
-    for nb in notebooks:
-        rows.append(f"| `{Path(nb).stem}` | [Open in Colab]({colab_url(Path(nb).name, repo, branch)}) |")
-    return "\n".join(rows)
+    """The README's Colab link: the start notebook, which writes the student copy of every
+    lesson in ``notebooks`` into Google Drive (never a link to a lesson notebook itself)."""
+    folder, name = COLAB_START.rsplit("/", 1)
+    stems = [Path(nb).stem for nb in notebooks]
+    return (f"[Open the course in Colab]({colab_url(name, repo, branch, folder)}): writes "
+            f"your own student copies of the {len(stems)} lessons "
+            f"(`{stems[0]}` ... `{stems[-1]}`) into your Google Drive, "
+            "`MyDrive/numba-course/notebooks/`, and links each one.")
