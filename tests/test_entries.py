@@ -6,7 +6,7 @@ import pytest
 
 import course
 from course.exercises import entries, get
-from course.grading.check import run_cases
+from course.grading.cases import run_cases
 from course.leaderboard.queue import _payload
 
 

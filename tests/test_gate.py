@@ -190,7 +190,7 @@ def test_the_timed_launch_gets_plain_contiguous_arrays():
 
     from course.exercises import Case, get
     from course.grading import judge
-    from course.grading.check import measured_rng
+    from course.grading.cases import measured_rng
 
     spec = get("tune_transpose")                  # its GPU case's shape, smaller
     case = Case("m x n = 64 x 96", {"m": 64, "n": 96}, (3, 2), (32, 8))

@@ -153,7 +153,7 @@ def test_an_interrupt_in_process_stops_the_check_and_its_threads(monkeypatch):
 
     import importlib
 
-    run_cases = importlib.import_module("course.grading.check").run_cases
+    run_cases = importlib.import_module("course.grading.cases").run_cases
     monkeypatch.setattr(run_cases, "__defaults__", (counting,))   # launch=counting
     start = time.monotonic()
     r = course.check("debug_matrix_layout", hangs_on_the_second_case, record=False)

@@ -17,6 +17,7 @@ from course.grading import judge, measurer, sampled, session
 from course.grading.unit import extract
 
 check_mod = importlib.import_module("course.grading.check")
+cases_mod = importlib.import_module("course.grading.cases")   # the case engine below it
 sim_only = pytest.mark.skipif(course.MODE == "gpu", reason="the simulator's sizes and runs")
 
 
@@ -87,7 +88,7 @@ def _measure(spec, kernels, sim_runs=2, seed=5):
     """The measurer's loop and the judge's verdict, in this process."""
     runs = Runs(spec, kernels)
     case = spec.measured_case()
-    prep = judge.prepare(spec, case, check_mod.measured_rng(seed), guard=False)
+    prep = judge.prepare(spec, case, cases_mod.measured_rng(seed), guard=False)
     plan = sampled.plan(spec, prep)
     plan.sim_runs = sim_runs
     figures, returned, samples, trespass = measurer.measure_launch(
@@ -95,7 +96,7 @@ def _measure(spec, kernels, sim_runs=2, seed=5):
         dict(plan.request(), domains=plan.domains))
     assert runs.n == 1 + sim_runs
     assert trespass is None
-    return check_mod.judge_measured(spec, case, prep, returned, figures, plan=plan,
+    return cases_mod.judge_measured(spec, case, prep, returned, figures, plan=plan,
                                     samples=samples)
 
 
@@ -180,7 +181,7 @@ class FakeMeasurer:
     def ask(self, header, op, arrays=None, expect=None):
         spec = get(header["exercise"])
         case = spec.measured_case("sim")
-        prep = judge.prepare(spec, case, check_mod.measured_rng(9), guard=False)
+        prep = judge.prepare(spec, case, cases_mod.measured_rng(9), guard=False)
         bufs = {k: arrays[k].copy() for k in prep.shapes}
         bufs["y"] = prep.expected["y"].astype(np.float32)
         plan = sampled.Plan(header["sample"]["seed"], header["sample"]["names"], {}, 2)
@@ -216,7 +217,7 @@ def test_the_session_judge_refuses_a_run_whose_samples_are_wrong(monkeypatch):
 @sim_only
 def test_writing_past_an_array_or_into_a_pristine_copy_fails_the_measurement():
     case = ADD.measured_case()
-    prep = judge.prepare(ADD, case, check_mod.measured_rng(1), guard=False)
+    prep = judge.prepare(ADD, case, cases_mod.measured_rng(1), guard=False)
     arrays = timed.Arrays(prep.buffers(), prep.shapes, prep.scalars())
     assert arrays.trespass() is None
     arrays.flat["y"][4096 + 17] = 1.0                        # the tail after y
@@ -265,16 +266,16 @@ def test_a_figure_past_the_ceiling_is_not_ranked_on_the_leaderboard():
 
     spec = get("tune_matmul")
     case = Case("M = K = N = 8", {"M": 8, "K": 8, "N": 8}, (1, 1), (8, 8))
-    prep = judge.prepare(spec, case, check_mod.measured_rng(2), guard=False)
+    prep = judge.prepare(spec, case, cases_mod.measured_rng(2), guard=False)
     done = dict(prep.buffers(), C=prep.expected["C"].astype(np.float32))
     ms = _ms_for(spec, 27.6 * 50, "flops")
     figures = {"ms": ms, "median_ms": ms, "mean_ms": ms, "std_ms": 0.0, "runs": 30}
-    res = check_mod.judge_measured(spec, case, prep, done, figures, "gpu", CEIL)
+    res = cases_mod.judge_measured(spec, case, prep, done, figures, "gpu", CEIL)
     assert not res.passed and "27.6x the FP32 rate" in res.message and not res.figures
     test = session.case_events([_passed_case()])[0]
     out = verdict("", [test, session.case_events([res])[0]])
     assert out["status"] == "rejected" and "mean_ms" not in out and test["passed"]
-    honest = check_mod.judge_measured(spec, case, prep, done, dict(figures, ms=100 * ms,
+    honest = cases_mod.judge_measured(spec, case, prep, done, dict(figures, ms=100 * ms,
                                       mean_ms=100 * ms), "gpu", CEIL)
     assert honest.figures["ms"] == 100 * ms                      # believed: ranked
     assert verdict("", [test, session.case_events([honest])[0]])["status"] == "done"

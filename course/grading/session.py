@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .. import exercises as _ex
 from . import judge
-from .check import gate_error, judge_measured, measure_failed, measured_rng, run_cases
+from .cases import gate_error, judge_measured, measure_failed, measured_rng, run_cases
 from .child import Child, Tampered
 from .launch import TIME_LIMIT_S
 from .report import CaseResult

@@ -74,7 +74,7 @@ def _defined(want, exercise, ns: dict) -> dict:
     if not want:
         return {"have": None}
     from course import exercises
-    from course.grading.check import not_a_kernel
+    from course.grading.cases import not_a_kernel
     from course.grading.unit import UnitError, extract
 
     fn = ns.get(want)
