@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from course.grading.lessons import UnknownLesson, lesson_named
+from course.grading.lesson_names import UnknownLesson, lesson_named
 
 STEMS = sorted(p.stem for p in (REPO / "notebooks").glob("*.ipynb"))
 SAME = ["01", "1", "vector_add", "01_vector_add", "01_vector_add.ipynb", " 01 "]

@@ -25,7 +25,7 @@ from ..platform.hosting import (BRANCH, COLAB_START, REPOSITORY, colab_cell, col
 from ..platform.resources import path
 from . import notebook as nbk
 from . import student
-from .lessons import UnknownLesson, find_lesson, lesson_named  # noqa: F401 - re-exported
+from .lesson_names import UnknownLesson, find_lesson, lesson_named  # noqa: F401 - re-exported
 
 
 def lesson_copy(src: Path) -> dict:

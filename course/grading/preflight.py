@@ -38,7 +38,7 @@ def arguments(opts) -> str | None:
             return (f"{p} is a student copy (no solutions, no hidden cases): grade with the "
                     "instructor's notebooks, from a checkout or with --instructor DIR")
     if getattr(opts, "lesson", None):
-        from .lessons import UnknownLesson, lesson_named
+        from .lesson_names import UnknownLesson, lesson_named
 
         stems = sorted(p.stem for p in opts.notebooks.glob("*.ipynb"))
         try:           # 01, 1, vector_add, 01_vector_add.ipynb -> 01_vector_add

@@ -254,7 +254,7 @@ def find_sources(src_dir: Path, names: list[str] | None) -> list[Path]:
     """The instructor notebooks to release: all of ``src_dir``, or those named."""
     if not names:
         return sorted(src_dir.glob("*.ipynb"))
-    from .lessons import UnknownLesson, find_lesson
+    from .lesson_names import UnknownLesson, find_lesson
 
     every = sorted(src_dir.glob("*.ipynb"))
     try:                                 # 01, 1, vector_add or 01_vector_add, as everywhere
