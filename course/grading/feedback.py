@@ -6,10 +6,11 @@ the grader's logs.
 """
 from __future__ import annotations
 
-import html
 import re
 import time
 from pathlib import Path
+
+import mistune
 
 from .scoring import rule
 
@@ -63,49 +64,37 @@ def _line(text) -> str:
     return " ".join(str(text).split())
 
 
+# What a student's text may not become in the page: a link or an image (``[x](url)``,
+# ``![x](url)``, ``<url>``, ``<a@b>``).  It stays the text it is in the .md file.
+_NO_INLINE = ("link", "link_close", "auto_link", "auto_email")
+
+
+def _renderer() -> mistune.Markdown:
+    """mistune (nbconvert's own markdown library) for :func:`markdown`'s output: tables,
+    headings, lists, a blockquote, code and emphasis; raw HTML escaped, no links.  A list
+    item holds paragraphs only: a reason or a note is a line of text, not a heading, a
+    quote, a list, code or a link reference of its own."""
+    md = mistune.create_markdown(escape=True, plugins=["table"])
+    md.inline.rules[:] = [r for r in md.inline.rules if r not in _NO_INLINE]
+    md.block.list_rules[:] = ["blank_line"]
+    return md
+
+
+_TO_HTML = _renderer()
+_STYLE = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}"
+          "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}")
+
+
+# a list item whose text is all ``-``, ``*`` or ``_`` (``- ---``) reads as a rule, not an item
+_RULE_ITEM = re.compile(r"- +([-*_])(?: *\1){2,} *")
+
+
 def to_html(md: str) -> str:
-    """A small, dependency-free rendering of :func:`markdown`'s output."""
-    body, table = [], []
-
-    def flush():
-        if table:
-            rows = [r for r in table if not set(r.replace("|", "")) <= set("-")]
-            cells = [[html.escape(x.strip().replace("\\|", "|"))
-                      for x in re.split(r"(?<!\\)\|", r.strip("|"))] for r in rows]
-            head = "".join(f"<th>{c}</th>" for c in cells[0])
-            trs = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>"
-                          for r in cells[1:])
-            body.append(f"<table><tr>{head}</tr>{trs}</table>")
-            table.clear()
-
-    for line in md.splitlines():
-        if line.startswith("|"):
-            table.append(line)
-            continue
-        flush()
-        if line.startswith("# "):
-            body.append(f"<h1>{html.escape(line[2:])}</h1>")
-        elif line.startswith("## "):
-            body.append(f"<h2>{html.escape(line[3:])}</h2>")
-        elif line.startswith("- "):
-            body.append(f"<li>{_inline(html.escape(line[2:]))}</li>")
-        elif line.startswith("> "):
-            body.append(f"<blockquote>{_inline(html.escape(line[2:]))}</blockquote>")
-        elif line == "---":
-            body.append("<hr>")
-        elif line.strip():
-            body.append(f"<p>{_inline(html.escape(line))}</p>")
-    flush()
-    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}"
-             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><style>{style}</style>"
-            f"</head><body>{''.join(body)}</body></html>\n")
-
-
-def _inline(text: str) -> str:
-    text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
-    text = re.sub(r"\*(.+?)\*", r"<i>\1</i>", text)
-    return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
+    """:func:`markdown`'s output as a page of its own (a student's text in it stays text)."""
+    md = "\n".join("- \\" + line[2:].lstrip() if _RULE_ITEM.fullmatch(line) else line
+                   for line in md.split("\n"))
+    return (f"<!doctype html><html><head><meta charset='utf-8'><style>{_STYLE}</style>"
+            f"</head><body>\n{_TO_HTML(md)}</body></html>\n")
 
 
 def write_all(rows, folder: Path) -> list[str]:
