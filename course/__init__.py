@@ -1,15 +1,18 @@
 """GPU programming in Python with numba.cuda: the package the course notebooks import.
 
-``import course`` must come first in a notebook: it decides, before numba loads, whether
-kernels run on a real NVIDIA GPU (``course.MODE == "gpu"``) or in numba's CPU simulator
-(``course.MODE == "sim"``).  That is its only side effect.
+``import course`` must come first in a notebook.  It has three side effects:
 
-The package is built in floors, each a subpackage that imports only from the floors below
-it (``tests/test_layout.py`` checks): ``platform`` (mode, device, files) -> ``measure``
-(timing, ceilings, tables) -> ``sim`` (the simulator's warp intrinsics and tracer) ->
-``hardware`` (Nsight Compute, profiles, occupancy) -> ``kernels`` (one module per lesson) ->
-``exercises`` (specs) -> ``grading`` (checks and grading) -> ``leaderboard`` (the class
-service) -> ``show`` (plots, widgets, figures) -> ``bench`` (reports from a GPU).
+1. it decides whether kernels run on a real NVIDIA GPU (``course.MODE == "gpu"``) or in
+   numba's CPU simulator (``course.MODE == "sim"``), setting ``NUMBA_ENABLE_CUDASIM=1``
+   for the simulator unless the user set it;
+2. it hides the two numba performance warnings that are noise at teaching sizes
+   (``platform.runtime.silence_known_noise``);
+3. in the simulator only, it adds what the simulator lacks: warp intrinsics
+   (``sim.warp``), a block scheduler that yields to working threads (``sim.scheduler``)
+   and the GPU's ``@cuda.jit`` options (``sim.jit_options``).
+
+The subpackages and which may import which: ``tests/test_layout.py`` (the one place
+that says); each subpackage's docstring says what it holds.
 
 Everything else is imported on first use::
 

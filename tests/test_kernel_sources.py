@@ -11,6 +11,7 @@ import pytest
 
 import course.kernels
 from conftest import REPO
+from course import lessons
 
 MODULES = [m.name for m in pkgutil.iter_modules(course.kernels.__path__)]
 
@@ -37,8 +38,8 @@ def normalize(src):
 @pytest.mark.parametrize("modname", MODULES)
 def test_module_kernels_appear_verbatim_in_notebook(modname):
     mod = importlib.import_module(f"course.kernels.{modname}")
-    stems = getattr(mod, "NOTEBOOKS", None)
-    assert stems, f"course.kernels.{modname} must name its notebooks in NOTEBOOKS"
+    stems = [les.notebook for les in lessons.LESSONS if modname in les.kernels]
+    assert stems, f"course/lessons.py must name course.kernels.{modname} in its lessons"
     cells = [normalize(c) for stem in stems for c in notebook_code(stem)]
     hidden = set(getattr(mod, "NOT_SHOWN", ()))
     kernels = kernels_of(mod)

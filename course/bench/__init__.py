@@ -1,23 +1,24 @@
 """``python -m course bench``: time every lesson's variants at lecture sizes in one run.
 
-Floor 8, the top (may import every floor): the reports made on a real GPU - benchmarks,
-the profiles lesson 10 reads (``profile_capture``), the tracer-vs-Nsight validation
-(``validation``), the notebooks' memory (``notebook_memory``).
+The reports made on a real GPU - benchmarks, the profiles lesson 10 reads
+(``profile_capture``), the tracer-vs-Nsight validation (``validation``), the notebooks'
+memory (``notebook_memory``).
 
-Each lesson has a module here with ``TITLE`` and ``run(report)``; ``run`` adds rows to a
-:class:`Report`, which sets every time beside the floor (bytes / measured copy bandwidth,
-FLOPs / measured FP32 rate) and the peers (CuPy, PyTorch) and writes a markdown table,
-a JSON file and a bar chart to ``assets/benchmarks/``.
+Each lesson has a module here with ``TITLE`` and ``run(report)``, named in the lesson index
+(``course/lessons.py``); ``run`` adds rows to a :class:`Report`, which sets every time
+beside the floor (bytes / measured copy bandwidth, FLOPs / measured FP32 rate) and the peers
+(CuPy, PyTorch) and writes a markdown table, a JSON file and a bar chart to
+``assets/benchmarks/``.
 """
 from __future__ import annotations
 
 import importlib
 import json
 import math
-import pkgutil
 import time
 from pathlib import Path
 
+from .. import lessons as index
 from ..measure import perf
 from ..platform import runtime
 from ..measure import timing as _timing
@@ -29,21 +30,12 @@ ONLY_BY_NAME = ("leaderboard", "grading")   # minutes of serving or grading: whe
 
 
 def lessons() -> list[str]:
-    """Names of the benchmark modules: those that define ``TITLE`` and ``run(report)``
-    (read from their source, nothing imported).  The package's other modules are commands
-    of their own - ``cli``, ``profile_capture``, ``validation``, ``notebook_memory`` - and
-    ``python -m course bench`` with no names must not stop at one of them."""
-    import re
-
-    found = []
-    for m in pkgutil.iter_modules(__path__):
-        path = Path(__path__[0]) / f"{m.name}.py"
-        if m.name.startswith("_") or not path.exists():
-            continue
-        text = path.read_text()
-        if re.search(r"^TITLE = ", text, re.M) and re.search(r"^def run\(report\)", text, re.M):
-            found.append(m.name)
-    return sorted(found)
+    """Names of the benchmark modules, those with ``TITLE`` and ``run(report)``: as the
+    lesson index names them (``course/lessons.py``: each lesson's bench module and the
+    course-wide ones).  The package's other modules are commands of their own - ``cli``,
+    ``profile_capture``, ``validation``, ``notebook_memory`` - and ``python -m course
+    bench`` with no names must not stop at one of them."""
+    return index.bench_modules()
 
 
 class Report:

@@ -1,7 +1,7 @@
 """Exercise specs: what ``course.check(name, kernel)`` runs a student's kernel against.
 
-Floor 5 (may import the kernels and every floor below; never ``grading``, which uses these
-specs: the hidden cases and predict answer keys are grading's, passed in).
+The hidden cases and predict answer keys are grading's (``course/grading/hidden.py``),
+passed in: nothing here reads them.
 
 An exercise says, for each *case* (an input size and a launch configuration):
 - which host inputs to make (fresh random values, never zeros),
@@ -10,18 +10,19 @@ An exercise says, for each *case* (an input size and a launch configuration):
 - how to launch the kernel, and the float64 reference with its tolerance.
 
 The checking itself (poison, guard bands, time limit, messages) is the same for every
-exercise and lives in ``course/grading/check.py``.  Each lesson module here defines
-``EXERCISES = [...]``; :func:`get` finds an exercise by name.
+exercise and lives in ``course/grading``.  Each module that the lesson index
+(``course/lessons.py``) names defines ``EXERCISES = [...]``; :func:`get` finds an exercise
+by name.
 """
 from __future__ import annotations
 
 import importlib
 import math
-import pkgutil
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import lessons
 from ..platform import runtime
 
 
@@ -79,8 +80,8 @@ class Exercise:
     a given kernel with a planted bug (the check fails on it as given; the notebook cell's
     ``### GIVEN:`` lines are the bug the student copy shows); ``predict`` numbers or choices
     before running anything (``course.check`` then takes the answer dict, not a kernel: see
-    ``predict.py``).  ``tune`` is reserved for exercises that reach a measured target; no
-    exercise has that kind yet, and ``course.check`` treats one like ``write``.
+    ``predict.py``); ``tune`` a correct but slow kernel until a measured figure reaches the
+    spec's target (``tune.py``; the lesson index lists each lesson's exercises).
     """
 
     name: str
@@ -162,7 +163,8 @@ def prime_near(n: int) -> int:
 # registry
 
 def _modules():
-    return [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
+    """The modules that define ``EXERCISES``, as the lesson index names them."""
+    return lessons.exercise_modules()
 
 
 def all_exercises() -> dict[str, Exercise]:

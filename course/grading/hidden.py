@@ -25,27 +25,12 @@ import importlib.util
 import os
 from pathlib import Path
 
+from .. import lessons
 from ..platform.resources import ROOT as REPO
 
-# Exercises graded with hidden cases (names only: the cases themselves stay private).
-ANNOUNCED = frozenset({
-    "vector_add", "matrix_add",                                        # 01
-    "reduce_sequential", "reduce_first_add", "reduce_grid_stride",     # 02
-    "window_average_shared",                                           # 03
-    "matmul_tiled",                                                    # 04
-    "mean_face",                                                       # 05
-    "covariance_tiled",                                                # 07
-    "online_softmax", "flash_attention_forward",                       # 08
-    "histogram_shared",                                                # 09
-    "center_coalesced", "window_constant", "matmul_epilogue", "sum_of_squares", "matmul_split_k",
-    "debug_grid_stride", "debug_matrix_layout", "debug_reduce_sync",   # debug exercises
-    "debug_window_halo", "debug_histogram_sign", "debug_center_guard", "debug_matmul_sync",
-    "debug_covariance_sync", "debug_softmax_rescale",
-    "tune_vector_add", "tune_reduction", "tune_covariance", "tune_matmul",  # tune exercises
-    "tune_centering", "tune_histogram", "tune_transpose",
-    "layernorm_warp", "debug_layernorm_sync",                          # 11
-    "count_positive", "debug_max_identity",                            # 12
-})
+# Exercises graded with hidden cases (names only: the cases themselves stay private), as
+# the lesson index (course/lessons.py) names them for each lesson.
+ANNOUNCED = lessons.hidden_exercises()
 # Predict exercises have no hidden cases (a hidden case cannot ask a question the student
 # never saw); their hidden file holds the answer key instead: ``answers(exercise) -> dict``.
 

@@ -1,7 +1,5 @@
 """One module per lesson: the kernels its notebook shows, with host wrappers.
 
-Floor 4 (may import ``platform``, ``measure``, ``sim``, the root and ``hardware``).
-
 Each module exposes
 - the ``@cuda.jit`` kernels, exactly as the notebook shows them (a test compares the text),
 - ``VARIANTS``: name -> host function taking numpy arrays and returning numpy results,

@@ -40,7 +40,6 @@ from .algorithms_iterators import (Iterator, as_iter, cpu_reduce,  # noqa: F401
                                    constant, counting, multiply_pair, transform_iterator,
                                    zip_iterator)
 
-NOTEBOOKS = ["12_thrust_algorithms"]
 NOT_SHOWN = {"maximum", "minimum", "multiply", "negate", "square_root"}   # functors like plus and square
 PTX_SIGNATURES = {"sequence_kernel": "void(int64[::1], int64, int64)",
                   "fill_kernel": "void(float32[::1], float32)",

@@ -16,8 +16,6 @@ import functools
 import numpy as np
 from numba import cuda, njit, prange
 
-NOTEBOOKS = ["12_thrust_algorithms"]
-
 
 @cuda.jit(device=True)
 def multiply_pair(t):

@@ -60,8 +60,6 @@ from .attention_tuned import (
     tuned_kernel,
 )
 
-NOTEBOOKS = ["08_flash_attention"]
-
 
 # ---------------------------------------------------------------------------------------
 # 1. standard attention: three kernels and an N x N score matrix S per head in global memory

@@ -14,8 +14,6 @@ from numba import cuda, float32
 
 from ..platform import runtime
 
-NOTEBOOKS = ["08_flash_attention"]
-
 TILE = 16          # naive version: 16 x 16 tiles of the two matrix products (lesson 04)
 SOFTMAX_TPB = 128 if runtime.MODE == "gpu" else 32  # naive softmax: threads per row (block)
 Br = 64            # flash: query rows per block

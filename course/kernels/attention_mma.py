@@ -39,7 +39,6 @@ from .attention_common import (
 )
 from .matmul_tuned import bounds
 
-NOTEBOOKS = ["08_flash_attention"]
 NOT_SHOWN = {"flash_mma_fwd"}          # built per head dim by make_flash_mma; printed instead
 GPU_ONLY_LINKED = {"flash_mma_fwd"}    # needs linked C++: no simulator; PTX of the Python side
 

@@ -28,7 +28,6 @@ from .attention_common import (
 )
 from .matmul_tuned import load4
 
-NOTEBOOKS = ["08_flash_attention"]
 NOT_SHOWN = {"flash_fwd_tuned",   # the notebook prints its source (section 4b) instead
              "to_float32_padded"}
 

@@ -24,7 +24,6 @@ from ..platform import runtime
 from ..measure.pairs import unpack2
 from .attention_common import LOG2E, NEG_INF, half_word_args, on_tensor_cores, visible
 
-NOTEBOOKS = ["08_flash_attention"]
 NOT_SHOWN = {"flash_wmma_fwd"}          # the notebook prints its source instead
 GPU_ONLY_LINKED = {"flash_wmma_fwd"}    # needs linked C++: no PTX signature, no simulator
 

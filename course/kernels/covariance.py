@@ -18,7 +18,6 @@ from ..platform import runtime
 from ..platform.data import face_matrix as _validate
 from .matmul_tuned import ALIGN, bounds, load4
 
-NOTEBOOKS = ["07_covariance_pca"]
 # Beyond the lecture, in the benchmark; notebook 07 points to them.
 NOT_SHOWN = {"register_tiled_covariance_kernel", "register_tiled_covariance_kernel_8",
              "zero_kernel", "syrk_covariance_kernel"}

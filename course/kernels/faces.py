@@ -31,8 +31,6 @@ from .covariance import (
     symmetric_covariance_kernel,
 )
 
-NOTEBOOKS = ["05_mean_face", "06_centering_coalescing"]
-
 THREADS_PER_BLK = 32   # the lecture's block size for the mean and centering kernels
 CENTER_ILP = 8         # correction_kernel_flat: pairs loaded before any is stored
 

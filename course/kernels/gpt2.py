@@ -45,7 +45,6 @@ from . import matmul_v5 as v5
 from .gpt2_params import (MICRO, TINY, Config, config_of, flops, init_params,  # noqa: F401
                           jitter, load_params, param_shapes, reference)
 
-NOTEBOOKS = ["11_gpt2"]
 NOT_SHOWN = {"gelu_tanh", "row_sum"}   # device functions, shown inside the kernels' cell
 GPU = runtime.MODE == "gpu"
 TPB = 256 if GPU else 32       # threads of the elementwise kernels (along a row)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-NOTEBOOKS = ["11_gpt2"]
 HOST_ONLY = True               # no kernels here: nothing to show verbatim or compile
 
 

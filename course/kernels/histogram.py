@@ -30,7 +30,6 @@ from .histogram_tuned import (
     histogram_tuned_wide,
 )
 
-NOTEBOOKS = ["09_histogram"]
 NOT_SHOWN = {"zero_fill"}          # a helper that zeroes the output before atomics
 
 TP_CHANNELS = 32                   # two_phase: default channels per block (8 uint32 words)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, uint32
 
-NOTEBOOKS = ["09_histogram"]
-
 NUM_BINS = 256                     # one bin per uint8 value
 LANES = 32                         # tuned: uint16 columns per block = 64 channels
 MAX_TUNED_ROWS = 65535             # tuned: 16-bit shared counters hold at most this many rows

@@ -30,8 +30,6 @@ from .matmul_tuned import (
 )
 from ..sim.counting import counting, counting_shared, in_simulator
 
-NOTEBOOKS = ["04_matmul"]
-
 THREADS = (16, 16)                    # threads per block (x, y) for v1, v1.5, v2
 V_DEFAULT = 4                         # the lecture's register tile for v1.5 / v2
 KC = 16                               # v1.5: the lecture's row buffer a[N], streamed KC at a time

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 
-NOTEBOOKS = ["04_matmul"]
 HOST_ONLY = True                  # no kernels here: the table and its arithmetic
 
 # (M, K, N) -> (fastest setting, fastest without split-K), a setting being (tile (BM, BN,

@@ -20,7 +20,6 @@ from numba import config, cuda, float32, uint64
 
 from ..measure.pairs import unpack2
 
-NOTEBOOKS = ["04_matmul"]
 NOT_SHOWN = {"matmul_v3_tuned"}       # GPU tuning of v3; notebook 04 shows v4 instead
 SHARED = 3                            # NVVM's address space of shared memory
 TUNED_DEFAULT = (128, 128, 8, 8, 8)   # v3_tuned (BM, BN, BK, TM, TN): H200 sweep best, 27.2 TFLOP/s

@@ -27,7 +27,6 @@ from numba import config, cuda, float32, uint64
 
 from .matmul_tuned import ALIGN, SHARED, bounds, load4, store_c
 
-NOTEBOOKS = ["04_matmul"]
 NOT_SHOWN = {"zero_kernel"}           # C = 0 before split-K slices add: a plain loop
 
 if config.ENABLE_CUDASIM:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from numba import cuda
 
-NOTEBOOKS = ["10_profiling"]
-
 
 @cuda.jit
 def copy_access(x, y, stride, offset):

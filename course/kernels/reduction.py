@@ -30,8 +30,6 @@ from .reduction_single_pass import (
     single_pass_buffers,
 )
 
-NOTEBOOKS = ["02_reduction"]
-
 
 # ---------------------------------------------------------------------------------------
 # the PRAM sum translated literally: wrong on purpose (not in VARIANTS)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from numba import cuda
 
-NOTEBOOKS = ["02_reduction"]
-
 
 
 @cuda.jit

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-NOTEBOOKS = ["02_reduction"]
 NOT_SHOWN = {"reduce8_x4"}   # an ablation of kernel 8 for the benchmark (4 loads in flight)
 
 

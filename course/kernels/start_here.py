@@ -4,8 +4,6 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-NOTEBOOKS = ["00_start_here"]
-
 
 @cuda.jit
 def square(x, out):

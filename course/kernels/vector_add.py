@@ -13,7 +13,6 @@ from numba import cuda
 
 from ..platform import runtime
 
-NOTEBOOKS = ["01_vector_add"]
 NOT_SHOWN = {"matrix_add"}  # notebook 01 shows it as text: its exercise 2 (A + B transposed)
 # defines a kernel of the same name
 

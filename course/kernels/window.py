@@ -20,8 +20,6 @@ from numba import cuda, float32
 
 from ..sim.counting import CountingArray, counting, counting_shared, in_simulator  # noqa: F401
 
-NOTEBOOKS = ["03_window_average"]
-
 THREADS_PER_BLK = 128                                  # the lecture's #define
 WEIGHTS = np.full(3, 1.0 / 3.0, dtype=np.float32)      # lives in constant memory below
 

@@ -1,7 +1,7 @@
 """The class leaderboard: a student submits a kernel, the class GPU tests and times it, a
 web page ranks it (the CS149 experience; ``shared/seeds/cs149-leaderboard-...txt``).
 
-Floor 8: above ``grading``, whose judge and measurer it uses unchanged.  Its parts:
+It uses ``grading``'s judge and measurer unchanged.  Its parts:
 
 - ``boards.py``    which boards exist: one per tune exercise, plus ``histogram`` and
                    ``flash_attention`` at the CS149 shapes (``course/exercises/boards.py``)

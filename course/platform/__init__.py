@@ -1,7 +1,7 @@
 """The platform: GPU or simulator, the device, where the course's files are.
 
-Floor 0 (imports nothing else of the course).  ``runtime`` picks the mode before numba
-loads and says what the device is; ``hosting`` knows Colab, JupyterHub and MIG slices;
-``resources`` finds the notebooks, faces and profiles in a checkout or an installed wheel;
-``data`` loads the face set; ``doctor`` explains a broken set-up.
+``runtime`` picks the mode before numba loads and says what the device is; ``hosting`` knows
+Colab, JupyterHub and MIG slices; ``resources`` finds the notebooks, faces and profiles in a
+checkout or an installed wheel; ``data`` loads the face set; ``doctor`` explains a broken
+set-up.
 """

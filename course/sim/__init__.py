@@ -1,9 +1,9 @@
 """The simulator's microscope: what numba's CUDA simulator lacks, and what it can show.
 
-Floor 2 (may import ``platform`` and ``measure``).  ``warp`` (+ ``warp_bits``) adds warp
-shuffles and votes to the simulator; ``trace`` records every memory access of a simulated
-launch (through ``trace_arrays``: views of an array are traced too); ``trace_analysis``
-counts 32-byte sectors, bank wavefronts, races and uninitialized reads from those records -
-the definitions the tune and predict exercises use; ``counting`` gives arrays and shared
-memory that count element reads (lessons 03 and 04).
+``warp`` (+ ``warp_bits``, and ``warp_rendezvous`` where lanes meet) adds warp shuffles and
+votes to the simulator; ``trace`` records every memory access of a simulated launch (through
+``trace_arrays``: views of an array are traced too); ``trace_analysis`` counts 32-byte
+sectors, bank wavefronts, races and uninitialized reads from those records - the definitions
+the tune and predict exercises use; ``counting`` gives arrays and shared memory that count
+element reads (lessons 03 and 04).
 """

@@ -4,7 +4,6 @@ read, and a way to run such a count from a process that drives a GPU.
 A GPU cannot count element reads; the simulator runs kernels as Python, so a numpy array
 that adds to a counter in ``__getitem__`` sees every read.  Lessons 03 (window average: v1's
 global reads vs v2's shared reads) and 04 (matmul: the tiles' reads) count with these.
-Floor 2 (``sim``): imports only numpy, numba's simulator and ``platform``.
 """
 from __future__ import annotations
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 from pathlib import Path
+
+from ... import lessons
 
 ASSETS = Path(__file__).resolve().parents[3] / "assets"
 
@@ -16,8 +17,8 @@ ASSETS = Path(__file__).resolve().parents[3] / "assets"
 def registry() -> dict:
     """file name -> draw function, over every lesson's figure module."""
     out = {}
-    for m in pkgutil.iter_modules(__path__):
-        mod = importlib.import_module(f"{__name__}.{m.name}")
+    for m in lessons.figure_modules():      # the modules the lesson index names
+        mod = importlib.import_module(f"{__name__}.{m}")
         for name, fn in getattr(mod, "FIGURES", {}).items():
             if name in out:
                 raise RuntimeError(f"figure {name} is defined twice")
