@@ -44,7 +44,7 @@ _LAZY = {
     "progress": ("course.grading", "progress"),
     "benchmark": ("course.measure.timing", "benchmark"),
     "device_info": ("course.platform.runtime", "device_info"),
-    "profile": ("course.hardware.profiling", "profile"),
+    "profile": ("course.hardware.profiler", "profile"),
     "submit": ("course.leaderboard.client", "submit"),
 }
 

@@ -10,7 +10,7 @@ from numba import cuda
 import course
 from conftest import REPO
 from course.hardware import ncu
-from course.hardware.profiling import FIELDS, Profile, from_ncu
+from course.hardware.profiler import FIELDS, Profile, from_ncu
 
 FIXTURE = REPO / "tests" / "fixtures" / "ncu" / "h100-three-kernels.csv"   # + .py: the program
 

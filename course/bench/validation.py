@@ -86,7 +86,7 @@ CASES = {
 
 def counted(case: str) -> dict:
     """The compared fields of ``case``'s kernel, from course.profile (ncu or the tracer)."""
-    from ..hardware.profiling import profile
+    from ..hardware.profiler import profile
 
     p = profile(run, case)
     if p.error:

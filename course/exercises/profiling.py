@@ -2,7 +2,7 @@
 (sectors and wavefronts of access patterns) and ``tune_transpose`` (remove a bank conflict).
 
 ``predict_profile``'s answers are read from the profiles in ``assets/profiles/`` by the same
-code that shows them (``course.hardware.profiling``), so a new capture changes the questions' answers
+code that shows them (``course.hardware.profiler``), so a new capture changes the questions' answers
 and the check together.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ PARTS = {"h2d_ms": "host-to-device copy", "kernels_ms": "kernels",
 
 def committed(name: str):
     """The committed H100 profile ``name`` (e.g. 'histogram-tuned') as a Profile."""
-    from ..hardware.profiling import Profile
+    from ..hardware.profiler import Profile
 
     return Profile.load(PROFILES / f"{DEVICE}-{name}.json")
 
@@ -37,7 +37,7 @@ class PredictProfile(Predict):
     """Read the committed H100 profiles; the key reads them with the same code."""
 
     def questions(self):
-        from ..hardware.profiling import LIMITS
+        from ..hardware.profiler import LIMITS
 
         limiters = tuple(LIMITS.values()) + ("none (100 % theoretical)",)
         flash = _row("attention-flash_tiled", "flash_fwd")

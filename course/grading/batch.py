@@ -65,7 +65,7 @@ class Graded:
 # ---------------------------------------------------------------------------------------
 # reading a submission (trusted side: parsing only, nothing from it runs here)
 
-def locate(cells: list[nbk.Cell], ex: nbk.Exercise) -> tuple[list[nbk.Cell], str]:
+def locate(cells: list[nbk.Cell], ex: nbk.ExerciseCell) -> tuple[list[nbk.Cell], str]:
     """The student's cells for exercise ``ex``, and how they were found."""
     code = [c for c in cells if c.kind == "code"]
     by_marker = [c for c in code if c.exercise_tag == ex.name]

@@ -230,8 +230,8 @@ def _strip_magics(source: str) -> str:
 # the grading plan of an instructor notebook
 
 @dataclass
-class Exercise:
-    """Where an exercise lives in an instructor notebook."""
+class ExerciseCell:
+    """Where an exercise lives in an instructor notebook (its spec: ``course.exercises``)."""
 
     name: str
     function: str              # the function the check cell passes, e.g. "add"
@@ -244,7 +244,7 @@ class Plan:
 
     lesson: str
     steps: list                # [("setup", Cell) | ("solution", Cell)], notebook order
-    exercises: dict            # name -> Exercise, in notebook order
+    exercises: dict            # name -> ExerciseCell, in notebook order
 
     @property
     def setup(self) -> list[Cell]:
@@ -289,7 +289,8 @@ def plan(path) -> Plan:
     solution = [c for c in all_cells if c.has_solution]
     for c in solution:
         solution_regions(c)  # MarkerError early
-    exercises = {ex: Exercise(ex, fn, cell) for ex, (fn, cell) in exercise_cells(all_cells).items()}
+    exercises = {ex: ExerciseCell(ex, fn, cell)
+                 for ex, (fn, cell) in exercise_cells(all_cells).items()}
     tagged = any(SETUP_TAG in c.tags for c in all_cells)
     last = max((c.index for c in solution), default=-1)
     steps = []

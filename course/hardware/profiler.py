@@ -4,7 +4,7 @@
     p = course.profile(lesson.VARIANTS["kernel3"], x)    # or a host function
     p                     # a table per kernel: plain words, value, ncu's metric name
     p.rows                # one dict per kernel launched
-    p.save("add.json"); course.profile.load("add.json")     # (this module: course.hardware.profiling)
+    p.save("add.json"); course.profile.load("add.json")     # (this module: course.hardware.profiler)
 
 On a GPU the call runs once under Nsight Compute in a separate process (``course/hardware/ncu.py``);
 in the simulator the tracer (``course.sim.trace``) counts the same things it can see - sectors
