@@ -22,7 +22,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 PACKAGE = REPO / "course"
@@ -35,7 +34,7 @@ FORBIDDEN = {("show", "grading"), ("show", "leaderboard")}   # display: not grad
 MAX_ROOT_MODULES = 8
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module_paths() -> tuple:
     out = {}
     for p in PACKAGE.rglob("*.py"):
@@ -155,9 +154,8 @@ def _bindings(scope, name: str, pkg: str, modules) -> dict:
                 out[a.asname or a.name] = full if full in modules else None
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             out[node.id] = None
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out[node.name] = None
-        elif isinstance(node, ast.ExceptHandler) and node.name:
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
+                isinstance(node, ast.ExceptHandler) and node.name):
             out[node.name] = None
     return out
 
@@ -227,7 +225,7 @@ def _floor(module: str) -> str:
     return "course" if len(parts) == 1 else parts[1]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _graph() -> tuple:
     modules = _modules()
     return tuple((m, frozenset(imports_of(m, p.read_text(), modules, p)))

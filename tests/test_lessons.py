@@ -5,9 +5,9 @@ import collections
 import importlib
 
 import pytest
+from conftest import REPO
 
 import course.exercises
-from conftest import REPO
 from course import lessons
 
 COURSE = REPO / "course"
