@@ -146,7 +146,7 @@ def test_an_interrupt_in_process_stops_the_check_and_its_threads(monkeypatch):
     real = launch_mod.run_launch
 
     def counting(*args, **kw):
-        calls.append(args[2].name)
+        calls.append(args[2].case.name)
         if len(calls) == 2:
             threading.Timer(1.0, _thread.interrupt_main).start()
         return real(*args, **kw)

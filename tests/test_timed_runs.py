@@ -14,6 +14,7 @@ from numba import cuda, float32
 import course
 from course.exercises import get, timed
 from course.grading import judge, measurer, sampled, session
+from course.grading.launch import Staged
 from course.grading.unit import extract
 
 check_mod = importlib.import_module("course.grading.check")
@@ -92,8 +93,7 @@ def _measure(spec, kernels, sim_runs=2, seed=5):
     plan = sampled.plan(spec, prep)
     plan.sim_runs = sim_runs
     figures, returned, samples, trespass = measurer.measure_launch(
-        runs, None, case, prep.buffers(), prep.shapes, prep.scalars(),
-        dict(plan.request(), domains=plan.domains))
+        runs, None, Staged.of(case, prep), dict(plan.request(), domains=plan.domains))
     assert runs.n == 1 + sim_runs
     assert trespass is None
     return cases_mod.judge_measured(spec, case, prep, returned, figures, plan=plan,

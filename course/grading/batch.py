@@ -29,7 +29,7 @@ from pathlib import Path
 
 from . import notebook as nbk
 from . import preflight
-from .intake import MAX_CELL_MB, find_lesson, student_name
+from .intake import MAX_CELL_MB, student_name
 
 MAX_CELL = MAX_CELL_MB << 20
 
@@ -120,30 +120,20 @@ def make_steps(plan: nbk.Plan, nb: dict, g: Graded) -> list[dict]:
     return steps
 
 
-def parse(sub, g: Graded) -> dict | None:
-    """The submission's notebook (from the bytes read once), or None with the reason."""
-    if sub.data is None:
-        g.status = "invalid"
-        g.reasons.append(sub.problem)
-        return None
-    try:
-        return nbk.loads(sub.data, sub.name)
-    except nbk.NotebookError as exc:
-        g.status = "invalid"
-        g.reasons.append(str(exc))
-        return None
-
-
 # ---------------------------------------------------------------------------------------
 # one submission, end to end
 
 def grade_one(sub, plans: dict, opts) -> Graded:
     """Grade one submission (an ``intake.Submission``, read already); never raises (a
     broken submission is a row with a reason)."""
-    path = sub.path
-    g = Graded(sub.student or student_name(path, plans), sub.name, seed=opts.seed)
-    nb = parse(sub, g)
-    lesson = find_lesson(nb, path, plans, opts.lesson)
+    from .prepare import read_submission
+
+    g = Graded(sub.student or student_name(sub.path, plans), sub.name, seed=opts.seed)
+    read_submission(sub, plans, opts.lesson)     # done before the workers, but on Dask
+    nb, lesson = sub.notebook, sub.lesson
+    if nb is None:
+        g.status = "invalid"
+        g.reasons.append(sub.problem)
     if lesson is None or lesson not in plans:
         g.status = "invalid" if g.status == "invalid" else "error"
         g.reasons.append(f"cannot tell which lesson this notebook is (known: "

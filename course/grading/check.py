@@ -26,7 +26,7 @@ from . import hidden as hidden_mod
 from . import judge
 from .cases import (gate_error, judge_measured, measure_failed, measured_rng, not_a_kernel,
                     run_cases)
-from .launch import Interrupted
+from .launch import Interrupted, Staged
 from .messages import course_sentence
 from .report import CaseResult, CheckResult
 
@@ -104,8 +104,7 @@ def measure(spec, fn, seed: int) -> CaseResult:
         p = plan(spec, prep)
         with device_lock(runtime.MODE == "gpu"):
             figures, returned, samples, trespass = measure_launch(
-                spec, fn, case, prep.buffers(), prep.shapes, prep.scalars(),
-                dict(p.request(), domains=p.domains))
+                spec, fn, Staged.of(case, prep), dict(p.request(), domains=p.domains))
     except Exception as exc:  # noqa: BLE001 - the report, never a traceback
         return measure_failed(f"{type(exc).__name__}: {exc}")
     if trespass:

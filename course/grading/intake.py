@@ -37,9 +37,10 @@ class Submission:
     rel: str                   # relative to the folder given on the command line
     folder: str                # the student's folder ("" for a file at the top)
     data: bytes | None = None
-    problem: str = ""          # why ``data`` is None
+    problem: str = ""          # why ``data`` is None, or why it is not a notebook
     student: str = ""          # the row key, set by :func:`keys`
     lesson: str | None = None  # which lesson it answers (set by the grader)
+    notebook: dict | None = None   # ``data`` parsed, once (``prepare.read_submission``)
 
     @property
     def name(self) -> str:

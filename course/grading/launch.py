@@ -1,7 +1,8 @@
 """The launch half of a check: put guarded buffers on the device, launch, bring them back.
 
-This half runs wherever the student's code runs: in your notebook for ``course.check``, and
-in the grading worker (``worker.py``) when a class is graded.  It decides nothing: what it
+This half runs where the kernel is launched: in your notebook for ``course.check``, and in
+the grading measurer (``measurer.py``, a process that runs only the kernel) when a class is
+graded.  It decides nothing: what it
 returns goes to ``judge.py``, which compares it with a reference this process never sees.
 It never raises because the kernel is wrong, crashes or hangs: the error becomes a message.
 Stop (the notebook's interrupt, Ctrl-C) is the one exception that passes: the simulated
@@ -14,6 +15,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 
 from ..platform import runtime
 
@@ -36,29 +38,47 @@ class Interrupted(KeyboardInterrupt):
         self.results = list(results)
 
 
-def run_launch(spec, fn, case, buffers: dict, scalars: dict, shapes: dict,
-               time_limit: float, race_hunt: bool = False):
-    """Launch ``fn`` on copies of ``buffers``; (buffers after the launch, error, timed_out).
+@dataclass(frozen=True)
+class Staged:
+    """One case staged for a launch: what every launcher takes, in this order, after the
+    exercise and the kernel (:func:`run_launch`, :func:`views_of`,
+    ``measurer.measure_launch``, and the grader's launch through the measurer).
 
-    ``shapes`` gives each array's shape inside its guarded buffer: the kernel gets views of
-    that size, so writing past the end lands in the guard band.
-    """
-    dev, views = views_of(buffers, shapes, scalars)
-    spec.prepare(case, views)
-    error, timed_out = _launch_with_limit(spec, fn, case, views, time_limit, race_hunt)
+    ``buffers``: host arrays by argument name (guarded for a test case, plain for a measured
+    launch: ``judge.Prepared.buffers``); ``shapes``: each array's shape inside its buffer
+    (the kernel gets views of that size, so writing past the end lands in the guard band);
+    ``scalars``: the other arguments (sizes, constants)."""
+
+    case: object
+    buffers: dict
+    shapes: dict
+    scalars: dict
+
+    @classmethod
+    def of(cls, case, prep) -> "Staged":
+        """Fresh buffers of a prepared case (``judge.Prepared``): outputs poisoned anew."""
+        return cls(case, prep.buffers(), prep.shapes, prep.scalars())
+
+
+def run_launch(spec, fn, staged: Staged, time_limit: float, race_hunt: bool = False):
+    """Launch ``fn`` on copies of the staged buffers; (buffers after the launch, error,
+    timed_out)."""
+    dev, views = views_of(staged)
+    spec.prepare(staged.case, views)
+    error, timed_out = _launch_with_limit(spec, fn, staged.case, views, time_limit, race_hunt)
     if error:
         return {}, error, timed_out
     return {name: d.copy_to_host() for name, d in dev.items()}, None, False
 
 
-def views_of(buffers: dict, shapes: dict, scalars: dict):
+def views_of(staged: Staged):
     """(device buffers, launch arguments): each array a view of its guarded buffer."""
     from numba import cuda
 
-    dev = {name: cuda.to_device(buf) for name, buf in buffers.items()}
-    views = dict(scalars)
+    dev = {name: cuda.to_device(buf) for name, buf in staged.buffers.items()}
+    views = dict(staged.scalars)
     for name, d in dev.items():
-        views[name] = d[tuple(slice(0, s) for s in shapes[name])]
+        views[name] = d[tuple(slice(0, s) for s in staged.shapes[name])]
     return dev, views
 
 

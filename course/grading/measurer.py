@@ -42,26 +42,33 @@ def _case(c: dict):
                 c.get("shared_bytes", 0), c.get("repeats", 1))
 
 
-def measure_launch(spec, fn, case, arrays, shapes, scalars, sample: dict):
+def measure_launch(spec, fn, staged, sample: dict):
     """(figures, the last run's arrays, samples, trespass) of a tune exercise's measured
-    launch: every run restored and sampled (``exercises/timed.py``); ``sample`` is the
-    request's {"seed", "names", "sim_runs"} and "domains" (name -> flat positions the
-    reference judges, from the request's ``domain:NAME`` arrays)."""
+    launch (``staged``: a ``launch.Staged``): every run restored and sampled
+    (``exercises/timed.py``); ``sample`` is the request's {"seed", "names", "sim_runs"} and
+    "domains" (name -> flat positions the reference judges, from the request's
+    ``domain:NAME`` arrays)."""
     from ..exercises.timed import Arrays, Sampling, judged_runs
 
     sampling = Sampling(sample["seed"], sample["names"], sample.get("domains") or {},
                         sample.get("sim_runs", 0))
-    bufs = Arrays(arrays, shapes, scalars)
-    return judged_runs(spec, fn, case, bufs, sampling, traced=spec.measure_on)
+    bufs = Arrays(staged.buffers, staged.shapes, staged.scalars)
+    return judged_runs(spec, fn, staged.case, bufs, sampling, traced=spec.measure_on)
+
+
+def _staged(req: dict, arrays: dict):
+    """The request's case, arrays, shapes and scalars as a ``launch.Staged``."""
+    from .launch import Staged
+
+    return Staged(_case(req["case"]), arrays, {k: tuple(v) for k, v in req["shapes"].items()},
+                  req["scalars"])
 
 
 def _measure(chan, spec, fn, req, arrays) -> None:
     domains = {k[len("domain:"):]: arrays.pop(k) for k in list(arrays)
                if k.startswith("domain:")}
-    shapes = {k: tuple(v) for k, v in req["shapes"].items()}
     figures, returned, samples, trespass = measure_launch(
-        spec, fn, _case(req["case"]), arrays, shapes, req["scalars"],
-        dict(req["sample"], domains=domains))
+        spec, fn, _staged(req, arrays), dict(req["sample"], domains=domains))
     if trespass:
         chan.send({"op": "measured", "error": trespass})
         return
@@ -110,11 +117,9 @@ def main(argv=None) -> int:
                 except (UnitError, entries.EntryError) as exc:
                     chan.send({"op": "loaded", "error": str(exc)})
             elif op == "launch":
-                spec = _spec(req["exercise"], fn)
-                shapes = {k: tuple(v) for k, v in req["shapes"].items()}
                 returned, error, timed_out = run_launch(
-                    spec, fn, _case(req["case"]), arrays, req["scalars"], shapes,
-                    req["time_limit"], req["race_hunt"])
+                    _spec(req["exercise"], fn), fn, _staged(req, arrays), req["time_limit"],
+                    req["race_hunt"])
                 chan.send({"op": "launched", "error": error, "timed_out": timed_out},
                           returned)
             elif op == "measure":

@@ -2,7 +2,8 @@
 
 Everything a verdict depends on is settled here, while no student code runs anywhere:
 
-1. every submission is read once into memory (``intake.py``) and given its row key;
+1. every submission is read once into memory (``intake.py``), parsed and its lesson found
+   once (:func:`read_submission`), and given its row key;
 2. every hidden-case file of the lessons graded is loaded (``hidden.preload``): later checks
    use what is in memory and never open a path a worker could have written;
 3. the sandbox is made and tried (``isolate.py``), with the submissions and outputs hidden
@@ -26,11 +27,7 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str]]:
     """(the submissions, read and keyed; the summary's lines so far)."""
     subs = intake.collect(opts.submissions)
     for sub in subs:
-        try:
-            nb = nbk.loads(sub.data, sub.name) if sub.data is not None else None
-        except nbk.NotebookError:
-            nb = None
-        sub.lesson = intake.find_lesson(nb, sub.path, plans, opts.lesson)
+        read_submission(sub, plans, opts.lesson)
     summary = intake.keys(subs, lambda s: s.lesson,
                           lambda s: intake.student_name(s.path, plans))
     hidden.preload(e for p in plans.values() for e in p.exercises)
@@ -48,6 +45,20 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str]]:
         print(said)
     opts.ceilings = ceilings_once(opts.mode)
     return subs, summary
+
+
+def read_submission(sub, plans: dict, lesson: str | None) -> None:
+    """Parse the submission's notebook and find its lesson, once: ``sub.notebook`` (None
+    with ``sub.problem`` saying why) and ``sub.lesson`` (None when nothing tells; ``lesson``:
+    ``--lesson``).  What is settled already is kept: a Dask worker gets the bytes and the
+    lesson, and parses there, once."""
+    if sub.data is not None and sub.notebook is None and not sub.problem:
+        try:
+            sub.notebook = nbk.loads(sub.data, sub.name)
+        except nbk.NotebookError as exc:
+            sub.problem = str(exc)
+    if sub.lesson is None:
+        sub.lesson = intake.find_lesson(sub.notebook, sub.path, plans, lesson)
 
 
 _MEASURED: dict = {}      # this process's GPU ceilings, measured once

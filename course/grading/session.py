@@ -284,15 +284,16 @@ def _run_loaded(jd: Judge, spec, load: dict, cannot: str) -> tuple[str, list]:
 def _measured_launch(m):
     """A ``launch`` for ``check.run_cases``: the measurer runs the kernel on the judge's
     buffers; whatever comes back that was not sent is tampering."""
-    def launch(spec, fn, case, buffers, scalars, shapes, limit, race_hunt):
-        header = {"op": "launch", "exercise": spec.name, "case": _case_data(case),
-                  "shapes": shapes, "scalars": scalars, "time_limit": limit,
+    def launch(spec, fn, staged, limit, race_hunt):
+        header = {"op": "launch", "exercise": spec.name, "case": _case_data(staged.case),
+                  "shapes": staged.shapes, "scalars": staged.scalars, "time_limit": limit,
                   "race_hunt": race_hunt}
-        reply, arrays = m.ask(header, "launched", arrays=buffers, expect=allowed(buffers))
+        reply, arrays = m.ask(header, "launched", arrays=staged.buffers,
+                              expect=allowed(staged.buffers))
         error = reply.get("error")
         if error:
             return {}, str(error)[:1000], reply.get("timed_out") is True
-        _same_arrays(arrays, buffers)
+        _same_arrays(arrays, staged.buffers)
         return arrays, None, False
     return launch
 
