@@ -504,20 +504,22 @@ def test_a_submission_out_of_time_is_told_so_and_a_slow_board_gets_more(monkeypa
     launch at its shape on an H100) gives a submission 900 s instead of the default."""
     from course.exercises import get
     from course.grading import session
+    from course.grading.settings import GradeSettings
     from course.grading.solutions import defined
     from course.grading.unit import extract
     from course.leaderboard import runner
 
     spec = get("tune_vector_add")
     unit = extract(defined("tune_vector_add")[0], spec.launch_names)
-    error, cases = session.judge_unit(spec, unit, 1, 0.2, 16384, mode="sim")
+    error, cases = session.judge_unit(spec, unit, GradeSettings(
+        seed=1, mode="sim", timeout=0.2, memory_mb=16384))
     assert "not judged" in error and "ran past the time limit" in error, error   # the gate's
     assert cases == [] and "broke" not in error            # compile counts in the deadline too
 
     seen = {}
 
-    def fake(spec, unit, seed, timeout, *a, **k):
-        seen[spec.name] = timeout
+    def fake(spec, unit, settings, **k):
+        seen[spec.name] = settings.timeout
         return "stop here", []
     monkeypatch.setattr(session, "judge_unit", fake)
     for board in ("flash_attention", "tune_vector_add"):

@@ -15,6 +15,7 @@ import course
 from course.exercises import get, timed
 from course.grading import judge, measurer, sampled, session
 from course.grading.launch import Staged
+from course.grading.settings import GradeSettings
 from course.grading.unit import extract
 
 check_mod = importlib.import_module("course.grading.check")
@@ -166,8 +167,9 @@ def test_the_graders_judge_judges_every_run_the_measurer_makes(monkeypatch):
     makes three judged runs of the stale kernel (right only on a poisoned C), and the
     judge checks that all three came back (fewer: no figure)."""
     monkeypatch.setattr(sampled, "SIM_RUNS", 2)
-    error, cases = session.judge_unit(get("tune_matmul"), extract(stale_matmul), 3, 120.0,
-                                      16384, mode="sim")
+    error, cases = session.judge_unit(get("tune_matmul"), extract(stale_matmul),
+                                      GradeSettings(seed=3, mode="sim", timeout=120.0,
+                                                    memory_mb=16384))
     assert not error and all(c.passed for c in cases[:-1]), error
     assert "no figure" not in cases[-1].message and cases[-1].figures, cases[-1].message
 
@@ -199,7 +201,7 @@ class FakeMeasurer:
 
 def test_the_session_judge_refuses_a_run_whose_samples_are_wrong(monkeypatch):
     monkeypatch.setattr(sampled, "SIM_RUNS", 2)
-    jd = session.Judge(9, 10.0, "sim", None, None)
+    jd = session.Judge(GradeSettings(seed=9, mode="sim", case_time_limit=10.0), None)
 
     def stale_run_2(out):
         out["sample:y"][1, 5] = 0.0

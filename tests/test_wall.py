@@ -258,6 +258,7 @@ def test_the_graders_gate_runs_sandboxed_and_a_slow_compile_costs_its_submission
     secrets in its environment."""
     from course.exercises import get
     from course.grading import session
+    from course.grading.settings import GradeSettings
 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wall-secret-1")
     spec = get(EXERCISE)
@@ -270,8 +271,8 @@ def test_the_graders_gate_runs_sandboxed_and_a_slow_compile_costs_its_submission
         return g
     monkeypatch.setattr(session.Judge, "gate", spy)
     t = time.monotonic()
-    error, cases = session.judge_unit(spec, _slow_unit(), 7, 12.0, 0, mode="sim",
-                                      isolation=sandbox)
+    error, cases = session.judge_unit(spec, _slow_unit(), GradeSettings(
+        seed=7, mode="sim", timeout=12.0, isolation=sandbox))
     took = time.monotonic() - t
     assert error.startswith("not judged") and "time limit" in error and not cases, error
     assert took < 25, took
@@ -285,8 +286,8 @@ def test_the_graders_gate_runs_sandboxed_and_a_slow_compile_costs_its_submission
         environ.extend(_environ_of_tree(self._child.proc.pid))
         return why
     monkeypatch.setattr(Gate, "check", look)
-    error, cases = session.judge_unit(spec, honest, 7, 120.0, 0, mode="sim",
-                                      isolation=sandbox)
+    error, cases = session.judge_unit(spec, honest, GradeSettings(
+        seed=7, mode="sim", timeout=120.0, isolation=sandbox))
     assert not error and cases and all(c.passed for c in cases), (error, cases)
     assert len({id(g) for g in seen}) == len(seen) == 2        # one gate per submission
     assert _our_cgroups() == []              # every sandbox's cgroup removed, none leaked

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import secrets
 import sys
 import time
 from dataclasses import dataclass, field
@@ -123,13 +122,14 @@ def make_steps(plan: nbk.Plan, nb: dict, g: Graded) -> list[dict]:
 # ---------------------------------------------------------------------------------------
 # one submission, end to end
 
-def grade_one(sub, plans: dict, opts) -> Graded:
-    """Grade one submission (an ``intake.Submission``, read already); never raises (a
-    broken submission is a row with a reason)."""
+def grade_one(sub, plans: dict, settings) -> Graded:
+    """Grade one submission (an ``intake.Submission``, read already) with the run's
+    ``settings.GradeSettings``; never raises (a broken submission is a row with a
+    reason)."""
     from .prepare import read_submission
 
-    g = Graded(sub.student or student_name(sub.path, plans), sub.name, seed=opts.seed)
-    read_submission(sub, plans, opts.lesson)     # done before the workers, but on Dask
+    g = Graded(sub.student or student_name(sub.path, plans), sub.name, seed=settings.seed)
+    read_submission(sub, plans, settings.lesson)     # done before the workers, but on Dask
     nb, lesson = sub.notebook, sub.lesson
     if nb is None:
         g.status = "invalid"
@@ -138,7 +138,8 @@ def grade_one(sub, plans: dict, opts) -> Graded:
         g.status = "invalid" if g.status == "invalid" else "error"
         g.reasons.append(f"cannot tell which lesson this notebook is (known: "
                          f"{', '.join(sorted(plans))})" + (
-                             f"; --lesson {opts.lesson} is not one of them" if opts.lesson
+                             f"; --lesson {settings.lesson} is not one of them"
+                             if settings.lesson
                              else "; name it with --lesson"))
         return g
     plan = plans[lesson]
@@ -160,9 +161,7 @@ def grade_one(sub, plans: dict, opts) -> Graded:
     from .session import grade_steps
 
     try:
-        out = grade_steps(steps, opts.seed, opts.timeout, opts.memory_mb,
-                          opts.case_time_limit, mode=opts.mode, isolation=opts.isolation,
-                          ceilings=getattr(opts, "ceilings", None))
+        out = grade_steps(steps, settings)
     except Exception as exc:  # noqa: BLE001 - a grader bug must still give a row
         g.status = "error"
         g.reasons.append(f"the grader failed on this submission: {type(exc).__name__}: {exc}")
@@ -170,7 +169,7 @@ def grade_one(sub, plans: dict, opts) -> Graded:
     g.status = out.status
     from .scoring import score
 
-    score(g, plan, out.events, out.status, out.last, opts)
+    score(g, plan, out.events, out.status, out.last, settings)
     return g
 
 
@@ -277,12 +276,6 @@ def main(argv=None) -> int:
     if problem:
         print(f"grade: {problem}", file=sys.stderr)
         return 2
-    import course
-
-    opts.seed = secrets.randbits(31) if opts.seed is None else opts.seed
-    opts.mode = course.MODE
-    if opts.memory_mb is None:
-        opts.memory_mb = 0 if course.MODE == "gpu" else 16384
     try:
         plans = load_plans(opts.notebooks)
     except (nbk.NotebookError, nbk.MarkerError) as exc:
@@ -298,7 +291,7 @@ def main(argv=None) -> int:
         return 2
     from .prepare import before_workers
 
-    subs, summary = before_workers(opts, plans)
+    subs, summary, settings = before_workers(opts, plans)
     if opts.format == "gradescope" and not any(s.data for s in subs):
         from .gradescope import write_results
 
@@ -310,7 +303,7 @@ def main(argv=None) -> int:
         return 2
     files = subs
     t0 = time.perf_counter()
-    rows = _grade_all(files, plans, opts)
+    rows = _grade_all(files, plans, opts, settings)
     if opts.format == "gradescope":       # one container, one student: all files are theirs
         for g in rows:
             g.student = "submission"
@@ -340,7 +333,7 @@ def main(argv=None) -> int:
     for line in summary:
         print(f"note: {line}")
     print(f"graded {len(files)} notebook(s) of {len(rows)} student(s) in "
-          f"{time.perf_counter() - t0:.0f} s (seed {opts.seed}) -> {opts.out}"
+          f"{time.perf_counter() - t0:.0f} s (seed {settings.seed}) -> {opts.out}"
           + (f", feedback in {opts.feedback}" if opts.feedback else ""))
     return 0
 
@@ -352,7 +345,7 @@ SCORING = ("Scoring: a write or predict exercise earns its points in proportion 
            "feedback says which rule gave each score.")
 
 
-def _grade_all(files: list[Path], plans: dict, opts) -> list[Graded]:
+def _grade_all(files: list, plans: dict, opts, settings) -> list[Graded]:
     """Every submission through the chosen executor; each row goes into the CSV (and a
     progress line) the moment it is done, so a long run shows and keeps its progress."""
     from . import executors
@@ -370,15 +363,12 @@ def _grade_all(files: list[Path], plans: dict, opts) -> list[Graded]:
 
     if opts.executor == "dask":
         def failed(sub, reason: str) -> Graded:
-            g = Graded(sub.student, sub.name, status="error", seed=opts.seed)
+            g = Graded(sub.student, sub.name, status="error", seed=settings.seed)
             g.reasons.append(reason)
             return g
 
-        local_iso, opts.isolation = opts.isolation, None    # made again on each worker
-        try:
-            return executors.run_dask(files, executors.grade_payload, (grade_one, plans, opts),
-                                      on_row, failed, scheduler=opts.scheduler,
-                                      workers=opts.jobs)
-        finally:
-            opts.isolation = local_iso
-    return executors.run_local(files, lambda p: grade_one(p, plans, opts), opts.jobs, on_row)
+        remote = settings.here(None, None)      # each worker makes its own sandbox
+        return executors.run_dask(files, executors.grade_payload, (grade_one, plans, remote),
+                                  on_row, failed, scheduler=opts.scheduler, workers=opts.jobs)
+    return executors.run_local(files, lambda p: grade_one(p, plans, settings), opts.jobs,
+                               on_row)

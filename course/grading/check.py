@@ -24,8 +24,14 @@ from .. import exercises as _ex
 from ..platform import runtime
 from . import hidden as hidden_mod
 from . import judge
-from .cases import (gate_error, judge_measured, measure_failed, measured_rng, not_a_kernel,
-                    run_cases)
+from .cases import (
+    gate_error,
+    judge_measured,
+    measure_failed,
+    measured_rng,
+    not_a_kernel,
+    run_cases,
+)
 from .launch import Interrupted, Staged
 from .messages import course_sentence
 from .report import CaseResult, CheckResult

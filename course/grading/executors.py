@@ -68,15 +68,14 @@ def grade_payload(item: dict, grade, plans: dict, opts):
                      item["problem"], item["student"])
     sub.lesson = item["lesson"]
     with tempfile.TemporaryDirectory(prefix="course-grade-run-") as t:
-        opts.isolation = None
+        isolation = None
         if getattr(opts, "isolation_choice", "none") != "none":
             from .isolate import for_grading
 
-            opts.isolation, said = for_grading([], Path(t))
-            if opts.isolation is None:       # fail closed: never grade unsandboxed silently
+            isolation, said = for_grading([], Path(t))
+            if isolation is None:       # fail closed: never grade unsandboxed silently
                 raise SandboxMissing(no_sandbox_message(said))
-        opts.ceilings = ceilings_once(opts.mode)
-        return grade(sub, plans, opts)
+        return grade(sub, plans, opts.here(isolation, ceilings_once(opts.mode)))
 
 
 # ---------------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ class Staged:
     scalars: dict
 
     @classmethod
-    def of(cls, case, prep) -> "Staged":
+    def of(cls, case, prep) -> Staged:
         """Fresh buffers of a prepared case (``judge.Prepared``): outputs poisoned anew."""
         return cls(case, prep.buffers(), prep.shapes, prep.scalars())
 

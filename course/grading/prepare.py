@@ -19,12 +19,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..platform import runtime
 from . import hidden, intake
 from . import notebook as nbk
+from .settings import GradeSettings
 
 
-def before_workers(opts, plans: dict) -> tuple[list, list[str]]:
-    """(the submissions, read and keyed; the summary's lines so far)."""
+def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
+    """(the submissions, read and keyed; the summary's lines so far; the run's settings,
+    built once from ``grade``'s command line ``opts``)."""
     subs = intake.collect(opts.submissions)
     for sub in subs:
         read_submission(sub, plans, opts.lesson)
@@ -33,18 +36,18 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str]]:
     hidden.preload(e for p in plans.values() for e in p.exercises)
     run_dir = Path(tempfile.mkdtemp(prefix="course-grade-run-"))
     atexit.register(shutil.rmtree, run_dir, True)
-    opts.run_dir = run_dir
-    opts.isolation = None
+    isolation = None
     if opts.isolation_choice != "none":
         from .isolate import for_grading
 
         hide = [p if p.is_dir() else p.parent for p in opts.submissions]
         hide += [opts.out.resolve().parent] + ([opts.feedback] if opts.feedback else [])
         hide += [opts.notebooks.resolve()]          # the instructor notebooks: solutions
-        opts.isolation, said = for_grading(hide, run_dir)
+        isolation, said = for_grading(hide, run_dir)
         print(said)
-    opts.ceilings = ceilings_once(opts.mode)
-    return subs, summary
+    settings = GradeSettings.from_args(opts, runtime.MODE, isolation,
+                                       ceilings_once(runtime.MODE))
+    return subs, summary, settings
 
 
 def read_submission(sub, plans: dict, lesson: str | None) -> None:

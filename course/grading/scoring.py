@@ -16,7 +16,7 @@ from . import notebook as nbk
 
 
 def score(g, plan: nbk.Plan, events: list[dict], status: str, last: str,
-          opts) -> None:
+          settings) -> None:
     """Points and reasons from the worker's events."""
     started = [e for e in events if e["event"] == "start"]
     tampered = next((e for e in events if e["event"] == "tampered"), None)
@@ -36,7 +36,7 @@ def score(g, plan: nbk.Plan, events: list[dict], status: str, last: str,
     for name in plan.exercises:
         if name not in g.max_points or name in g.not_found:
             continue
-        g.whole[name] = all_or_nothing(name, opts)
+        g.whole[name] = all_or_nothing(name, settings.all_or_nothing)
         e = g.results.get(name)
         if e is None:
             if tampered is not None:
@@ -48,7 +48,7 @@ def score(g, plan: nbk.Plan, events: list[dict], status: str, last: str,
                                     else "")))
             elif status == "timeout":
                 g.reasons.append(f"{name}: not graded: the notebook did not finish within "
-                                 f"{opts.timeout:g} s (an endless loop outside a kernel?)"
+                                 f"{settings.timeout:g} s (an endless loop outside a kernel?)"
                                  + (f"; it was running {started[-1]['label']}" if started
                                     else ""))
             elif status == "crashed":
@@ -75,10 +75,10 @@ def score(g, plan: nbk.Plan, events: list[dict], status: str, last: str,
                          f"{' (hidden)' if first['hidden'] else ''}: {first['message']}")
 
 
-def all_or_nothing(name: str, opts) -> bool:
+def all_or_nothing(name: str, every: bool = False) -> bool:
     """True when exercise ``name`` scores only if every case passes (debug, tune, or
-    ``--all-or-nothing``); False: in proportion to the cases passed."""
-    return bool(getattr(opts, "all_or_nothing", False)) or kind_of(name) in ("debug", "tune")
+    ``every``: ``--all-or-nothing``); False: in proportion to the cases passed."""
+    return every or kind_of(name) in ("debug", "tune")
 
 
 def rule(name: str, whole: bool) -> str:

@@ -29,8 +29,8 @@ from .. import exercises as _ex
 from . import judge
 from .cases import gate_error, judge_measured, measure_failed, measured_rng, run_cases
 from .child import Child, Tampered
-from .launch import TIME_LIMIT_S
 from .report import CaseResult
+from .settings import GradeSettings
 from .wire import WireError, allowed
 
 
@@ -47,16 +47,21 @@ class Outcome:
 class Judge:
     """What every exercise of one submission is judged with (all of it on this side)."""
 
-    seed: int
-    limit: float                        # seconds per case
-    mode: str
-    ceilings: dict | None               # GPU: measured once per run, before any worker
+    settings: GradeSettings             # the run's seed, mode, limits and ceilings
     start_measurer: object              # () -> a started Child running measurer.py
     start_gate: object = None           # () -> a started Child running gate.py (sandboxed)
     measurer: object = None
     compiler: object = None             # this submission's compile gate (gate.Gate)
     on_stage: object = None             # (stage) -> None: "testing", then "timing"
     deadline: float = float("inf")      # time.monotonic() when the submission's time is up
+
+    @property
+    def seed(self) -> int:
+        return self.settings.seed
+
+    @property
+    def mode(self) -> str:
+        return self.settings.mode
 
     def stage(self, name: str) -> None:
         if self.on_stage is not None:
@@ -92,23 +97,21 @@ class Judge:
             self.compiler = None
 
 
-def grade_steps(steps: list[dict], seed: int, timeout: float, memory_mb: int,
-                case_time_limit: float | None, *, mode: str, isolation=None,
-                ceilings: dict | None = None, on_stage=None) -> Outcome:
+def grade_steps(steps: list[dict], settings: GradeSettings, on_stage=None) -> Outcome:
     """Run ``steps`` (from ``batch.make_steps``) in a worker and judge every exercise."""
     out = Outcome()
-    deadline = time.monotonic() + timeout
-    run_dir = isolation.run_dir if isolation is not None else None
+    s = settings
+    deadline = time.monotonic() + s.timeout
+    run_dir = s.isolation.run_dir if s.isolation is not None else None
     with tempfile.TemporaryDirectory(prefix="course-grade-", dir=run_dir) as tmp:
         tmp = Path(tmp)
-        worker = Child("course.grading.worker", tmp / "worker", deadline, memory_mb,
-                       timeout, isolation)
-        jd = _new_judge(seed, case_time_limit, mode, ceilings, tmp, deadline, memory_mb,
-                        timeout, isolation, on_stage,
-                        _sandbox_mb(s.get("exercise") for s in steps))
+        worker = Child("course.grading.worker", tmp / "worker", deadline, s.memory_mb,
+                       s.timeout, s.isolation)
+        jd = _new_judge(s, tmp, deadline, on_stage,
+                        _sandbox_mb(step.get("exercise") for step in steps))
         try:
             worker.greeted()
-            out.events.append({"event": "mode", "mode": mode})
+            out.events.append({"event": "mode", "mode": s.mode})
             for n, step in enumerate(steps):
                 _run_step(worker, jd, n, step, out)
             worker.chan.send({"op": "bye"})
@@ -137,22 +140,21 @@ def _sandbox_mb(names) -> int | None:
     return max(need, default=0) or None
 
 
-def _new_judge(seed, limit, mode, ceilings, tmp: Path, deadline, memory_mb, timeout,
-               isolation, on_stage, sandbox_mb=None) -> Judge:
+def _new_judge(s: GradeSettings, tmp: Path, deadline: float, on_stage=None,
+               sandbox_mb: int | None = None) -> Judge:
     """A Judge whose measurers and compile gate start in their own folders under ``tmp``,
     in the sandbox, with the submission's deadline."""
     from .gate import start_sandboxed
 
-    return Judge(seed, limit or TIME_LIMIT_S[mode], mode, ceilings,
-                 lambda: Child("course.grading.measurer",
-                               Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
-                               deadline, memory_mb, timeout, isolation, sandbox_mb),
-                 start_gate=lambda: start_sandboxed(tmp, deadline, memory_mb, timeout,
-                                                    isolation),
+    return Judge(s, lambda: Child("course.grading.measurer",
+                                  Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
+                                  deadline, s.memory_mb, s.timeout, s.isolation, sandbox_mb),
+                 start_gate=lambda: start_sandboxed(tmp, deadline, s.memory_mb, s.timeout,
+                                                    s.isolation),
                  on_stage=on_stage, deadline=deadline)
 
 
-def judge_unit(spec, unit: dict, seed: int, timeout: float, memory_mb: int, **kw):
+def judge_unit(spec, unit: dict, settings: GradeSettings, on_stage=None):
     """(error, case results) of a kernel that arrived as a unit (data: the leaderboard's
     ``course.submit``): no student statement to run, so no worker; the gate, then the
     measurer runs every case and, for a tune exercise or board, the measured launch."""
@@ -161,26 +163,24 @@ def judge_unit(spec, unit: dict, seed: int, timeout: float, memory_mb: int, **kw
             return _judge_kernel(jd, spec, unit, None)
         except Tampered as exc:
             return f"the kernel unit is malformed ({exc})", []
-    return _alone(spec, seed, timeout, memory_mb, run, **kw)
+    return _alone(spec, settings, run, on_stage)
 
 
-def judge_entry(spec, name: str, seed: int, timeout: float, memory_mb: int, **kw):
+def judge_entry(spec, name: str, settings: GradeSettings, on_stage=None):
     """(error, case results) of one of the course's own kernels entered on a board by the
     instructor (``exercises/entries.py``): the same cases, measured launch and judging as a
     unit, in the same measurer; it carries a name, not code, so there is nothing to gate."""
-    return _alone(spec, seed, timeout, memory_mb, lambda jd: _run_loaded(
+    return _alone(spec, settings, lambda jd: _run_loaded(
         jd, spec, {"op": "load", "entry": name}, f"the course kernel {name} cannot run here"),
-        **kw)
+        on_stage)
 
 
-def _alone(spec, seed, timeout, memory_mb, run, *, mode: str, isolation=None, ceilings=None,
-           on_stage=None, limit=None) -> tuple[str, list]:
+def _alone(spec, s: GradeSettings, run, on_stage=None) -> tuple[str, list]:
     """``run(judge)`` with a judge of its own (no grading worker), its measurer closed after."""
-    deadline = time.monotonic() + timeout
-    run_dir = isolation.run_dir if isolation is not None else None
+    deadline = time.monotonic() + s.timeout
+    run_dir = s.isolation.run_dir if s.isolation is not None else None
     with tempfile.TemporaryDirectory(prefix="course-judge-", dir=run_dir) as tmp:
-        jd = _new_judge(seed, limit, mode, ceilings, Path(tmp), deadline, memory_mb, timeout,
-                        isolation, on_stage, _sandbox_mb([spec.name]))
+        jd = _new_judge(s, Path(tmp), deadline, on_stage, _sandbox_mb([spec.name]))
         try:
             return run(jd)
         finally:
@@ -264,7 +264,8 @@ def _run_loaded(jd: Judge, spec, load: dict, cannot: str) -> tuple[str, list]:
         if reply.get("error"):
             return f"{cannot}: {str(reply['error'])[:500]}", []
         jd.stage("testing")
-        cases = run_cases(spec, None, jd.seed, True, jd.limit, launch=_measured_launch(m))
+        cases = run_cases(spec, None, jd.seed, True, jd.settings.limit,
+                          launch=_measured_launch(m))
         if spec.kind == "tune" and cases and all(c.passed for c in cases):
             jd.stage("timing")
             cases.append(_judge_measure(m, spec, jd))
@@ -350,7 +351,7 @@ def _judge_measure(m, spec, jd: Judge) -> CaseResult:
     samples = {k[len("sample:"):]: arrays.pop(k) for k in list(arrays)
                if k.startswith("sample:")}
     _same_arrays(arrays, prep.buffers())
-    return judge_measured(spec, case, prep, arrays, figures, jd.mode, jd.ceilings,
+    return judge_measured(spec, case, prep, arrays, figures, jd.mode, jd.settings.ceilings,
                           plan=p, samples=samples)
 
 

@@ -57,26 +57,27 @@ def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
     from ..exercises import get
     from ..grading import session
     from ..grading.prepare import ceilings_once
+    from ..grading.settings import GradeSettings
 
     seed = secrets.randbits(32) if seed is None else seed
     device, versions = environment()
     base = {"device": device, "versions": versions, "mode": runtime.MODE}
     try:
         spec = get(board)
-        timeout = max(timeout, spec.time_budget_s)      # a slow seed board asks for more
-        kw = dict(mode=runtime.MODE, isolation=isolation,
-                  ceilings=ceilings_once(runtime.MODE))
+        settings = GradeSettings(
+            seed=seed, mode=runtime.MODE, memory_mb=MEMORY_MB[runtime.MODE],
+            timeout=max(timeout, spec.time_budget_s),      # a slow seed board asks for more
+            case_time_limit=case_time_limit, isolation=isolation,
+            ceilings=ceilings_once(runtime.MODE))
         if payload.get("course_kernel"):      # nothing to run but the kernel: no worker
             judge, what = session.judge_entry, payload["course_kernel"]
         else:
             judge, what = session.judge_unit, payload.get("unit")
         if what is not None:
-            error, results = judge(spec, what, seed, timeout, MEMORY_MB[runtime.MODE],
-                                   on_stage=on_stage, limit=case_time_limit, **kw)
+            error, results = judge(spec, what, settings, on_stage=on_stage)
             cases = session.case_events(results)
         else:
-            error, cases = _from_source(session, board, payload, seed, timeout, on_stage,
-                                        case_time_limit, kw)
+            error, cases = _from_source(session, board, payload, settings, on_stage)
     except Exception as exc:  # noqa: BLE001 - the service's own failure: say so, keep going
         return dict(base, status="error", passed=None,
                     message=f"the leaderboard failed to judge this ({type(exc).__name__}: "
@@ -84,14 +85,12 @@ def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
     return dict(base, **verdict(error, cases))
 
 
-def _from_source(session, board, payload, seed, timeout, on_stage, limit,
-                 kw) -> tuple[str, list]:
+def _from_source(session, board, payload, settings, on_stage) -> tuple[str, list]:
     step = {"label": "your file", "kind": "code", "source": payload["source"],
             "function": payload["function"], "exercise": board}
-    out = session.grade_steps([step], seed, timeout, MEMORY_MB[runtime.MODE], limit,
-                              on_stage=on_stage, **kw)
+    out = session.grade_steps([step], settings, on_stage=on_stage)
     if out.status != "graded":
-        why = {"timeout": f"it ran past the time limit ({timeout:.0f} s in all)",
+        why = {"timeout": f"it ran past the time limit ({settings.timeout:.0f} s in all)",
                "crashed": "the process running your file died"
                           + (f" ({out.last})" if out.last else ""),
                "tampered": "your file wrote to the judge's pipe"}[out.status]
