@@ -234,7 +234,8 @@ def run_all(page, lab: JupyterLab, rel: str, timeout_s: float) -> float:
             break
         except Exception:  # noqa: BLE001 - playwright's TimeoutError: the click ran nothing
             if attempt == 2:
-                raise AssertionError(f"{rel}: Run All started nothing; prompts {prompts(page)}")
+                raise AssertionError(
+                    f"{rel}: Run All started nothing; prompts {prompts(page)}") from None
     # Run All queues every cell ([*]); they get numbers as they finish, and an error
     # stops the run (the cells after it go back to [ ]).  Over when no [*] is left.
     page.wait_for_function(

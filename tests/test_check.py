@@ -9,7 +9,7 @@ import importlib
 from course.grading.progress import load
 check_mod = importlib.import_module("course.grading.check")  # the module, not the function
 judge_mod = importlib.import_module("course.grading.judge")
-from test_vector_add import no_bounds_guard, solution_add, writes_only_even_indices
+from test_vector_add import no_bounds_guard, solution_add, writes_only_even_indices  # noqa: E402
 
 
 @cuda.jit

@@ -138,7 +138,7 @@ def _forward64(tokens, p, cfg):
     x = p["wte.weight"][tokens] + p["wpe.weight"][np.arange(Tn)][None]
     causal = np.triu(np.full((Tn, Tn), -np.inf), 1)
     for i in range(cfg.n_layer):
-        g = lambda n: p[f"h.{i}.{n}"]                                 # noqa: E731
+        g = lambda n: p[f"h.{i}.{n}"]                           # noqa: E731, B023
         a = np.einsum("btc,cf->btf", _ln(x, g("ln_1.weight"), g("ln_1.bias")),
                       g("attn.c_attn.weight")) + g("attn.c_attn.bias")
         q, k, v = (a[..., j * C:(j + 1) * C].reshape(Bn, Tn, H, d) for j in range(3))

@@ -246,7 +246,9 @@ def test_tokens_and_database_are_written_0600_and_the_folder_is_left_alone(tmp_p
             srv.kill(signal.SIGTERM)
     finally:
         os.umask(old)
-    mode = lambda p: stat.S_IMODE(p.stat().st_mode)
+    def mode(p):
+        return stat.S_IMODE(p.stat().st_mode)
+
     assert mode(folder / "tokens.csv") == 0o600
     for name in ("lb.db", "lb.db-wal", "lb.db-shm"):
         if (folder / name).exists():

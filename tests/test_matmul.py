@@ -338,8 +338,8 @@ def test_waves_and_the_per_shape_table():
     w = S.waves(4096, 768, 128, 128, 2)
     assert (w["blocks"], w["places"]) == (192, 264) and abs(w["fill"] - 192 / 264) < 1e-12
     assert S.waves(4096, 768, 128, 128, 2, split=4)["fill"] == pytest.approx(768 / 792)
-    for (M, K, N), settings in S.TABLE.items():
-        for tile, per_sm, split, steps in settings:
+    for settings in S.TABLE.values():
+        for tile, _per_sm, _split, steps in settings:
             assert v5.v5_invalid(*tile) is None and steps in v5.STEPS and tile[2] % steps == 0
         assert settings[1][2] == 1               # the second: no split-K (a plain epilogue)
     assert S.choose(4096, 3072, 768, atomic=False)[2] == 1

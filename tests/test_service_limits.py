@@ -323,8 +323,9 @@ def test_a_submission_that_stops_the_service_twice_ends_error(tmp_path):
     srv.proc.wait(30)                               # judging it killed the service
     srv.log.close()
     db = sqlite3.connect(tmp_path / "lb.db")
-    row = lambda: db.execute("SELECT status, attempts, message FROM submissions WHERE id = ?",
-                             (bad,)).fetchone()
+    def row():
+        return db.execute("SELECT status, attempts, message FROM submissions WHERE id = ?",
+                          (bad,)).fetchone()
     assert row()[:2] == ("timing", 1)
     good = db.execute("INSERT INTO submissions (student, board, function, source, created) "
                       "VALUES ('s01', 'tune_vector_add', 'add_fast', ?, ?)",

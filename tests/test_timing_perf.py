@@ -105,7 +105,8 @@ def test_bench_rows_name_their_low_occupancy_instead_of_printing_it(capsys):
         warnings.simplefilter("always", NumbaPerformanceWarning)
         rep.caught = caught
         warnings.warn(NumbaPerformanceWarning("Grid size 3 will likely result in GPU "
-                                              "under-utilization due to low occupancy."))
+                                              "under-utilization due to low occupancy."),
+                      stacklevel=1)
         row = rep.add("one block", benchmark(lambda: None, repeat=1, warmup=0), note="lecture")
         plain = rep.add("big grid", benchmark(lambda: None, repeat=1, warmup=0))
     assert "grid 3 on purpose" in row["note"] and row["note"].startswith("lecture")

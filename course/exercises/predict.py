@@ -325,7 +325,6 @@ class PredictSaxpy(Predict):
     N = 1 << 26
 
     def questions(self):
-        n = self.N
         return [
             Question("slow_bytes_per_element", "bytes per element saxpy_slow moves: fill temp "
                      "with a, temp = temp * x, y = temp + y (float32)",

@@ -121,7 +121,7 @@ def reference(tokens, params, config: Config) -> np.ndarray:
     x = p["wte.weight"][tokens] + p["wpe.weight"][:T]
     mask = np.tril(np.ones((T, T), bool))
     for i in range(config.n_layer):
-        h = lambda n: p[f"h.{i}.{n}"]                               # noqa: E731
+        h = lambda n: p[f"h.{i}.{n}"]                         # noqa: E731, B023
         a = ln(x, h("ln_1.weight"), h("ln_1.bias")) @ h("attn.c_attn.weight") + \
             h("attn.c_attn.bias")
         q, k, v = (a[..., j * C:(j + 1) * C].reshape(B, T, NH, hs).transpose(0, 2, 1, 3)

@@ -95,7 +95,7 @@ def draw_layout(path) -> None:
         ch = 4 * (lane % 8)                                   # two_phase: byte 0 of the word
         banks_tp = (ch * 257 + v) % 32
         banks_tuned = ((v * 32) + lane) % 32
-        for row, (name, banks) in enumerate([("two_phase (257-padded)", banks_tp),
+        for row, (_name, banks) in enumerate([("two_phase (257-padded)", banks_tp),
                                              ("tuned (v * 32 + lane)", banks_tuned)]):
             counts = np.bincount(banks, minlength=32)
             ax.scatter(banks, np.full(32, row) + 0.08 * (lane % 4), s=12)
