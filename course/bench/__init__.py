@@ -20,8 +20,8 @@ from pathlib import Path
 
 from .. import lessons as index
 from ..measure import perf
-from ..platform import runtime
 from ..measure import timing as _timing
+from ..platform import runtime
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "benchmarks"
 
@@ -73,7 +73,7 @@ class Report:
         return grids
 
     @classmethod
-    def load(cls, path) -> "Report":
+    def load(cls, path) -> Report:
         """A report from its saved JSON (to redraw its markdown and chart)."""
         data = json.loads(Path(path).read_text())
         rep = cls.__new__(cls)

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..platform import runtime
 from ..kernels import attention as A
 from ..kernels.attention_common import device_inputs
 from ..measure.timing import Timing, benchmark
+from ..platform import runtime
 
 TITLE = "Lesson 08 - attention to flash attention"
 # CS149 leaderboard shape (batch, heads, N, d), float16; TileLang 13.6 ms on an H100.
@@ -75,7 +75,8 @@ def run(report) -> None:
              lambda: A.launch("flash_sliding_window", q, k, v, o, window=1024), True, rep,
              note="FLOPs: pairs inside the window only", window=1024)
     if runtime.MODE == "gpu" and dtype == np.float16:
-        from ..kernels import attention_mma as M, attention_wmma as W
+        from ..kernels import attention_mma as M
+        from ..kernels import attention_wmma as W
 
         for causal in (False, True):
             ours["flash_wmma", causal] = _row(

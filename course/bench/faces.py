@@ -11,10 +11,10 @@ import math
 import numpy as np
 from numba import cuda
 
-from ..platform import runtime
 from ..kernels import covariance as COV
 from ..kernels import faces as K
 from ..measure.timing import Timing, benchmark
+from ..platform import runtime
 from . import fastest
 
 TITLE = "Lessons 05-07 - faces: mean, centering, covariance (CSE P 524 Lecture 9)"

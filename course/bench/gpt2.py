@@ -59,7 +59,7 @@ def run(report) -> None:
             report.section(f"{label}, {size}: per-kernel time (CUDA events around every "
                            f"launch; {entry['builds'][label]['launches']} launches)",
                            tl.markdown())
-            del model
+            model = None              # free its device arrays before the next build
         opt, naive = logits[OPTIMIZED], logits[NAIVE]
         entry["naive_vs_optimized"] = _rel(naive, opt)
         entry["unfused_vs_fused"] = _rel(logits[UNFUSED], logits[FUSED_V4])

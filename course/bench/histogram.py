@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..platform import runtime
 from ..kernels import histogram as H
 from ..measure.timing import Timing, benchmark
+from ..platform import runtime
 
 TITLE = "Lesson 09 - multi-channel histogram (CS149 leaderboard shape)"
 LEADERBOARD_MS = {"leaderboard #1 (CS149, H100)": 0.315,

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..platform import runtime
 from ..measure.timing import Timing, benchmark
+from ..platform import runtime
 
 TITLE = "Class leaderboard - the course's kernels on the seed boards, one vs a queue"
 QUEUED = 30 if runtime.MODE == "gpu" else 3

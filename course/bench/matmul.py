@@ -228,7 +228,7 @@ def sweep_shapes(shapes: dict | None = None, repeat: int = 10) -> dict:
               f"{fl / row['v5'][best] / 1e9:6.1f} ({best})  cuBLAS "
               f"{fl / row.get('cublas', {}).get('ms', np.nan) / 1e9:6.1f}  Triton "
               f"{fl / row.get('triton', {}).get('ms', np.nan) / 1e9:6.1f} TFLOP/s", flush=True)
-        del d_A, d_B, d_C
+        d_A = d_B = d_C = None    # free this shape's device arrays before the next
     return out
 
 

@@ -58,6 +58,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     opts = ap.parse_args(argv)
     import course
+
     from ..kernels import attention, faces, histogram
     from ..platform.runtime import device_info, device_slug
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from ..kernels import reduction as lesson
 from ..measure import perf
 from ..measure.peers import cupy_sum, torch_sum
-from ..platform import runtime
-from ..kernels import reduction as lesson
 from ..measure.tables import speedup_table
 from ..measure.timing import Timing, benchmark
+from ..platform import runtime
 
 TITLE = "02 parallel reduction (CSE P 524 Lecture 9)"
 def device_time(fn, batch: int = 10, repeat: int = 15, label: str = "") -> Timing:

@@ -242,8 +242,8 @@ def _covariance() -> Panel:
     n = shape[0] * shape[1]
 
     def setup():
-        from numba import cuda
         import numpy as np
+        from numba import cuda
 
         from ..kernels import faces
         from ..measure.timing import benchmark

@@ -117,6 +117,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     opts = ap.parse_args(argv)
     import course
+
     from ..platform.runtime import device_info, device_slug
 
     if opts.report is None:

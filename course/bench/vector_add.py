@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..platform import runtime
 from ..kernels import vector_add as lesson
-from . import fastest
 from ..measure.timing import Timing, benchmark
+from ..platform import runtime
+from . import fastest
 
 TITLE = "01 vector add (CSE P 524 Lecture 9)"
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..platform import runtime
 from ..measure.timing import Timing, benchmark
+from ..platform import runtime
 
 TITLE = "Lesson 03 - window average (conv1d), N = 2^26 on a GPU"
 TPBS = (128, 256, 512, 1024)

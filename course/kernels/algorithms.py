@@ -35,10 +35,20 @@ from numba import cuda
 from numba.np.numpy_support import from_dtype
 
 from ..platform import runtime
-from .algorithms_iterators import (Iterator, as_iter, cpu_reduce,  # noqa: F401
-                                   cpu_transform, functor, is_device, reader,
-                                   constant, counting, multiply_pair, transform_iterator,
-                                   zip_iterator)
+from .algorithms_iterators import (  # noqa: F401
+    Iterator,
+    as_iter,
+    constant,
+    counting,
+    cpu_reduce,
+    cpu_transform,
+    functor,
+    is_device,
+    multiply_pair,
+    reader,
+    transform_iterator,
+    zip_iterator,
+)
 
 NOT_SHOWN = {"maximum", "minimum", "multiply", "negate", "square_root"}   # functors like plus and square
 PTX_SIGNATURES = {"sequence_kernel": "void(int64[::1], int64, int64)",
@@ -88,7 +98,7 @@ def minimum(a, b):
     return a if a < b else b
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def saxpy_functor(a):
     """Thrust's ``saxpy_functor``: a functor that carries a value (here baked into the
     compiled code: one compile per distinct ``a``, so the functor is cached per ``a`` - a
@@ -104,7 +114,7 @@ def saxpy_functor(a):
 # ---------------------------------------------------------------------------------------
 # the generic kernels, one per (functors, iterator structure), compiled per dtype by numba
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def transform_kernel(node_a: tuple, node_b, op, slot_b: int):
     ra = reader(node_a, "gpu", 0)
     if node_b is None:
@@ -126,7 +136,7 @@ def transform_kernel(node_a: tuple, node_b, op, slot_b: int):
     return transform_2
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _reduce_kernel(node: tuple, op, dtype: str):
     """Each thread folds its grid-stride elements, four independent reads a step (the memory
     system serves them together: one read at a time leaves the GPU waiting on latency); the
@@ -181,14 +191,14 @@ def _grid(n: int) -> int:
     return max(1, min(_most_blocks(), -(-n // TPB)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _most_blocks() -> int:
     if runtime.MODE == "sim":
         return 4
     return BLOCKS_PER_SM * cuda.get_current_device().MULTIPROCESSOR_COUNT
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _scratch(blocks: int, dtype: str):
     """The per-block partial results of a reduction, allocated once per size and dtype:
     launches on one stream run in order, so the next call may reuse them."""

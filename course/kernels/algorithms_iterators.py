@@ -74,12 +74,12 @@ def functor(op, target: str):
     return op if target == "gpu" else _cpu_functor(op)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cpu_functor(op):
     return njit(op.py_func)           # the same Python function, compiled for the CPU
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reader(node: tuple, target: str, slot: int = 0):
     """A compiled ``read(i, data)`` for the iterator ``node`` whose leaves start at
     ``data[slot]``; cached per node (the functors are part of it) and target."""
@@ -112,7 +112,7 @@ def reader(node: tuple, target: str, slot: int = 0):
 # ---------------------------------------------------------------------------------------
 # the CPU policies: the same functors through numba.njit (serial or parallel=True)
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cpu_transform(node_a, node_b, op, slot_b, parallel):
     ra, f = reader(node_a, "cpu", 0), functor(op, "cpu")
     if node_b is None:
@@ -130,7 +130,7 @@ def cpu_transform(node_a, node_b, op, slot_b, parallel):
     return run_2
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cpu_reduce(node, op, parallel):
     read, f = reader(node, "cpu", 0), functor(op, "cpu")
 

@@ -20,7 +20,7 @@ import numpy as np
 from numba import cuda, float32, uint64
 
 from ..platform import runtime
-from .attention_common import (
+from .attention_common import (  # noqa: F401 - re-exported
     D_MAX,
     D_PAD,
     FLASH_SHARED,
@@ -51,7 +51,7 @@ from .attention_common import (
     validate,
     visible,
 )
-from .attention_tuned import (
+from .attention_tuned import (  # noqa: F401 - re-exported
     TUNED_DIMS,
     as_pairs,
     flash_fwd_tuned,
@@ -59,7 +59,6 @@ from .attention_tuned import (
     reused_buffer,
     tuned_kernel,
 )
-
 
 # ---------------------------------------------------------------------------------------
 # 1. standard attention: three kernels and an N x N score matrix S per head in global memory

@@ -11,11 +11,9 @@ import math
 import numpy as np
 from numba import cuda, float32, float64, uint64
 
-from ..platform import runtime
 from ..measure.pairs import pack2, unpack2
+from ..platform import runtime
 from .attention_common import (
-    Bc,
-    Br,
     D_MAX,
     FLASH_THREADS,
     LOG2E,
@@ -24,6 +22,8 @@ from .attention_common import (
     ROW_LANES,
     RPT,
     SPT,
+    Bc,
+    Br,
     visible,
 )
 from .matmul_tuned import load4

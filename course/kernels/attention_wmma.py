@@ -20,8 +20,8 @@ import math
 
 from numba import cuda, float32, float64, types, uint64
 
-from ..platform import runtime
 from ..measure.pairs import unpack2
+from ..platform import runtime
 from .attention_common import LOG2E, NEG_INF, half_word_args, on_tensor_cores, visible
 
 NOT_SHOWN = {"flash_wmma_fwd"}          # the notebook prints its source instead

@@ -314,7 +314,7 @@ def launch_cov(kind, d_data, d_cov, m, n, chunk_size: int = 8, tile: tuple | Non
                          "register, register8, syrk")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def syrk_kernel(tile: tuple):
     return syrk_covariance_kernel if tuple(tile) == SYRK_DEFAULT else make_syrk(*tile)
 

@@ -14,12 +14,11 @@ import math
 import numpy as np
 from numba import cuda, float32
 
+from ..measure.pairs import pack2, unpack2
 from ..platform import runtime
 from ..platform.data import face_matrix as _validate
-from ..measure.pairs import pack2, unpack2
 from . import covariance as _cov
-from .covariance import zero_kernel
-from .covariance import (
+from .covariance import (  # noqa: F401 - re-exported
     REGISTER_TILES,
     cgma,
     covariance_kernel,
@@ -29,6 +28,7 @@ from .covariance import (
     register_tiled_covariance_kernel_8,
     shared_covariance_kernel,
     symmetric_covariance_kernel,
+    zero_kernel,
 )
 
 THREADS_PER_BLK = 32   # the lecture's block size for the mean and centering kernels

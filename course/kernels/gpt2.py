@@ -42,8 +42,18 @@ from . import matmul as mm
 from . import matmul_shapes as ms
 from . import matmul_tuned as mt
 from . import matmul_v5 as v5
-from .gpt2_params import (MICRO, TINY, Config, config_of, flops, init_params,  # noqa: F401
-                          jitter, load_params, param_shapes, reference)
+from .gpt2_params import (  # noqa: F401
+    MICRO,
+    TINY,
+    Config,
+    config_of,
+    flops,
+    init_params,
+    jitter,
+    load_params,
+    param_shapes,
+    reference,
+)
 
 NOT_SHOWN = {"gelu_tanh", "row_sum"}   # device functions, shown inside the kernels' cell
 GPU = runtime.MODE == "gpu"

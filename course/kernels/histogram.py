@@ -18,7 +18,7 @@ import numpy as np
 from numba import cuda, int32
 
 from ..platform import runtime
-from .histogram_tuned import (
+from .histogram_tuned import (  # noqa: F401 - re-exported
     LANES,
     MAX_TUNED_ROWS,
     NUM_BINS,

@@ -19,8 +19,9 @@ import math
 import numpy as np
 from numba import cuda, float32
 
+from ..sim.counting import counting, counting_shared, in_simulator
 from . import matmul_tuned
-from .matmul_tuned import (
+from .matmul_tuned import (  # noqa: F401 - re-exported
     MIN_BLOCKS_DEFAULT,
     TUNED_DEFAULT,
     V4_DEFAULT,
@@ -28,7 +29,6 @@ from .matmul_tuned import (
     v3_tuned_invalid,
     v4_invalid,
 )
-from ..sim.counting import counting, counting_shared, in_simulator
 
 THREADS = (16, 16)                    # threads per block (x, y) for v1, v1.5, v2
 V_DEFAULT = 4                         # the lecture's register tile for v1.5 / v2
@@ -180,17 +180,17 @@ _SIG = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
 PTX_SIGNATURES = {name: _SIG for name in ("matmul_v1", "matmul_v1_5", "matmul_v2", "matmul_v3")}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel_v1_5(V: int):
     return matmul_v1_5 if V == V_DEFAULT else make_v1_5(V, KC)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel_v2(V: int):
     return matmul_v2 if V == V_DEFAULT else make_v2(V)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel_v3(L: int, V: int, S: int):
     if (L, V, S) == (L_DEFAULT, V3_DEFAULT, S_DEFAULT):
         return matmul_v3

@@ -294,7 +294,7 @@ TUNED = {"v3_tuned": (make_v3_tuned, v3_tuned_invalid, TUNED_DEFAULT, MIN_BLOCKS
          "v4": (make_v4, v4_invalid, V4_DEFAULT, V4_MIN_BLOCKS, matmul_v4)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel(variant: str, tile: tuple, min_blocks: int, store=None):
     """The compiled ``variant`` ("v3_tuned" or "v4") for one tile and launch bound; v4 with
     ``store`` as its epilogue (None: ``store_c``)."""

@@ -261,7 +261,7 @@ PTX_SIGNATURES = {"matmul_v5": _SIG, "zero_kernel": "void(float32[:, ::1])"}
 STEPS = (1, 2, 4, 8, 16)              # k steps written out per turn of the K loop
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel(tile: tuple, min_blocks: int, vec: bool, store=None, add=None, steps: int = 4):
     """The compiled v5 for one tile, launch bound, load width, epilogue pair and steps."""
     return make_v5(*tile, min_blocks, VEC=vec, STORE=store or store_c, ADD=add or add_c,

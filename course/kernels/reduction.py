@@ -22,14 +22,13 @@ from numba import cuda
 
 from ..platform import runtime
 from .reduction_beyond import reduce5, reduce6, reduce7
-from .reduction_single_pass import (
+from .reduction_single_pass import (  # noqa: F401 - re-exported
     SINGLE_PASS_KERNELS,
     block_sum,
     reduce8,
     reduce8_x4,
     single_pass_buffers,
 )
-
 
 # ---------------------------------------------------------------------------------------
 # the PRAM sum translated literally: wrong on purpose (not in VARIANTS)

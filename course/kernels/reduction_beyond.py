@@ -11,7 +11,6 @@ from __future__ import annotations
 from numba import cuda
 
 
-
 @cuda.jit
 def reduce5(g_idata, g_odata):
     # Kernel 5: kernel 4, with the last warp's six steps unrolled - no block barrier, but

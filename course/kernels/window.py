@@ -146,21 +146,21 @@ convolve_shared_x4 = make_shared_x4_kernel(THREADS_PER_BLK)
 _LOCK = threading.Lock()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _shared_kernels(threads_per_blk: int):
     if threads_per_blk == THREADS_PER_BLK:
         return convolve_shared, convolve_shared_const
     return make_shared_kernels(threads_per_blk)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _shared_x4_kernel(threads_per_blk: int):
     if threads_per_blk == THREADS_PER_BLK:
         return convolve_shared_x4
     return make_shared_x4_kernel(threads_per_blk)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sm_count() -> int:
     return cuda.get_current_device().MULTIPROCESSOR_COUNT
 

@@ -43,7 +43,15 @@ import numpy as np
 
 from . import warp_bits as simwarp_bits
 from .warp_rendezvous import (  # noqa: F401 - NOTES, WarpError and the listeners are public
-    FULL, NOTES, WARP, BlockWarps, WarpError, add_listener, caller, collective, lane_exited,
+    FULL,
+    NOTES,
+    WARP,
+    BlockWarps,
+    WarpError,
+    add_listener,
+    caller,
+    collective,
+    lane_exited,
     remove_listener,
 )
 
