@@ -15,6 +15,7 @@ import course
 from course.exercises import get, timed
 from course.grading import judge, measurer, sampled, session
 from course.grading.launch import Staged
+from course.grading.report import case_events
 from course.grading.settings import GradeSettings
 from course.grading.unit import extract
 
@@ -262,6 +263,21 @@ def test_a_figure_past_the_ceiling_fails_with_no_figure_and_no_rank(name, rate, 
     assert res.figures == {}
 
 
+def test_the_measured_launch_is_found_by_its_field_not_its_name():
+    """Gradescope and the leaderboard read the measured launch with split_timed: by
+    ``CaseResult.timed``, which every way the judge makes that case sets; a test case named
+    like it stays a test case (it was found by the name's prefix)."""
+    from course.exercises.outcome import TIMED, CaseResult, split_timed
+
+    made = [cases_mod.measure_failed("it broke"),
+            get("tune_vector_add").judge_figures({"ms": 1.0, "median_ms": 1.0}, "gpu", CEIL)]
+    assert all(c.timed for c in made)
+    impostor = CaseResult(f"{TIMED} (GPU)", "grid (1,), block (32,)")
+    tests, timed = split_timed(case_events([impostor, made[1]]))
+    assert [c["name"] for c in tests] == [impostor.name] and timed["timed"], (tests, timed)
+    assert split_timed(case_events([impostor]))[1] is None
+
+
 def test_a_figure_past_the_ceiling_is_not_ranked_on_the_leaderboard():
     from course.exercises import Case
     from course.leaderboard.runner import verdict
@@ -274,13 +290,13 @@ def test_a_figure_past_the_ceiling_is_not_ranked_on_the_leaderboard():
     figures = {"ms": ms, "median_ms": ms, "mean_ms": ms, "std_ms": 0.0, "runs": 30}
     res = cases_mod.judge_measured(spec, case, prep, done, figures, "gpu", CEIL)
     assert not res.passed and "27.6x the FP32 rate" in res.message and not res.figures
-    test = session.case_events([_passed_case()])[0]
-    out = verdict("", [test, session.case_events([res])[0]])
+    test = case_events([_passed_case()])[0]
+    out = verdict("", [test, case_events([res])[0]])
     assert out["status"] == "rejected" and "mean_ms" not in out and test["passed"]
     honest = cases_mod.judge_measured(spec, case, prep, done, dict(figures, ms=100 * ms,
                                       mean_ms=100 * ms), "gpu", CEIL)
     assert honest.figures["ms"] == 100 * ms                      # believed: ranked
-    assert verdict("", [test, session.case_events([honest])[0]])["status"] == "done"
+    assert verdict("", [test, case_events([honest])[0]])["status"] == "done"
 
 
 def _passed_case():

@@ -149,3 +149,22 @@ def test_a_reply_announcing_3_gb_costs_the_judge_almost_nothing():
     lines = dict(l.split(" ", 1) for l in out.stdout.splitlines() if " " in l)
     assert "REFUSED" in lines, out.stdout + out.stderr
     assert int(lines["GROWTH"]) < 50 << 20, lines
+
+
+@pytest.mark.parametrize("reply,words", [
+    ({"op": "ran", "error": ["not", "text"], "have": "kernel"}, "error message was not text"),
+    ({"op": "ran", "error": None, "have": "passed"}, "did not say whether `add`"),
+    ({"op": "ran", "error": None}, "did not say whether `add`"),
+])
+def test_a_worker_reply_that_does_not_fit_never_becomes_a_record(reply, words):
+    """The worker's ``ran`` reply is checked before it becomes ``session.Ran`` (typed); a
+    reply that does not fit is tampering, whatever else it carries."""
+    from course.grading.child import Tampered
+    from course.grading.session import Ran
+
+    with pytest.raises(Tampered, match=words):
+        Ran.read(reply, "add")
+    ran = Ran.read({"op": "ran", "error": "boom", "have": "kernel", "unit": {"src": "x"}},
+                   "add")
+    assert (ran.error, ran.have, ran.unit) == ("boom", "kernel", {"src": "x"})
+    assert Ran.read({"op": "ran", "error": None}, None).have is None     # a setup cell

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-TIMED = "tune target"     # the name of a tune exercise's measured-launch case (and its prefix)
+TIMED = "tune target"     # the name of a tune exercise's measured-launch case
 
 
 @dataclass
@@ -21,6 +21,7 @@ class CaseResult:
     timed_out: bool = False
     hidden: bool = False
     figures: dict | None = None    # a measured launch's raw figures (times, counts)
+    timed: bool = False            # a tune exercise's measured launch, not a test case
 
     def fail(self, message: str, timed_out: bool = False) -> None:
         self.passed, self.message, self.timed_out = False, message, timed_out
@@ -28,7 +29,7 @@ class CaseResult:
 
 def split_timed(cases: list[dict]) -> tuple[list[dict], dict | None]:
     """(the test cases, the measured launch's case or None) of case results as plain data
-    (``grading.session.case_events``): what Gradescope's and the class leaderboard read."""
-    tests = [c for c in cases if not c["name"].startswith(TIMED)]
-    timed = next((c for c in cases if c["name"].startswith(TIMED)), None)
+    (``grading.report.case_events``): what Gradescope's and the class leaderboard read."""
+    tests = [c for c in cases if not c.get("timed")]
+    timed = next((c for c in cases if c.get("timed")), None)
     return tests, timed

@@ -139,7 +139,8 @@ class Tune(Exercise):
         ``ceilings``: the copy bandwidth and FP32 rate GPU figures are divided by (the
         grader measures them once per run; a notebook uses ``perf.measured_ceilings``)."""
         mode = mode or runtime.MODE
-        res = CaseResult(f"{TIMED} ({'simulator' if mode == 'sim' else 'GPU'})", "")
+        res = CaseResult(f"{TIMED} ({'simulator' if mode == 'sim' else 'GPU'})", "",
+                         timed=True)
         try:
             if mode != "sim" and ceilings is None:
                 from ..measure.perf import measured_ceilings

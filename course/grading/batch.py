@@ -45,7 +45,7 @@ class Graded:
     status: str = "graded"           # graded | invalid | timeout | crashed | tampered | error
     points: dict = field(default_factory=dict)      # exercise -> points earned
     max_points: dict = field(default_factory=dict)  # exercise -> points possible
-    results: dict = field(default_factory=dict)     # exercise -> worker event (cases)
+    results: dict = field(default_factory=dict)     # exercise -> Judged.as_data()
     reasons: list = field(default_factory=list)     # for the CSV and the feedback
     notes: list = field(default_factory=list)       # informative, no points lost
     not_found: set = field(default_factory=set)     # exercises whose cell is missing
@@ -169,7 +169,7 @@ def grade_one(sub, plans: dict, settings) -> Graded:
     g.status = out.status
     from .scoring import score
 
-    score(g, plan, out.events, out.status, out.last, settings)
+    score(g, plan, out, settings)
     return g
 
 

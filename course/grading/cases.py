@@ -149,7 +149,7 @@ def judge_measured(spec, case, prep, returned: dict, figures: dict, mode=None,
     if not wrong and (wrong := judge.judge(spec, case, prep, returned)):
         wrong = f"no figure: the measured launch ({case.name}) gave wrong results - {wrong}"
     if wrong:
-        res = CaseResult(TIMED, case.launch)
+        res = CaseResult(TIMED, case.launch, timed=True)
         res.fail(wrong)
         return res
     res = spec.judge_figures(figures, mode, ceilings)
@@ -160,7 +160,7 @@ def judge_measured(spec, case, prep, returned: dict, figures: dict, mode=None,
 
 
 def measure_failed(why: str) -> CaseResult:
-    res = CaseResult(TIMED, "")
+    res = CaseResult(TIMED, "", timed=True)
     res.fail(f"the measured launch failed: {why[:300]}")
     return res
 

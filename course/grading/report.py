@@ -1,10 +1,66 @@
-"""What a check returns: :class:`CheckResult` (text and HTML views) of :class:`CaseResult`s."""
+"""What a check returns: :class:`CheckResult` (text and HTML views) of :class:`CaseResult`s;
+and what grading one submission records, in order, for scoring and the leaderboard
+(``session.Outcome.events``): :class:`Started`, :class:`CellError`, :class:`Judged` and
+:class:`Tampering`.  These are records of the trusted side: the sandboxed worker's replies
+are checked first (``wire.py``, ``session.Ran``) and only then become one of them."""
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
 
-from ..exercises.outcome import CaseResult  # noqa: F401 - the rows of a CheckResult
+from ..exercises.outcome import CaseResult
+
+
+@dataclass(frozen=True)
+class Started:
+    """A step went to the worker: a setup cell, or the cell of ``exercise``."""
+
+    label: str                   # "setup cell 3", "your vector_add cell (cell 7)"
+    exercise: str | None
+
+
+@dataclass(frozen=True)
+class CellError:
+    """A cell raised: the student's own error text (500 characters at most)."""
+
+    label: str
+    kind: str                    # "setup" | "solution" | "code" (a leaderboard file)
+    exercise: str | None
+    message: str
+
+
+@dataclass
+class Judged:
+    """One exercise judged: why it could not be checked (``error``), or its cases in the
+    order they ran, a tune exercise's measured launch last (:attr:`timed`)."""
+
+    name: str
+    error: str = ""
+    cases: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def timed(self) -> CaseResult | None:
+        """The measured launch's case (``CaseResult.timed``), None before it ran."""
+        return next((c for c in self.cases if c.timed), None)
+
+    def as_data(self) -> dict:
+        """Plain data, as a graded row keeps it for the feedback and the exports."""
+        return {"name": self.name, "error": self.error, "cases": case_events(self.cases)}
+
+
+@dataclass(frozen=True)
+class Tampering:
+    """The worker broke the conversation (while ``exercise`` was being checked)."""
+
+    exercise: str | None
+    message: str
+
+
+def case_events(cases: list) -> list[dict]:
+    """Case results as plain data: what a graded row, Gradescope and the leaderboard keep."""
+    return [{"name": c.name, "launch": c.launch, "hidden": c.hidden, "passed": c.passed,
+             "message": c.message, "figures": c.figures, "timed_out": c.timed_out,
+             "timed": c.timed} for c in cases]
 
 
 @dataclass

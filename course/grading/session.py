@@ -29,7 +29,7 @@ from .. import exercises as _ex
 from . import judge
 from .cases import gate_error, judge_measured, measure_failed, measured_rng, run_cases
 from .child import Child, Tampered
-from .report import CaseResult
+from .report import CaseResult, CellError, Judged, Started, Tampering
 from .settings import GradeSettings
 from .wire import WireError, allowed
 
@@ -38,9 +38,32 @@ from .wire import WireError, allowed
 class Outcome:
     """What grading one submission produced (all of it decided on this side)."""
 
-    events: list = field(default_factory=list)    # mode/start/cell_error/exercise/tampered
+    events: list = field(default_factory=list)    # Started, CellError, Judged, Tampering
     status: str = "graded"                        # graded | timeout | crashed | tampered
     last: str = ""                                # last words of a crashed worker
+    mode: str = ""                                # the worker's, once it greeted: sim | gpu
+
+
+@dataclass(frozen=True)
+class Ran:
+    """The worker's reply to ``run``, checked: the cell's error text (or None) and, when the
+    step is an exercise's, what the cell defined under the function's name (``have``:
+    kernel | value | missing | other) with the kernel's unit (data) or why it has none."""
+
+    error: str | None
+    have: str | None
+    unit: object = None
+    unit_error: object = None
+
+    @classmethod
+    def read(cls, reply: dict, fn: str | None) -> Ran:
+        """The reply as a Ran, or Tampered when it does not fit the request."""
+        error, have = reply.get("error"), reply.get("have")
+        if error is not None and not isinstance(error, str):
+            raise Tampered("a cell's error message was not text")
+        if fn and have not in ("kernel", "value", "missing", "other"):
+            raise Tampered(f"the worker did not say whether `{fn}` is defined")
+        return cls(error, have, reply.get("unit"), reply.get("unit_error"))
 
 
 @dataclass
@@ -111,12 +134,11 @@ def grade_steps(steps: list[dict], settings: GradeSettings, on_stage=None) -> Ou
                         _sandbox_mb(step.get("exercise") for step in steps))
         try:
             worker.greeted()
-            out.events.append({"event": "mode", "mode": s.mode})
+            out.mode = s.mode
             for n, step in enumerate(steps):
                 _run_step(worker, jd, n, step, out)
             worker.chan.send({"op": "bye"})
             worker.finish()
-            out.events.append({"event": "done"})
         except WireError as exc:
             if not (exc.timed_out or exc.closed):
                 _tampered(out, str(exc))
@@ -189,50 +211,35 @@ def _alone(spec, s: GradeSettings, run, on_stage=None) -> tuple[str, list]:
 
 def _tampered(out: Outcome, message: str) -> None:
     out.status = "tampered"
-    current = next((e["exercise"] for e in reversed(out.events) if e["event"] == "start"), None)
-    out.events.append({"event": "tampered", "exercise": current, "message": message})
+    current = next((e.exercise for e in reversed(out.events) if isinstance(e, Started)), None)
+    out.events.append(Tampering(current, message))
 
 
 def _run_step(worker, jd: Judge, n: int, step: dict, out: Outcome) -> None:
-    ex = step.get("exercise")
-    out.events.append({"event": "start", "label": step["label"], "exercise": ex})
+    ex, fn = step.get("exercise"), step.get("function")
+    out.events.append(Started(step["label"], ex))
     reply, _ = worker.ask({"op": "run", "step": n, "label": step["label"],
-                        "source": step["source"], "want": step.get("function"),
-                        "exercise": ex}, "ran", n)
-    error = reply.get("error")
-    if error is not None and not isinstance(error, str):
-        raise Tampered("a cell's error message was not text")
-    if error:
-        out.events.append({"event": "cell_error", "label": step["label"], "kind": step["kind"],
-                           "exercise": ex, "message": error[:500]})
+                           "source": step["source"], "want": fn, "exercise": ex}, "ran", n)
+    ran = Ran.read(reply, fn if ex else None)
+    if ran.error:
+        out.events.append(CellError(step["label"], step["kind"], ex, ran.error[:500]))
     if not ex:
         return
-    spec, fn = _ex.get(ex), step["function"]
-    have = reply.get("have")
-    if have not in ("kernel", "value", "missing", "other"):
-        raise Tampered(f"the worker did not say whether `{fn}` is defined")
-    if have == "missing":
-        out.events.append({"event": "exercise", "name": ex, "cases": [], "error": (
-            f"your {ex} cell does not define `{fn}`" if not error else
-            f"`{fn}` was not defined because the cell failed: {error}")})
+    spec = _ex.get(ex)
+    if ran.have == "missing":
+        out.events.append(Judged(ex, f"your {ex} cell does not define `{fn}`" if not ran.error
+                                 else f"`{fn}` was not defined because the cell failed: "
+                                      f"{ran.error}"))
         return
     err, cases = "", []
     if spec.kind == "predict":
         cases = _judge_answer(worker, n, spec, fn)
-    elif have != "kernel":
+    elif ran.have != "kernel":
         err = (f"`{fn}` is not a CUDA kernel: decorate it with @cuda.jit "
                f"(expected {spec.signature})")
     else:
-        err, cases = _judge_kernel(jd, spec, reply.get("unit"), reply.get("unit_error"))
-    out.events.append({"event": "exercise", "name": ex, "error": err,
-                       "cases": case_events(cases)})
-
-
-def case_events(cases: list) -> list[dict]:
-    """Case results as the events and the leaderboard carry them (plain data)."""
-    return [{"name": c.name, "launch": c.launch, "hidden": c.hidden, "passed": c.passed,
-             "message": c.message, "figures": c.figures, "timed_out": c.timed_out}
-            for c in cases]
+        err, cases = _judge_kernel(jd, spec, ran.unit, ran.unit_error)
+    out.events.append(Judged(ex, err, cases))
 
 
 def _judge_kernel(jd: Judge, spec, unit, unit_error) -> tuple[str, list]:

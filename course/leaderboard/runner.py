@@ -57,6 +57,7 @@ def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
     from ..exercises import get
     from ..grading import session
     from ..grading.prepare import ceilings_once
+    from ..grading.report import case_events
     from ..grading.settings import GradeSettings
 
     seed = secrets.randbits(32) if seed is None else seed
@@ -75,7 +76,7 @@ def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
             judge, what = session.judge_unit, payload.get("unit")
         if what is not None:
             error, results = judge(spec, what, settings, on_stage=on_stage)
-            cases = session.case_events(results)
+            cases = case_events(results)
         else:
             error, cases = _from_source(session, board, payload, settings, on_stage)
     except Exception as exc:  # noqa: BLE001 - the service's own failure: say so, keep going
@@ -86,6 +87,8 @@ def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
 
 
 def _from_source(session, board, payload, settings, on_stage) -> tuple[str, list]:
+    from ..grading.report import CellError, Judged, case_events
+
     step = {"label": "your file", "kind": "code", "source": payload["source"],
             "function": payload["function"], "exercise": board}
     out = session.grade_steps([step], settings, on_stage=on_stage)
@@ -95,15 +98,15 @@ def _from_source(session, board, payload, settings, on_stage) -> tuple[str, list
                           + (f" ({out.last})" if out.last else ""),
                "tampered": "your file wrote to the judge's pipe"}[out.status]
         return f"not judged: {why}", []
-    cell = next((e for e in out.events if e["event"] == "cell_error"), None)
-    ex = next((e for e in out.events if e["event"] == "exercise"), None)
+    cell = next((e for e in out.events if isinstance(e, CellError)), None)
+    ex = next((e for e in out.events if isinstance(e, Judged)), None)
     if ex is None:
-        return f"your file raised an error: {cell['message'] if cell else 'unknown'}", []
-    return ex["error"], ex["cases"]
+        return f"your file raised an error: {cell.message if cell else 'unknown'}", []
+    return ex.error, case_events(ex.cases)
 
 
 def verdict(error: str, cases: list[dict]) -> dict:
-    """The leaderboard's reading of the judge's case results (``session.case_events``)."""
+    """The leaderboard's reading of the judge's case results (``report.case_events``)."""
     tests, timed = split_timed(cases)
     passed_tests = sum(c["passed"] for c in tests)
     cases_out = [{k: c[k] for k in ("name", "passed", "hidden", "message")} for c in tests]
