@@ -147,3 +147,28 @@ def test_an_untouched_inout_array_is_named():
     from test_vector_add import never_writes
     r = course.check("vector_add", never_writes, record=False)
     assert "y came back unchanged" in repr(r)
+
+
+def _imports_of(module: str) -> set:
+    """The course.grading modules ``module`` imports (top level and inside functions)."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(check_mod.__file__).with_name(f"{module}.py").read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found |= {node.module} if node.module else {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "course.grading."):
+            found.add(node.module.split(".")[2])
+    return found
+
+
+def test_the_grader_stands_on_the_case_engine_not_on_the_notebooks_check():
+    """check.py is the notebook's face (course.check); the grader's route (session, batch,
+    scoring, the worker and the measurer) and the engine itself import cases.py, never it."""
+    for module in ("session", "batch", "scoring", "worker", "measurer", "cases"):
+        assert "check" not in _imports_of(module), module
+    assert "cases" in _imports_of("session") and "cases" in _imports_of("check")
+    assert "check" in _imports_of("__init__")      # the mutant the rule must see: it sees it

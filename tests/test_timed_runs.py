@@ -14,7 +14,6 @@ from numba import cuda, float32
 import course
 from course.exercises import get, timed
 from course.grading import judge, measurer, sampled, session
-from course.grading.launch import Staged
 from course.grading.report import case_events
 from course.grading.settings import GradeSettings
 from course.grading.unit import extract
@@ -95,7 +94,7 @@ def _measure(spec, kernels, sim_runs=2, seed=5):
     plan = sampled.plan(spec, prep)
     plan.sim_runs = sim_runs
     figures, returned, samples, trespass = measurer.measure_launch(
-        runs, None, Staged.of(case, prep), dict(plan.request(), domains=plan.domains))
+        runs, None, prep.staged(case), dict(plan.request(), domains=plan.domains))
     assert runs.n == 1 + sim_runs
     assert trespass is None
     return cases_mod.judge_measured(spec, case, prep, returned, figures, plan=plan,

@@ -28,7 +28,7 @@ from ..exercises.outcome import TIMED
 from ..platform import runtime
 from . import hidden as hidden_mod
 from . import judge
-from .launch import TIME_LIMIT_S, Interrupted, Staged, run_launch
+from .launch import TIME_LIMIT_S, Interrupted, run_launch
 from .report import CaseResult
 
 
@@ -77,7 +77,7 @@ def run_case(spec, fn, case, rng, time_limit: float, launch=run_launch) -> CaseR
         res.fail(spec_broken(exc))
         return res
     for rep in range(max(1, case.repeats)):
-        returned, error, timed_out = launch(spec, fn, Staged.of(case, prep), time_limit,
+        returned, error, timed_out = launch(spec, fn, prep.staged(case), time_limit,
                                             race_hunt=rep > 0)
         msg = error or judge.judge(spec, case, prep, returned, rep)
         if msg:
@@ -113,7 +113,7 @@ def gate_error(spec, unit: dict, seed: int, compiler=None) -> str | None:
     case = cases[0] if cases else spec.measured_case()
     try:
         prep = judge.prepare(spec, case, case_rng(seed, 0))
-        _dev, views = views_of(Staged.of(case, prep))
+        _dev, views = views_of(prep.staged(case))
         calls = launch_types(spec, kernel, case, views)
     except Exception as exc:  # noqa: BLE001 - a broken spec must still report
         return spec_broken(exc)

@@ -32,7 +32,7 @@ from .cases import (
     not_a_kernel,
     run_cases,
 )
-from .launch import Interrupted, Staged
+from .launch import Interrupted
 from .messages import course_sentence
 from .report import CaseResult, CheckResult
 
@@ -110,7 +110,7 @@ def measure(spec, fn, seed: int) -> CaseResult:
         p = plan(spec, prep)
         with device_lock(runtime.MODE == "gpu"):
             figures, returned, samples, trespass = measure_launch(
-                spec, fn, Staged.of(case, prep), dict(p.request(), domains=p.domains))
+                spec, fn, prep.staged(case), dict(p.request(), domains=p.domains))
     except Exception as exc:  # noqa: BLE001 - the report, never a traceback
         return measure_failed(f"{type(exc).__name__}: {exc}")
     if trespass:

@@ -51,6 +51,13 @@ class Prepared:
         """The non-array arguments (sizes, constants)."""
         return {k: v for k, v in self.host.items() if not isinstance(v, np.ndarray)}
 
+    def staged(self, case):
+        """``case`` staged for one launch (``launch.Staged``): fresh buffers, outputs
+        poisoned anew; no reference goes with them."""
+        from .launch import Staged
+
+        return Staged(case, self.buffers(), self.shapes, self.scalars())
+
 
 def prepare(spec, case, rng, guard: bool = True) -> Prepared:
     """Inputs, reference and output shapes of one case (raises if the spec is broken).

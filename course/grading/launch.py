@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import sys
 import threading
-import time
 import traceback
 from dataclasses import dataclass
 
@@ -45,7 +44,7 @@ class Staged:
     ``measurer.measure_launch``, and the grader's launch through the measurer).
 
     ``buffers``: host arrays by argument name (guarded for a test case, plain for a measured
-    launch: ``judge.Prepared.buffers``); ``shapes``: each array's shape inside its buffer
+    launch: ``judge.Prepared.staged`` makes them); ``shapes``: each array's shape inside its buffer
     (the kernel gets views of that size, so writing past the end lands in the guard band);
     ``scalars``: the other arguments (sizes, constants)."""
 
@@ -53,11 +52,6 @@ class Staged:
     buffers: dict
     shapes: dict
     scalars: dict
-
-    @classmethod
-    def of(cls, case, prep) -> Staged:
-        """Fresh buffers of a prepared case (``judge.Prepared``): outputs poisoned anew."""
-        return cls(case, prep.buffers(), prep.shapes, prep.scalars())
 
 
 def run_launch(spec, fn, staged: Staged, time_limit: float, race_hunt: bool = False):

@@ -32,9 +32,8 @@ import types
 
 import numpy as np
 
-from .decorator import (JIT_OPTIONS, SIM_OPTIONS, UnitError, check_options, jit_options,
-                        names_jit)
 from .allowed import BUILTINS, NUMBA_TYPES, NotAllowed, check_attr, check_body, safe_builtins
+from .decorator import JIT_OPTIONS, SIM_OPTIONS, UnitError, check_options, jit_options, names_jit
 from .signature import parse as parse_signature
 
 MODULES = {"numba.cuda": "cuda", "math": "math", "cmath": "cmath", "numpy": "np",
