@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -164,6 +165,18 @@ def test_notebooks_by_default_are_student_copies_without_solutions(tmp_path):
         assert nbk.BEGIN not in text and nbk.END not in text, c.name
         assert json.loads(text)["metadata"]["course"]["copy"] == "student"
     assert leaks(sorted((REPO / "notebooks").glob("*.ipynb")), [tmp_path / "notebooks"]) == []
+    # the way to open them names this environment's own jupyter (a venv's is not on PATH)
+    assert f"open them with: {Path(sys.executable).with_name('jupyter')} lab " in r.stdout
+    assert r.stdout.rstrip().endswith("--allow-root") == (os.geteuid() == 0)
+
+
+def test_the_open_command_adds_allow_root_only_for_root(monkeypatch, tmp_path):
+    from course.grading import distribute
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert distribute.open_command(tmp_path).endswith(f" lab {tmp_path}")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert distribute.open_command(tmp_path).endswith(f" lab {tmp_path} --allow-root")
 
 
 def test_restore_brings_back_one_lesson_and_keeps_the_broken_one(tmp_path):

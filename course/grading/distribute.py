@@ -136,8 +136,18 @@ def notebooks_main(argv=None) -> int:
     print(f"{len(written)} notebook(s) written to {opts.to / 'notebooks'}"
           + (f", {kept} already there kept (use --restore LESSON for one fresh copy)"
              if kept else "")
-          + f"; open them with: jupyter lab {opts.to / 'notebooks'}")
+          + f"; open them with: {open_command(opts.to / 'notebooks')}")
     return 0
+
+
+def open_command(folder: Path) -> str:
+    """The command that opens ``folder`` in JupyterLab from this Python's own environment
+    (a venv's ``jupyter`` need not be on PATH), with ``--allow-root`` where JupyterLab
+    would otherwise refuse to start."""
+    exe = Path(sys.executable).with_name("jupyter")
+    jupyter = str(exe) if exe.exists() else "jupyter"
+    root = os.name == "posix" and os.geteuid() == 0
+    return f"{jupyter} lab {folder}" + (" --allow-root" if root else "")
 
 
 def set_colab_cell(path: Path, cell: str) -> bool:

@@ -95,8 +95,9 @@ class Isolation:
         cg = "one cgroup per sandbox (memory, processes)" if Cgroup.available() else \
             "per-process memory/CPU limits (no cgroup could be made)"
         return (f"worker sandbox: own PID namespace and /proc, no network, a fresh read-only "
-                f"file tree (system, Python, the course package, public data; "
-                f"{len(self.hide)} folder(s) in it covered), an empty environment but an "
+                f"file tree (system, Python, the course package, public data; inside it "
+                f"{len(self.hide)} private folder(s) - hidden cases, solution notebooks, "
+                f"submissions, outputs - show as empty), an empty environment but an "
                 f"allowlist, a {SCRATCH_MB} MB scratch tmpfs as /tmp and home, no "
                 f"capabilities; {cg}")
 
