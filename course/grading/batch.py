@@ -90,10 +90,10 @@ def make_steps(plan: nbk.Plan, nb: dict, g: Graded) -> list[dict]:
             continue
         ex = owners.get(cell.index)
         if ex is None:   # a solution cell no check uses: the student's version, by id
-            mine = [c for c in cells if c.id and c.id == cell.id]
-            if mine:
-                steps.append({"kind": "solution", "label": f"cell {mine[-1].index + 1}",
-                              "source": mine[-1].source, "exercise": None, "function": None})
+            same = [c for c in cells if c.id and c.id == cell.id]
+            if same:
+                steps.append({"kind": "solution", "label": f"cell {same[-1].index + 1}",
+                              "source": same[-1].source, "exercise": None, "function": None})
             continue
         found, how = locate(cells, ex)
         if not found:

@@ -38,7 +38,7 @@ def run_cases(spec, fn, seed: int, hidden: bool, time_limit: float | None,
     on the judge's buffers: in this process by default, in the grading measurer when a class
     is graded (``session.py`` passes one that asks the measurer)."""
     limit = time_limit or TIME_LIMIT_S[runtime.MODE]
-    results = []
+    results: list[CaseResult] = []
     for i, case in enumerate(hidden_mod.all_cases(spec, hidden)):
         if any(r.timed_out for r in results):
             # A kernel that hung once hangs again; on a GPU the context is still busy.

@@ -55,7 +55,8 @@ def check(exercise: str, fn, *, hidden: bool = False, seed: int | None = None,
     results, error = [], ""
     try:
         if spec.kind == "predict":
-            results = spec.judge_answer(fn, hidden_mod.answers_for(spec))
+            results = spec.judge_answer(  # type: ignore[attr-defined]  # a Predict spec
+                fn, hidden_mod.answers_for(spec))
         else:
             error = not_a_kernel(fn, spec) or ""
             if not error:

@@ -29,6 +29,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .child import Child
 
 TARGETS = ((7, 5), (9, 0))       # a T4-class GPU and the H100/H200
 COMPILE_TIMEOUT_S = 120.0
@@ -110,7 +114,7 @@ class Gate:
 
     def __init__(self, start=None, per_compile_s: float | None = None):
         self._start, self._per_compile_s = start or _start_local, per_compile_s
-        self._child = None
+        self._child: Child | None = None
         self._lock = threading.Lock()
         self._cache: dict[str, str | None] = {}
 
@@ -158,7 +162,8 @@ class Gate:
                                             + (f"; {last}" if last else "") + ")"}
 
     def _deadline(self) -> None:
-        if self._per_compile_s is not None:     # a notebook's gate: a limit per compile
+        # a notebook's gate: a limit per compile
+        if self._per_compile_s is not None and self._child is not None:
             self._child.chan.deadline = time.monotonic() + self._per_compile_s
 
     def close(self) -> None:
@@ -271,8 +276,8 @@ def _compile(req: dict) -> dict:
 
     try:
         for call in req["calls"]:
-            sig = (parse_signature(unit["signature"]) if unit["signature"]
-                   else tuple(typ(d) for d in call))
+            sig: Any = (parse_signature(unit["signature"]) if unit["signature"]
+                        else tuple(typ(d) for d in call))
             if unit["signature"] and (why := _mismatch(sig.args, [typ(d) for d in call])):
                 return {"error": f"its signature {unit['signature']!r} does not fit the "
                                  f"exercise's launch: {why}"}

@@ -127,7 +127,7 @@ def main(argv=None) -> int:
             else:  # "bye"
                 break
         except Exception as exc:  # noqa: BLE001 - the judge reports it
-            chan.send({"op": _REPLY.get(op, op), "error": f"{type(exc).__name__}: "
+            chan.send({"op": _REPLY.get(str(op), op), "error": f"{type(exc).__name__}: "
                                                           f"{str(exc)[:300]}"})
     sys.stdout.flush()
     os._exit(0)

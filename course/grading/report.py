@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..exercises.outcome import CaseResult
 
@@ -71,7 +72,7 @@ class CheckResult:
     passed: bool
     mode: str
     seed: int
-    spec: object = None
+    spec: Any = None                 # the exercise (``exercises.Exercise``)
     cases: list = field(default_factory=list)
     error: str = ""
     elapsed_s: float = 0.0

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import exercises as _ex
 from . import judge
@@ -32,6 +34,9 @@ from .child import Child, Tampered
 from .report import CaseResult, CellError, Judged, Started, Tampering
 from .settings import GradeSettings
 from .wire import WireError, allowed
+
+if TYPE_CHECKING:
+    from .gate import Gate
 
 
 @dataclass
@@ -71,11 +76,11 @@ class Judge:
     """What every exercise of one submission is judged with (all of it on this side)."""
 
     settings: GradeSettings             # the run's seed, mode, limits and ceilings
-    start_measurer: object              # () -> a started Child running measurer.py
-    start_gate: object = None           # () -> a started Child running gate.py (sandboxed)
-    measurer: object = None
-    compiler: object = None             # this submission's compile gate (gate.Gate)
-    on_stage: object = None             # (stage) -> None: "testing", then "timing"
+    start_measurer: Callable[[], Child]    # a started Child running measurer.py
+    start_gate: Callable[[], Child] | None = None   # ... running gate.py (sandboxed)
+    measurer: Child | None = None
+    compiler: Gate | None = None        # this submission's compile gate
+    on_stage: Callable[[str], None] | None = None   # "testing", then "timing"
     deadline: float = float("inf")      # time.monotonic() when the submission's time is up
 
     @property
@@ -126,8 +131,8 @@ def grade_steps(steps: list[dict], settings: GradeSettings, on_stage=None) -> Ou
     s = settings
     deadline = time.monotonic() + s.timeout
     run_dir = s.isolation.run_dir if s.isolation is not None else None
-    with tempfile.TemporaryDirectory(prefix="course-grade-", dir=run_dir) as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="course-grade-", dir=run_dir) as name:
+        tmp = Path(name)
         worker = Child("course.grading.worker", tmp / "worker", deadline, s.memory_mb,
                        s.timeout, s.isolation)
         jd = _new_judge(s, tmp, deadline, on_stage,
@@ -216,11 +221,11 @@ def _tampered(out: Outcome, message: str) -> None:
 
 
 def _run_step(worker, jd: Judge, n: int, step: dict, out: Outcome) -> None:
-    ex, fn = step.get("exercise"), step.get("function")
+    ex, fn = step.get("exercise"), step.get("function") or ""
     out.events.append(Started(step["label"], ex))
     reply, _ = worker.ask({"op": "run", "step": n, "label": step["label"],
                            "source": step["source"], "want": fn, "exercise": ex}, "ran", n)
-    ran = Ran.read(reply, fn if ex else None)
+    ran = Ran.read(reply, fn if ex else None)      # what the worker says, checked
     if ran.error:
         out.events.append(CellError(step["label"], step["kind"], ex, ran.error[:500]))
     if not ex:

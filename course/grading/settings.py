@@ -9,6 +9,7 @@ grades with a copy that holds its own machine's sandbox and ceilings (:meth:`her
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .launch import TIME_LIMIT_S
 
@@ -24,7 +25,7 @@ class GradeSettings:
     case_time_limit: float | None = None   # seconds per case (None: course.check's)
     lesson: str | None = None           # --lesson: the lesson of every submission
     all_or_nothing: bool = False        # every exercise scores only if every case passes
-    isolation: object = None            # the sandbox (``isolate.py``); None: unsandboxed
+    isolation: Any = None               # the sandbox (``isolate.Isolation``); None: none
     isolation_choice: str = "none"      # "auto": a Dask worker builds its own sandbox
     ceilings: dict | None = None        # GPU: copy GB/s and FP32 TFLOP/s, measured once
 

@@ -29,6 +29,7 @@ import json
 import math
 import textwrap
 import types
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +68,8 @@ def extract(fn, extra_names=(), _depth: int = 0, _memo: dict | None = None) -> d
     closure = dict(zip(py.__code__.co_freevars,
                        (c.cell_contents for c in (py.__closure__ or ()))))
     options, sig = jit_options(fdef, fn, {**py.__globals__, **closure})
-    unit = {"name": py.__name__, "source": source, "options": options, "signature": sig,
+    unit: dict[str, Any] = {"name": py.__name__, "source": source, "options": options,
+                            "signature": sig,
             "firstline": int(py.__code__.co_firstlineno), "globals": {}}
     for name in sorted(free_names(fdef, py) | set(extra_names)):
         if name in closure:
@@ -108,7 +110,7 @@ def _size(unit: dict, limit: int) -> int:
 def check_names(fdef: ast.FunctionDef, unit: dict) -> None:
     """UnitError unless the body uses only the kernel API (``allowed.py``): the same
     program for the compiler, the measurer and the simulator."""
-    modules = {n: (d[1], []) for n, d in unit["globals"].items()
+    modules: dict[str, tuple[str, list]] = {n: (d[1], []) for n, d in unit["globals"].items()
                if isinstance(d, list) and d[:1] == ["module"] and len(d) == 2}
     modules.update({n: (d[1], [d[2]]) for n, d in unit["globals"].items()
                     if isinstance(d, list) and d[:1] == ["attr"] and len(d) == 3})
@@ -196,8 +198,8 @@ def _describe(name: str, value, owner: str, depth: int, memo: dict):
     if hasattr(value, "py_func") and hasattr(value, "__getitem__"):
         return ["device", extract(value, _depth=depth + 1, _memo=memo)]
     if isinstance(value, type) and issubclass(value, np.generic) and \
-            getattr(np, value.__name__, None) is value:
-        return ["attr", "numpy", value.__name__]
+            getattr(np, type_name := value.__name__, None) is value:
+        return ["attr", "numpy", type_name]
     for mod_name in MODULES:
         mod = _module(mod_name)
         attr = getattr(value, "__name__", None)
@@ -277,7 +279,7 @@ def rebuild(unit: dict, _depth: int = 0, lazy: bool = False):
     linecache.cache[filename] = (len(unit["source"]), None, lines, filename)
     jit_args = [parse_signature(unit["signature"])] if unit["signature"] and not lazy else []
     options = unit["options"]
-    if config.ENABLE_CUDASIM:
+    if config.ENABLE_CUDASIM:  # type: ignore[attr-defined]  # numba sets it at import
         options = {k: v for k, v in options.items() if k in SIM_OPTIONS}
     return cuda.jit(*jit_args, **options)(fn)
 

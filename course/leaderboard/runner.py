@@ -24,6 +24,7 @@ from __future__ import annotations
 import platform
 import secrets
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from ..exercises.outcome import split_timed
@@ -70,6 +71,7 @@ def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
             timeout=max(timeout, spec.time_budget_s),      # a slow seed board asks for more
             case_time_limit=case_time_limit, isolation=isolation,
             ceilings=ceilings_once(runtime.MODE))
+        judge: Callable[..., tuple[str, list]]
         if payload.get("course_kernel"):      # nothing to run but the kernel: no worker
             judge, what = session.judge_entry, payload["course_kernel"]
         else:
