@@ -124,8 +124,13 @@ def make_steps(plan: nbk.Plan, nb: dict, g: Graded) -> list[dict]:
 
 def grade_one(sub, plans: dict, settings) -> Graded:
     """Grade one submission (an ``intake.Submission``, read already) with the run's
-    ``settings.GradeSettings``; never raises (a broken submission is a row with a
-    reason)."""
+    ``settings.GradeSettings``; never raises (a broken submission is a row with a reason).
+
+    The route, stage by stage: its notebook and lesson (``prepare.read_submission``, once)
+    -> the worker's steps (:func:`make_steps`) -> the session (``session.grade_steps``: the
+    worker runs the cells and sends each kernel as a unit; the gate compiles it; the
+    measurer launches every case, ``cases.run_cases``, and a tune exercise's measured
+    launch; the judge decides each) -> points and reasons (``scoring.score``)."""
     from .prepare import read_submission
 
     g = Graded(sub.student or student_name(sub.path, plans), sub.name, seed=settings.seed)
