@@ -31,6 +31,10 @@ import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .intake import Submission
 
 
 # ---------------------------------------------------------------------------------------
@@ -137,7 +141,7 @@ def checked(expected: dict, task, item, *args):
 # ---------------------------------------------------------------------------------------
 # executors
 
-def run_local(files: list[Path], grade, jobs: int, on_row) -> list:
+def run_local(files: list[Submission], grade, jobs: int, on_row) -> list:
     """``grade(path)`` for every file on ``jobs`` threads; rows in the order they finish."""
     rows = []
     with ThreadPoolExecutor(max(1, jobs)) as pool:
@@ -147,7 +151,7 @@ def run_local(files: list[Path], grade, jobs: int, on_row) -> list:
     return rows
 
 
-def run_dask(files: list[Path], task, args: tuple, on_row, failed_row, scheduler=None,
+def run_dask(files: list[Submission], task, args: tuple, on_row, failed_row, scheduler=None,
              workers: int = 2, retries: int = 1, log=print) -> list:
     """``task(payload(f), *args)`` on a Dask cluster for every file; see the module doc.
 
@@ -155,10 +159,12 @@ def run_dask(files: list[Path], task, args: tuple, on_row, failed_row, scheduler
     """
     try:
         import dask
-        from distributed import Client, LocalCluster, as_completed as dask_completed
+        from distributed import Client, LocalCluster
+        from distributed import as_completed as dask_completed
     except ImportError:
         raise SystemExit("grade: --executor dask needs Dask distributed: "
-                         "pip install 'distributed>=2024.8' (or the course's [class] extra)")
+                         "pip install 'distributed>=2024.8' (or the course's [class] extra)"
+                         ) from None
     cluster = None
     # A worker that dies takes its task with it: let the scheduler give up at once
     # (allowed-failures 0) and retry here, where the count is ours and every row is kept.
@@ -171,7 +177,7 @@ def run_dask(files: list[Path], task, args: tuple, on_row, failed_row, scheduler
                                    processes=True, dashboard_address=None)
             log(f"dask: a LocalCluster of {max(1, workers)} worker processes")
         client = Client(scheduler or cluster)
-    rows = []
+    rows: list = []
     expected = hidden_digest()
     try:
         log(f"dask: scheduler {client.scheduler.address}, "

@@ -9,7 +9,6 @@ notebooks``) make their copies with the same function.
 from __future__ import annotations
 
 import copy
-import re
 
 from . import notebook as nbk
 
@@ -23,7 +22,7 @@ def strip_solutions(cell: nbk.Cell) -> str:
     out, pos = [], 0
     for a, b in regions:
         out += lines[pos:a]
-        indent = re.match(r"\s*", lines[a]).group(0)
+        indent = lines[a][:len(lines[a]) - len(lines[a].lstrip())]
         given = [_given(l) for l in lines[a + 1:b] if l.lstrip().startswith(nbk.GIVEN)]
         if given and cell.kind == "code":
             out += given
@@ -65,7 +64,7 @@ def student_notebook(nb: dict, stem: str, points=lambda name: 1.0) -> dict:
     :class:`notebook.MarkerError` (with the notebook's name) on unbalanced markers."""
     nb = copy.deepcopy(nb)
     cells = nbk.cells(nb)
-    exercise_of = {}  # cell index -> exercise name
+    exercise_of: dict[int, str] = {}  # cell index -> exercise name
     for ex, (_fn, cell) in nbk.exercise_cells(cells).items():
         exercise_of.setdefault(cell.index, ex)
     kept = []
