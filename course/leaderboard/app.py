@@ -7,7 +7,7 @@ JSON API (the contract in ``shared/DESIGN.md``):
 - ``POST /api/submissions``             ``Authorization: Bearer TOKEN``, JSON ``{"board",
   "source", "function"}`` (+ ``"unit"`` from ``course.submit``) -> ``202 {"id"}``; with
   the instructor's token, ``{"board", "course_kernel"}`` enters one of the course's own
-  kernels (``exercises/entries.py``), ranked as ``course:NAME``
+  kernels (``exercises/entries.py``): a row of kind "course", shown as ``course:NAME``
 - ``GET  /api/submissions/{id}``        its status and result (your own, or any with the
   instructor's token); ``"source"``, and the whole judged unit as text: ``"unit_sources"``
   (every function's source: the kernel and its device functions) and ``"constants"``
@@ -197,16 +197,19 @@ def create_app(store, queue, settings: Settings) -> Starlette:
         name = request.path_params["board"]
         if name not in settings.boards:
             raise Refused(404, boards_mod.unknown(name, settings.boards))
-        rows = [{k: r[k] for k in ("rank", "student", "mean_ms", "std_ms", "best_ms", "runs",
-                                   "device", "finished", "id")} for r in store.ranked(name)]
+        rows = [{k: r[k] for k in ("rank", "student", "kind", "mean_ms", "std_ms", "best_ms",
+                                   "runs", "device", "finished", "id")}
+                for r in store.ranked(name)]
         return JSONResponse({"board": settings.boards[name].describe(settings.mode),
                              "rows": rows})
 
     async def submit(request):
         student, admin = who(request, settings, store)
         data = await read_json(request)
+        kind = "student"
         if "course_kernel" in data:
             board, student, function, source, unit = check_entry(data, settings, admin)
+            kind = "course"
         else:
             board, source, function, unit = check_submission(data, settings)
         if not admin:
@@ -223,7 +226,7 @@ def create_app(store, queue, settings: Settings) -> Starlette:
                                        settings.judge_window_s, time.time())
             allowance.check_storage(store, student, allowance.size(source, unit),
                                     settings.quota_bytes)
-        sid = store.add(student, board, function, source, unit)
+        sid = store.add(student, board, function, source, unit, kind=kind)
         queue.notify()
         return JSONResponse({"id": sid, "status": "queued",
                              "url": f"/api/submissions/{sid}"}, status_code=202)

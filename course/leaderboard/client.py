@@ -63,7 +63,7 @@ class Submission:
     cases: list = field(default_factory=list)
 
     @classmethod
-    def from_json(cls, d: dict) -> "Submission":
+    def from_json(cls, d: dict) -> Submission:
         keys = cls.__dataclass_fields__
         return cls(**{k: d[k] for k in keys if k in d and d[k] is not None})
 

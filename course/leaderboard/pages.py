@@ -27,7 +27,7 @@ from starlette.templating import Jinja2Templates
 from .client import ms_text
 from .limits import read_body
 from .shown import unit_view
-from .store import COURSE_PREFIX, same_token
+from .store import same_token
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -125,8 +125,7 @@ def routes(store, settings, who) -> list:
             ranked = store.ranked(b.name)
             boards.append({"name": b.name, "signature": d["signature"],
                            "timed_shape_gpu": d["timed_shape_gpu"],
-                           "students": sum(not r["student"].startswith(COURSE_PREFIX)
-                                           for r in ranked),
+                           "students": sum(r["kind"] != "course" for r in ranked),
                            "best": ranked[0]["mean_ms"] if ranked else None})
         return _page(request, "boards.html", "Leaderboards", signed_in(request),
                      boards=boards, mode=settings.mode)
@@ -138,7 +137,7 @@ def routes(store, settings, who) -> list:
                          name=name, known=sorted(settings.boards))
         return _page(request, "board.html", f"Board: {name}", me,
                      d=settings.boards[name].describe(settings.mode),
-                     ranked=store.ranked(name), course_prefix=COURSE_PREFIX,
+                     ranked=store.ranked(name),
                      chart=chart(store.best_over_time(name)),
                      history=store.history(me, name) if me else [])
 

@@ -18,7 +18,6 @@ import threading
 import traceback
 
 from . import runner
-from .store import COURSE_PREFIX
 
 
 class _Dispatcher:
@@ -92,8 +91,8 @@ class LocalQueue(_Dispatcher):
 
 def _payload(sub: dict) -> dict:
     unit = sub.get("unit")
-    if isinstance(unit, dict) and set(unit) == {"course_kernel"} \
-            and sub["student"] == COURSE_PREFIX + str(unit["course_kernel"]):
+    if sub.get("kind") == "course" and isinstance(unit, dict) \
+            and set(unit) == {"course_kernel"}:
         return {"course_kernel": unit["course_kernel"]}    # entered by the instructor
     return {"source": sub["source"], "function": sub["function"], "unit": unit}
 

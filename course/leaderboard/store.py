@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS tokens (
 CREATE TABLE IF NOT EXISTS submissions (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   student TEXT NOT NULL, board TEXT NOT NULL, function TEXT NOT NULL,
-  source TEXT NOT NULL, unit TEXT,
+  source TEXT NOT NULL, unit TEXT, kind TEXT NOT NULL DEFAULT 'student',
   status TEXT NOT NULL DEFAULT 'queued',
   passed INTEGER, message TEXT, mean_ms REAL, std_ms REAL, best_ms REAL, median_ms REAL,
   runs INTEGER, figures TEXT, cases TEXT, device TEXT, versions TEXT, mode TEXT,
@@ -49,7 +49,8 @@ CREATE INDEX IF NOT EXISTS by_student ON submissions (student, created);
 STATUSES = ("queued", "testing", "timing", "done", "rejected", "error")
 RESULT_FIELDS = ("passed", "message", "mean_ms", "std_ms", "best_ms", "median_ms", "runs",
                  "figures", "cases", "device", "versions", "mode")
-EXPORT = ("id", "student", "board", "function", "status", "passed", "mean_ms", "std_ms",
+KINDS = ("student", "course")
+EXPORT = ("id", "student", "kind", "board", "function", "status", "passed", "mean_ms", "std_ms",
           "best_ms", "median_ms", "runs", "device", "mode", "created", "finished", "message")
 
 
@@ -94,6 +95,12 @@ class Store:
             if "attempts" not in cols:                  # a database from before attempts
                 self._db.execute("ALTER TABLE submissions ADD COLUMN attempts INTEGER NOT "
                                  "NULL DEFAULT 0")
+            if "kind" not in cols:      # before kinds, a course entry was named course:NAME
+                self._db.execute("ALTER TABLE submissions ADD COLUMN kind TEXT NOT NULL "
+                                 "DEFAULT 'student'")
+                self._db.execute("UPDATE submissions SET kind = 'course' WHERE student LIKE "
+                                 "? AND unit LIKE ?", (COURSE_PREFIX + "%",
+                                                       '{"course_kernel":%'))
 
     def close(self) -> None:
         with self._lock:
@@ -135,11 +142,15 @@ class Store:
 
     # -- submissions ----------------------------------------------------------------------
     def add(self, student: str, board: str, function: str, source: str,
-            unit: dict | None) -> int:
+            unit: dict | None, kind: str = "student") -> int:
+        """A queued submission; ``kind`` "course" for the course's own kernel, entered by
+        the instructor (its ``student`` is the name shown, ``course:NAME``)."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
         cur = self._x("INSERT INTO submissions (student, board, function, source, unit, "
-                      "created) VALUES (?, ?, ?, ?, ?, ?)",
+                      "kind, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
                       (student, board, function, source,
-                       json.dumps(unit) if unit is not None else None, time.time()))
+                       json.dumps(unit) if unit is not None else None, kind, time.time()))
         assert cur.lastrowid is not None
         return int(cur.lastrowid)
 
@@ -231,19 +242,21 @@ class Store:
 
     # -- ranking --------------------------------------------------------------------------
     def ranked(self, board: str) -> list[dict]:
-        """Each student's fastest passing, timed submission, fastest first, ranked 1..n."""
+        """Each student's (and course entry's) fastest passing, timed submission, fastest
+        first, ranked 1..n."""
         rows = self._q("""SELECT s.* FROM submissions s JOIN (
-            SELECT student, MIN(mean_ms) AS m FROM submissions
+            SELECT student, kind, MIN(mean_ms) AS m FROM submissions
             WHERE board = ? AND status = 'done' AND passed = 1 AND mean_ms IS NOT NULL
-            GROUP BY student) b ON s.student = b.student AND s.mean_ms = b.m
+            GROUP BY student, kind) b ON s.student = b.student AND s.kind = b.kind
+            AND s.mean_ms = b.m
             WHERE s.board = ? AND s.status = 'done' AND s.passed = 1
             ORDER BY s.mean_ms, s.finished""", (board, board))
         out: list = []
         seen: set = set()
         for r in rows:
-            if r["student"] in seen:          # two submissions with the same time: the first
+            if (r["student"], r["kind"]) in seen:   # two with the same time: the first
                 continue
-            seen.add(r["student"])
+            seen.add((r["student"], r["kind"]))
             out.append(dict(_row(r), rank=len(out) + 1))
         return out
 
@@ -253,8 +266,9 @@ class Store:
             return None
         faster = self._q("""SELECT COUNT(*) AS n FROM (SELECT student, MIN(mean_ms) AS m
             FROM submissions WHERE board = ? AND status = 'done' AND passed = 1 AND
-            mean_ms IS NOT NULL AND student != ? GROUP BY student) WHERE m < ?""",
-                         (sub["board"], sub["student"], sub["mean_ms"]))[0]["n"]
+            mean_ms IS NOT NULL AND NOT (student = ? AND kind = ?) GROUP BY student, kind)
+            WHERE m < ?""", (sub["board"], sub["student"], sub.get("kind", "student"),
+                             sub["mean_ms"]))[0]["n"]
         return faster + 1
 
     def best_over_time(self, board: str) -> list[tuple[float, float]]:
