@@ -69,7 +69,8 @@ EXPECTED = {
     "raises": ("0", "0", "graded", ["ModuleNotFoundError", "a_module_that_does_not_exist",
                                     "IndexError"]),
     "infinite_loop": ("0", "0", "timeout", ["time limit", f"within {TIMEOUT_S} s",
-                                            "your matrix_add cell"]),
+                                            "your matrix_add cell",
+                                            "or in a kernel that cell launches?"]),
     "out_of_bounds": (None, "0", "graded", ["bounds check"]),
     "syntax_error": ("0", "1", "graded", ["syntax error on line 5", "expected ':'"]),
     "missing_cell": ("0", "1", "graded", ["vector_add: exercise cell not found"]),
@@ -280,6 +281,13 @@ def test_grade_on_a_missing_folder_says_so_and_exits_2(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "no such file or folder" in r.stderr and "no-such-folder" in r.stderr
     assert not (tmp_path / "g.csv").exists()
+
+
+def test_a_timeout_no_longer_than_a_case_is_pointed_out(tmp_path):
+    r = _grade(SUBMISSIONS / "empty", "--out", tmp_path / "g.csv", "--timeout", "4",
+               "--case-time-limit", "5", "--isolation", "none")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "--timeout 4 s is not longer than one case's time limit (5 s" in r.stdout
 
 
 def test_an_unknown_lesson_says_did_you_mean_and_never_pass_lesson(tmp_path):

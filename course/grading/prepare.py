@@ -47,6 +47,10 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
         print(said)
     settings = GradeSettings.from_args(opts, runtime.MODE, isolation,
                                        ceilings_once(runtime.MODE))
+    if settings.timeout <= settings.limit:
+        print(f"note: --timeout {settings.timeout:g} s is not longer than one case's time "
+              f"limit ({settings.limit:g} s, --case-time-limit): a kernel that never ends "
+              "takes a submission's whole time, and its other exercises go ungraded")
     return subs, summary, settings
 
 

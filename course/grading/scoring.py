@@ -48,9 +48,10 @@ def score(g, plan: nbk.Plan, out, settings) -> None:
                                     else "")))
             elif status == "timeout":
                 g.reasons.append(f"{name}: not graded: the notebook did not finish within "
-                                 f"{settings.timeout:g} s (an endless loop outside a kernel?)"
-                                 + (f"; it was running {started[-1].label}" if started
-                                    else ""))
+                                 f"{settings.timeout:g} s" + (
+                                     f"; it was running {started[-1].label} (an endless loop "
+                                     "there, or in a kernel that cell launches?)" if started
+                                     else " (an endless loop?)"))
             elif status == "crashed":
                 g.reasons.append(f"{name}: not graded: the grader process died ({last})"
                                  + (f" while running {started[-1].label}" if started
