@@ -9,6 +9,7 @@ replaced by ``# YOUR CODE HERE``, outputs cleared), made here from the instructo
 numpy or numba, so student.py and notebook.py (standard library only) are loaded by path.
 An editable install (``pip install -e .``) needs none of this: it reads the checkout.
 """
+
 import ast
 import importlib.util
 import json
@@ -53,8 +54,9 @@ def _points(name):
     p = HERE / "instructor" / "hidden" / f"{name}.py"
     try:
         for node in ast.parse(p.read_text()).body:
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "POINTS"
-                                                    for t in node.targets):
+            if isinstance(node, ast.Assign) and any(
+                getattr(t, "id", "") == "POINTS" for t in node.targets
+            ):
                 return float(ast.literal_eval(node.value))
     except (OSError, SyntaxError, ValueError):
         pass
@@ -71,11 +73,12 @@ class BuildWithCourseFiles(build_py):
         for src, rel in _resources().carried_files(HERE):
             dest = target / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
-            if src.suffix == ".ipynb":     # never the instructor notebook itself
+            if src.suffix == ".ipynb":  # never the instructor notebook itself
                 nb = json.loads(src.read_text(encoding="utf-8"))
                 copy = student.student_notebook(nb, src.stem, points=_points)
-                dest.write_text(json.dumps(copy, indent=1, ensure_ascii=False) + "\n",
-                                encoding="utf-8")
+                dest.write_text(
+                    json.dumps(copy, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+                )
             else:
                 shutil.copyfile(src, dest)
 

@@ -23,6 +23,7 @@ Everything else is imported on first use::
     course.profile(kernel[grid, block], *args)   # Nsight Compute / the simulator's tracer
     course.size(lecture=1 << 20, sim=2000)
 """
+
 from .platform import runtime as _runtime
 
 MODE = _runtime.select_mode()

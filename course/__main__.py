@@ -1,4 +1,5 @@
 """``python -m course <command>``: doctor, notebooks, bench, figures, release, grade, progress, ..."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,7 +8,11 @@ import sys
 
 # command -> (module, function, one-line help); each function takes the parsed args.
 COMMANDS = {
-    "doctor": ("course.platform.doctor", "main", "check the set-up: GPU or simulator, versions, fixes"),
+    "doctor": (
+        "course.platform.doctor",
+        "main",
+        "check the set-up: GPU or simulator, versions, fixes",
+    ),
     "bench": ("course.bench.cli", "main", "time every lesson's variants (GPU, lecture sizes)"),
     "figures": ("course.show.figures", "main", "redraw the figures in assets/"),
     "release": ("course.grading.release", "main", "write student copies of the notebooks"),
@@ -15,11 +20,31 @@ COMMANDS = {
     "progress": ("course.grading.progress", "main", "show which checks passed"),
     "checktimes": ("course.grading.solutions", "main", "time course.check on every solution"),
     "validate": ("course.bench.validation", "main", "the tracer against Nsight Compute (report)"),
-    "profiles": ("course.bench.profile_capture", "main", "capture the profiles lesson 10 shows (GPU)"),
-    "notebooks": ("course.grading.distribute", "notebooks_main", "copy the notebooks into a folder (wheel installs)"),
-    "colab": ("course.grading.distribute", "colab_main", "the README's Open-in-Colab links; a fork's Colab cells"),
-    "leaderboard": ("course.leaderboard.cli", "main", "the class leaderboard: serve, tokens, export"),
-    "submit": ("course.leaderboard.client", "main", "submit a kernel file to the class leaderboard"),
+    "profiles": (
+        "course.bench.profile_capture",
+        "main",
+        "capture the profiles lesson 10 shows (GPU)",
+    ),
+    "notebooks": (
+        "course.grading.distribute",
+        "notebooks_main",
+        "copy the notebooks into a folder (wheel installs)",
+    ),
+    "colab": (
+        "course.grading.distribute",
+        "colab_main",
+        "the README's Open-in-Colab links; a fork's Colab cells",
+    ),
+    "leaderboard": (
+        "course.leaderboard.cli",
+        "main",
+        "the class leaderboard: serve, tokens, export",
+    ),
+    "submit": (
+        "course.leaderboard.client",
+        "main",
+        "submit a kernel file to the class leaderboard",
+    ),
     "gradescope": ("course.grading.gradescope", "main", "write a Gradescope autograder zip"),
 }
 
@@ -27,8 +52,9 @@ COMMANDS = {
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        parser = argparse.ArgumentParser(prog="python -m course",
-                                         description="numba.cuda course tools")
+        parser = argparse.ArgumentParser(
+            prog="python -m course", description="numba.cuda course tools"
+        )
         sub = parser.add_subparsers(dest="command", metavar="command")
         for name, (_m, _f, help_) in COMMANDS.items():
             sub.add_parser(name, help=help_)

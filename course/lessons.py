@@ -19,6 +19,7 @@ the index names every notebook and every exercise once, and what each folder hol
 Module names are relative to their folder (``"matmul"`` is ``course/kernels/matmul.py``
 under ``kernels``): this module imports nothing of the course.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,12 +29,12 @@ from dataclasses import dataclass, field
 class Lesson:
     """What serves one lesson (module names relative to their folder)."""
 
-    notebook: str                                 # notebooks/<notebook>.ipynb
-    kernels: tuple = ()                           # course/kernels/<name>.py
+    notebook: str  # notebooks/<notebook>.ipynb
+    kernels: tuple = ()  # course/kernels/<name>.py
     exercises: dict = field(default_factory=dict)  # exercise -> course/exercises/<module>.py
-    bench: str | None = None                      # course/bench/<bench>.py
-    figures: tuple = ()                           # course/show/figures/<name>.py
-    keys: tuple = ()                              # predict exercises: answer keys, no cases
+    bench: str | None = None  # course/bench/<bench>.py
+    figures: tuple = ()  # course/show/figures/<name>.py
+    keys: tuple = ()  # predict exercises: answer keys, no cases
 
     @property
     def number(self) -> str:
@@ -59,72 +60,161 @@ def _ex(module: str, *names: str, predict=(), tune=()) -> dict:
 
 LESSONS = (
     Lesson("00_start_here", kernels=("start_here",)),
-    Lesson("01_vector_add", kernels=("vector_add",),
-           exercises=_ex("vector_add", "vector_add", "matrix_add", "debug_grid_stride",
-                         "debug_matrix_layout", predict=("predict_launch",),
-                         tune=("tune_vector_add",)),
-           bench="vector_add", figures=("vector_add",),
-           keys=("predict_launch",)),
-    Lesson("02_reduction", kernels=("reduction", "reduction_single_pass", "reduction_beyond"),
-           exercises=_ex("reduction", "reduce_sequential", "reduce_first_add",
-                         "reduce_grid_stride", "debug_reduce_sync",
-                         predict=("predict_bank_ways",), tune=("tune_reduction",)),
-           bench="reduction", figures=("reduction",),
-           keys=("predict_bank_ways",)),
-    Lesson("03_window_average", kernels=("window",),
-           exercises=_ex("window", "window_average_shared", "debug_window_halo",
-                         "window_constant"),
-           bench="window", figures=("window",)),
-    Lesson("04_matmul", kernels=("matmul", "matmul_tuned", "matmul_shapes", "matmul_v5"),
-           exercises=_ex("matmul", "matmul_tiled", "matmul_epilogue", "debug_matmul_sync",
-                         "matmul_split_k", predict=("predict_occupancy", "predict_intensity"),
-                         tune=("tune_matmul",)),
-           bench="matmul", figures=("matmul",),
-           keys=("predict_occupancy", "predict_intensity")),
-    Lesson("05_mean_face", kernels=("faces",),
-           exercises={**_ex("faces", "mean_face", predict=("predict_floor",)),
-                      "sum_of_squares": "reduction"},
-           bench="faces", figures=("faces",),
-           keys=("predict_floor",)),
-    Lesson("06_centering_coalescing", kernels=("faces",),
-           exercises=_ex("faces", "center_coalesced", "debug_center_guard",
-                         predict=("predict_sectors",), tune=("tune_centering",)),
-           bench="faces", figures=("faces",),
-           keys=("predict_sectors",)),
-    Lesson("07_covariance_pca", kernels=("covariance",),
-           exercises=_ex("faces", "covariance_tiled", "debug_covariance_sync",
-                         predict=("predict_cgma",), tune=("tune_covariance",)),
-           bench="faces", figures=("faces",),
-           keys=("predict_cgma",)),
-    Lesson("08_flash_attention", kernels=("attention", "attention_common", "attention_tuned",
-                                          "attention_wmma", "attention_mma"),
-           exercises=_ex("attention", "online_softmax", "flash_attention_forward",
-                         "debug_softmax_rescale", predict=("predict_attention",)),
-           bench="attention", figures=("attention",),
-           keys=("predict_attention",)),
-    Lesson("09_histogram", kernels=("histogram", "histogram_tuned"),
-           exercises=_ex("histogram", "histogram_shared", "debug_histogram_sign",
-                         predict=("predict_histogram",), tune=("tune_histogram",)),
-           bench="histogram", figures=("histogram",),
-           keys=("predict_histogram",)),
-    Lesson("10_profiling", kernels=("profiling",),
-           exercises=_ex("profiling", "predict_profile", "predict_access", "tune_transpose"),
-           keys=("predict_profile", "predict_access")),
-    Lesson("11_gpt2", kernels=("gpt2", "gpt2_params"),
-           exercises=_ex("gpt2", "layernorm_warp", "debug_layernorm_sync",
-                         predict=("predict_gpt2",)),
-           bench="gpt2",
-           keys=("predict_gpt2",)),
-    Lesson("12_thrust_algorithms", kernels=("algorithms", "algorithms_iterators"),
-           exercises=_ex("algorithms", "count_positive", "debug_max_identity",
-                         predict=("predict_saxpy",)),
-           bench="algorithms",
-           keys=("predict_saxpy",)),
+    Lesson(
+        "01_vector_add",
+        kernels=("vector_add",),
+        exercises=_ex(
+            "vector_add",
+            "vector_add",
+            "matrix_add",
+            "debug_grid_stride",
+            "debug_matrix_layout",
+            predict=("predict_launch",),
+            tune=("tune_vector_add",),
+        ),
+        bench="vector_add",
+        figures=("vector_add",),
+        keys=("predict_launch",),
+    ),
+    Lesson(
+        "02_reduction",
+        kernels=("reduction", "reduction_single_pass", "reduction_beyond"),
+        exercises=_ex(
+            "reduction",
+            "reduce_sequential",
+            "reduce_first_add",
+            "reduce_grid_stride",
+            "debug_reduce_sync",
+            predict=("predict_bank_ways",),
+            tune=("tune_reduction",),
+        ),
+        bench="reduction",
+        figures=("reduction",),
+        keys=("predict_bank_ways",),
+    ),
+    Lesson(
+        "03_window_average",
+        kernels=("window",),
+        exercises=_ex("window", "window_average_shared", "debug_window_halo", "window_constant"),
+        bench="window",
+        figures=("window",),
+    ),
+    Lesson(
+        "04_matmul",
+        kernels=("matmul", "matmul_tuned", "matmul_shapes", "matmul_v5"),
+        exercises=_ex(
+            "matmul",
+            "matmul_tiled",
+            "matmul_epilogue",
+            "debug_matmul_sync",
+            "matmul_split_k",
+            predict=("predict_occupancy", "predict_intensity"),
+            tune=("tune_matmul",),
+        ),
+        bench="matmul",
+        figures=("matmul",),
+        keys=("predict_occupancy", "predict_intensity"),
+    ),
+    Lesson(
+        "05_mean_face",
+        kernels=("faces",),
+        exercises={
+            **_ex("faces", "mean_face", predict=("predict_floor",)),
+            "sum_of_squares": "reduction",
+        },
+        bench="faces",
+        figures=("faces",),
+        keys=("predict_floor",),
+    ),
+    Lesson(
+        "06_centering_coalescing",
+        kernels=("faces",),
+        exercises=_ex(
+            "faces",
+            "center_coalesced",
+            "debug_center_guard",
+            predict=("predict_sectors",),
+            tune=("tune_centering",),
+        ),
+        bench="faces",
+        figures=("faces",),
+        keys=("predict_sectors",),
+    ),
+    Lesson(
+        "07_covariance_pca",
+        kernels=("covariance",),
+        exercises=_ex(
+            "faces",
+            "covariance_tiled",
+            "debug_covariance_sync",
+            predict=("predict_cgma",),
+            tune=("tune_covariance",),
+        ),
+        bench="faces",
+        figures=("faces",),
+        keys=("predict_cgma",),
+    ),
+    Lesson(
+        "08_flash_attention",
+        kernels=(
+            "attention",
+            "attention_common",
+            "attention_tuned",
+            "attention_wmma",
+            "attention_mma",
+        ),
+        exercises=_ex(
+            "attention",
+            "online_softmax",
+            "flash_attention_forward",
+            "debug_softmax_rescale",
+            predict=("predict_attention",),
+        ),
+        bench="attention",
+        figures=("attention",),
+        keys=("predict_attention",),
+    ),
+    Lesson(
+        "09_histogram",
+        kernels=("histogram", "histogram_tuned"),
+        exercises=_ex(
+            "histogram",
+            "histogram_shared",
+            "debug_histogram_sign",
+            predict=("predict_histogram",),
+            tune=("tune_histogram",),
+        ),
+        bench="histogram",
+        figures=("histogram",),
+        keys=("predict_histogram",),
+    ),
+    Lesson(
+        "10_profiling",
+        kernels=("profiling",),
+        exercises=_ex("profiling", "predict_profile", "predict_access", "tune_transpose"),
+        keys=("predict_profile", "predict_access"),
+    ),
+    Lesson(
+        "11_gpt2",
+        kernels=("gpt2", "gpt2_params"),
+        exercises=_ex("gpt2", "layernorm_warp", "debug_layernorm_sync", predict=("predict_gpt2",)),
+        bench="gpt2",
+        keys=("predict_gpt2",),
+    ),
+    Lesson(
+        "12_thrust_algorithms",
+        kernels=("algorithms", "algorithms_iterators"),
+        exercises=_ex(
+            "algorithms", "count_positive", "debug_max_identity", predict=("predict_saxpy",)
+        ),
+        bench="algorithms",
+        keys=("predict_saxpy",),
+    ),
 )
 
 # what serves the whole course rather than one lesson
-COURSE_BENCH = ("grading", "leaderboard")      # grading a class; the class leaderboard
-COURSE_FIGURES = ("trace",)                    # the tracer's demo (course.sim.trace)
+COURSE_BENCH = ("grading", "leaderboard")  # grading a class; the class leaderboard
+COURSE_FIGURES = ("trace",)  # the tracer's demo (course.sim.trace)
 
 
 def lesson(name: str) -> Lesson:
@@ -133,8 +223,9 @@ def lesson(name: str) -> Lesson:
     for les in LESSONS:
         if name in (les.notebook, les.number, les.title):
             return les
-    raise KeyError(f"no lesson {name!r}; the lessons are "
-                   f"{', '.join(les.notebook for les in LESSONS)}")
+    raise KeyError(
+        f"no lesson {name!r}; the lessons are {', '.join(les.notebook for les in LESSONS)}"
+    )
 
 
 def _union(values) -> list:

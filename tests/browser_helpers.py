@@ -5,6 +5,7 @@ and Chromium's profile) lives under one temporary HOME, so a test run neither re
 writes the user's set-up.  The server is stopped by PID (its whole process group) in
 ``JupyterLab.stop``, which the test calls from a ``finally``/fixture teardown.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,18 +21,26 @@ import urllib.request
 from pathlib import Path
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 # Lab settings written into the fresh settings dir: no autosave (never write outputs back),
 # no news/update toasts over the notebook, every cell kept in the DOM (no virtual windowing).
 LAB_SETTINGS = {
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-        "fetchNews": "false", "checkForUpdates": False},
-    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
-        "windowingMode": "none"},
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
 
 
@@ -40,8 +49,7 @@ def find_chromium() -> str | None:
     is the only candidate (so ``COURSE_CHROMIUM=/nonexistent`` shows the skip/fail path)."""
     env = os.environ.get("COURSE_CHROMIUM")
     candidates = [env] if env else [*CHROMIUM_CANDIDATES, shutil.which("chromium")]
-    return next((p for p in candidates
-                 if p and os.path.isfile(p) and os.access(p, os.X_OK)), None)
+    return next((p for p in candidates if p and os.path.isfile(p) and os.access(p, os.X_OK)), None)
 
 
 def free_port() -> int:
@@ -64,34 +72,58 @@ class JupyterLab:
     def env(self) -> dict:
         h = self.home
         env = dict(os.environ)
-        env.update(HOME=str(h), JUPYTER_CONFIG_DIR=str(h / "jupyter-config"),
-                   JUPYTER_DATA_DIR=str(h / "jupyter-data"),
-                   JUPYTER_RUNTIME_DIR=str(h / "jupyter-runtime"),
-                   IPYTHONDIR=str(h / "ipython"), MPLCONFIGDIR=str(h / "matplotlib"),
-                   JUPYTERLAB_SETTINGS_DIR=str(h / "lab-settings"),
-                   JUPYTERLAB_WORKSPACES_DIR=str(h / "lab-workspaces"),
-                   XDG_CONFIG_HOME=str(h / ".config"), XDG_CACHE_HOME=str(h / ".cache"),
-                   JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
+        env.update(
+            HOME=str(h),
+            JUPYTER_CONFIG_DIR=str(h / "jupyter-config"),
+            JUPYTER_DATA_DIR=str(h / "jupyter-data"),
+            JUPYTER_RUNTIME_DIR=str(h / "jupyter-runtime"),
+            IPYTHONDIR=str(h / "ipython"),
+            MPLCONFIGDIR=str(h / "matplotlib"),
+            JUPYTERLAB_SETTINGS_DIR=str(h / "lab-settings"),
+            JUPYTERLAB_WORKSPACES_DIR=str(h / "lab-workspaces"),
+            XDG_CONFIG_HOME=str(h / ".config"),
+            XDG_CACHE_HOME=str(h / ".cache"),
+            JUPYTER_PLATFORM_DIRS="1",
+            PYTHONUNBUFFERED="1",
+        )
         for name in ("MPLBACKEND",) + self.drop_env:  # conftest's Agg; what `import course` set
             env.pop(name, None)
         return env
 
     def write_config(self) -> None:
         h = self.home
-        for d in ("jupyter-config", "jupyter-data", "jupyter-runtime", "ipython",
-                  "matplotlib", "lab-settings", "lab-workspaces", ".config", ".cache"):
+        for d in (
+            "jupyter-config",
+            "jupyter-data",
+            "jupyter-runtime",
+            "ipython",
+            "matplotlib",
+            "lab-settings",
+            "lab-workspaces",
+            ".config",
+            ".cache",
+        ):
             (h / d).mkdir(parents=True, exist_ok=True)
         config = {
             "IdentityProvider": {"token": ""},
-            "ServerApp": {"ip": "127.0.0.1", "port": self.port, "port_retries": 0,
-                          "open_browser": False, "allow_root": True, "password": "",
-                          "root_dir": str(self.root),
-                          # only for DELETE /api/kernels from the test itself
-                          "disable_check_xsrf": True},
-            "LabApp": {"user_settings_dir": str(h / "lab-settings"),
-                       "workspaces_dir": str(h / "lab-workspaces"),
-                       "news_url": None, "expose_app_in_browser": True,
-                       "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"},
+            "ServerApp": {
+                "ip": "127.0.0.1",
+                "port": self.port,
+                "port_retries": 0,
+                "open_browser": False,
+                "allow_root": True,
+                "password": "",
+                "root_dir": str(self.root),
+                # only for DELETE /api/kernels from the test itself
+                "disable_check_xsrf": True,
+            },
+            "LabApp": {
+                "user_settings_dir": str(h / "lab-settings"),
+                "workspaces_dir": str(h / "lab-workspaces"),
+                "news_url": None,
+                "expose_app_in_browser": True,
+                "check_for_updates_class": "jupyterlab.NeverCheckForUpdate",
+            },
             "LanguageServerManager": {"autodetect": False},
         }
         (h / "jupyter-config" / "jupyter_server_config.json").write_text(json.dumps(config))
@@ -103,20 +135,34 @@ class JupyterLab:
     def start(self, timeout: float = 60) -> None:
         self.write_config()
         # $COURSE_JUPYTER: another install's `jupyter` (e.g. a fresh `pip install -e .`).
-        jupyter = Path(os.environ.get("COURSE_JUPYTER")
-                       or Path(sys.executable).with_name("jupyter"))
+        jupyter = Path(
+            os.environ.get("COURSE_JUPYTER") or Path(sys.executable).with_name("jupyter")
+        )
         # The config file in JUPYTER_CONFIG_DIR is read anyway; the flags make `ps` readable.
-        cmd = [str(jupyter) if jupyter.exists() else "jupyter", "lab", "--no-browser",
-               "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}",
-               f"--ServerApp.root_dir={self.root}"]
+        cmd = [
+            str(jupyter) if jupyter.exists() else "jupyter",
+            "lab",
+            "--no-browser",
+            "--allow-root",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            f"--ServerApp.root_dir={self.root}",
+        ]
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, cwd=self.root, env=self.env(), stdout=self._log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=self.root,
+            env=self.env(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited with {self.proc.returncode}:\n"
-                                   + self.log_tail())
+                raise RuntimeError(
+                    f"jupyter lab exited with {self.proc.returncode}:\n" + self.log_tail()
+                )
             try:
                 self.api("status")
                 return
@@ -164,8 +210,11 @@ class JupyterLab:
 
     def kernel_for(self, rel: str) -> dict | None:
         """The kernel (as /api/kernels lists it) of the session for notebook ``rel``."""
-        ids = [s["kernel"]["id"] for s in self.api("sessions")
-               if s.get("path") == rel and s.get("kernel")]
+        ids = [
+            s["kernel"]["id"]
+            for s in self.api("sessions")
+            if s.get("path") == rel and s.get("kernel")
+        ]
         return next((k for k in self.api("kernels") if k["id"] in ids), None)
 
     def wait_kernel_ready(self, rel: str, timeout: float = 90) -> dict:
@@ -177,12 +226,16 @@ class JupyterLab:
                 kernel = self.kernel_for(rel)
             except OSError as exc:  # e.g. a 500 while the session is being created: poll on
                 kernel = {"error": repr(exc)}
-            if (kernel and kernel.get("execution_state") == "idle"
-                    and kernel.get("connections", 0) >= 1):
+            if (
+                kernel
+                and kernel.get("execution_state") == "idle"
+                and kernel.get("connections", 0) >= 1
+            ):
                 return kernel
             time.sleep(0.25)
-        raise TimeoutError(f"{rel}: no connected idle kernel after {timeout} s "
-                           f"(last seen: {kernel})")
+        raise TimeoutError(
+            f"{rel}: no connected idle kernel after {timeout} s (last seen: {kernel})"
+        )
 
     def shutdown_kernels(self) -> None:
         try:
@@ -206,8 +259,9 @@ def prompts(page) -> list[str]:
     return [t.strip() for t in page.locator(PROMPT).all_inner_texts()]
 
 
-def open_notebook(page, lab: JupyterLab, rel: str, workspace: str,
-                  timeout_ms: int = 60_000) -> None:
+def open_notebook(
+    page, lab: JupyterLab, rel: str, workspace: str, timeout_ms: int = 60_000
+) -> None:
     """Open ``rel`` (a path under the server root) in its own fresh Lab workspace (so no
     tab of an earlier notebook comes back and starts a kernel), and wait for its cells."""
     page.goto(f"{lab.url}/lab/workspaces/{workspace}/tree/{rel}", wait_until="domcontentloaded")
@@ -230,18 +284,23 @@ def run_all(page, lab: JupyterLab, rel: str, timeout_s: float) -> float:
             page.wait_for_function(
                 "sel => { const p = document.querySelector(sel);"
                 "         return p && !['', '[ ]:'].includes(p.textContent.trim()); }",
-                arg=PROMPT, timeout=10_000)
+                arg=PROMPT,
+                timeout=10_000,
+            )
             break
         except Exception:  # noqa: BLE001 - playwright's TimeoutError: the click ran nothing
             if attempt == 2:
                 raise AssertionError(
-                    f"{rel}: Run All started nothing; prompts {prompts(page)}") from None
+                    f"{rel}: Run All started nothing; prompts {prompts(page)}"
+                ) from None
     # Run All queues every cell ([*]); they get numbers as they finish, and an error
     # stops the run (the cells after it go back to [ ]).  Over when no [*] is left.
     page.wait_for_function(
         "sel => { const ps = [...document.querySelectorAll(sel)];"
         "         return ps.length && !ps.some(p => p.textContent.includes('*')); }",
-        arg=PROMPT, timeout=timeout_s * 1000)
+        arg=PROMPT,
+        timeout=timeout_s * 1000,
+    )
     return time.time() - t0
 
 
@@ -262,14 +321,19 @@ def error_outputs(nb: dict) -> list[str]:
 
 def visible_tracebacks(page) -> list[str]:
     """Rendered outputs that show a Python traceback (what a person would see as red)."""
-    texts = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output"
-                         "[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
-    return [t[:3000] for t in texts
-            if "Traceback" in t or re.search(r"^\w*(Error|Exception)\b", t, re.M)]
+    texts = page.locator(
+        ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output"
+        "[data-mime-type='application/vnd.jupyter.stderr']"
+    ).all_inner_texts()
+    return [
+        t[:3000]
+        for t in texts
+        if "Traceback" in t or re.search(r"^\w*(Error|Exception)\b", t, re.M)
+    ]
 
 
 def stderr_outputs(page) -> list[str]:
-    return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output"
-                        "[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
-
-
+    return page.locator(
+        ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output"
+        "[data-mime-type='application/vnd.jupyter.stderr']"
+    ).all_inner_texts()

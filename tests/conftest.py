@@ -1,4 +1,5 @@
 """Shared test set-up: simulator unless a GPU is present, progress kept out of $HOME."""
+
 import os
 import tempfile
 from pathlib import Path

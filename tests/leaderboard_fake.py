@@ -2,6 +2,7 @@
 (the real judge takes seconds a submission in the simulator; these tests are about the
 queue, the store and the HTTP layer).  Every call is logged so a test can prove that each
 submission was measured exactly once."""
+
 import os
 import time
 import zlib
@@ -10,17 +11,27 @@ import zlib
 def judge(board, payload, on_stage=None, isolation=None, case_time_limit=None):
     if on_stage:
         on_stage("timing")
-    if "# stop the service" in payload["source"]:      # judging that kills the service
-        time.sleep(0.5)                                # (once its POST has been answered)
+    if "# stop the service" in payload["source"]:  # judging that kills the service
+        time.sleep(0.5)  # (once its POST has been answered)
         os.kill(os.getpid(), 9)
     time.sleep(float(os.environ.get("FAKE_JUDGE_SLEEP", "0.005")))
     with open(os.environ["FAKE_JUDGE_LOG"], "a") as f:
         f.write(payload["source"].splitlines()[0] + "\n")
     ms = 1 + zlib.crc32(payload["source"].encode()) % 1000 / 100
-    return {"status": "done", "passed": True, "message": "fake", "mean_ms": ms,
-            "std_ms": 0.01, "best_ms": ms - 0.01, "median_ms": ms, "runs": 30,
-            "device": "fake GPU", "mode": "gpu", "cases": [{"name": "c", "passed": True}]}
+    return {
+        "status": "done",
+        "passed": True,
+        "message": "fake",
+        "mean_ms": ms,
+        "std_ms": 0.01,
+        "best_ms": ms - 0.01,
+        "median_ms": ms,
+        "runs": 30,
+        "device": "fake GPU",
+        "mode": "gpu",
+        "cases": [{"name": "c", "passed": True}],
+    }
 
 
-def task(board, payload):          # the Dask queue's task signature
+def task(board, payload):  # the Dask queue's task signature
     return judge(board, payload)

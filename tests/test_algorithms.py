@@ -1,18 +1,19 @@
 """Lesson 12: course.kernels.algorithms (the contract) against numpy at odd sizes, with
 several functors and dtypes; the reduction's mutants (wrong identity, lost tail, race) are
 caught; the generic kernels compile for real GPUs; the CPU policies agree."""
+
 import inspect
 
 import numpy as np
 import pytest
 from numba import cuda
+from test_ptx import compile_off_simulator
 
 from course.kernels import algorithms as A
 from course.sim import trace
-from test_ptx import compile_off_simulator
 
 RNG = np.random.default_rng(120)
-X = RNG.uniform(-1.5, -0.5, 197).astype(np.float32)          # odd size, all negative
+X = RNG.uniform(-1.5, -0.5, 197).astype(np.float32)  # odd size, all negative
 Y = RNG.uniform(-1, 1, 197).astype(np.float32)
 XI = RNG.integers(-1000, 1000, 331).astype(np.int32)
 
@@ -21,26 +22,31 @@ def test_transform_unary_binary_and_iterators():
     assert np.array_equal(A.transform(A.negate, XI), -XI)
     got = A.transform(A.plus, X, Y)
     assert got.dtype == np.float32 and np.allclose(got, X.astype(np.float64) + Y, rtol=1e-6)
-    assert np.array_equal(A.transform(A.squared, A.counting(-3), out=np.empty(7, np.int64)),
-                          np.arange(-3, 4) ** 2)
+    assert np.array_equal(
+        A.transform(A.squared, A.counting(-3), out=np.empty(7, np.int64)), np.arange(-3, 4) ** 2
+    )
     assert np.array_equal(A.transform(A.plus, XI, A.constant(np.int32(5))), XI + 5)
     d = A.transform(A.multiply, cuda.to_device(X), cuda.to_device(Y))
     assert hasattr(d, "copy_to_host") and np.allclose(d.copy_to_host(), X * Y)
 
 
-@pytest.mark.parametrize("op, init, ref", [
-    ("plus", 0, lambda a: a.sum(dtype=np.int64)),
-    ("plus", 7, lambda a: a.sum(dtype=np.int64) + 7),           # init combined once
-    ("maximum", np.int32(-2**31), np.max),
-    ("minimum", np.int32(2**31 - 1), np.min)])
+@pytest.mark.parametrize(
+    "op, init, ref",
+    [
+        ("plus", 0, lambda a: a.sum(dtype=np.int64)),
+        ("plus", 7, lambda a: a.sum(dtype=np.int64) + 7),  # init combined once
+        ("maximum", np.int32(-(2**31)), np.max),
+        ("minimum", np.int32(2**31 - 1), np.min),
+    ],
+)
 def test_integer_reductions_are_exact(op, init, ref):
     got = A.reduce(getattr(A, op), XI, init)
     assert got == ref(XI) and got.dtype == np.asarray(init).dtype
 
 
 def test_float_reductions_norm_and_dot_against_float64():
-    assert A.reduce(A.maximum, X, np.float32(-np.inf)) == X.max()          # negative data
-    assert A.reduce(A.maximum, X, np.float32(0)) == 0                      # init counts
+    assert A.reduce(A.maximum, X, np.float32(-np.inf)) == X.max()  # negative data
+    assert A.reduce(A.maximum, X, np.float32(0)) == 0  # init counts
     assert abs(A.norm(X) - A.reference_norm(X)) < 1e-5 * A.reference_norm(X)
     dot = A.reduce(A.plus, A.transform_iterator(A.zip_iterator(X, Y), A.multiply_pair), 0.0)
     assert abs(dot - np.dot(X.astype(np.float64), Y)) < 1e-5
@@ -71,15 +77,20 @@ def test_cpu_policies_run_the_same_functors(policy):
 # --- the reduction's mutants: edits of the library's own kernel that the checks must catch --
 
 MUTATIONS = {
-    "wrong identity": ("        if i < n:                                   # the thread's first element"
-                       " starts it\n            acc = acc_t(read(i, data))\n            mine = 1\n"
-                       "            i += g\n", "        mine = 1\n"),
-    "lost tail": ("while i < n:                                # the tail",
-                  "while False:                                # the tail"),
+    "wrong identity": (
+        "        if i < n:                                   # the thread's first element"
+        " starts it\n            acc = acc_t(read(i, data))\n            mine = 1\n"
+        "            i += g\n",
+        "        mine = 1\n",
+    ),
+    "lost tail": (
+        "while i < n:                                # the tail",
+        "while False:                                # the tail",
+    ),
     "counted twice": ("            i += 4 * g\n", "            i += 3 * g\n"),
     "race": ("            cuda.syncthreads()\n            s //= 2", "            s //= 2"),
 }
-XL = RNG.integers(-1000, 1000, 2_333).astype(np.int32)      # long enough for 4 reads a step
+XL = RNG.integers(-1000, 1000, 2_333).astype(np.int32)  # long enough for 4 reads a step
 
 
 def _problems() -> list[str]:
@@ -150,9 +161,15 @@ def test_bench_runs_in_the_simulator_with_every_policy(tmp_path):
     from course.bench import run
 
     text = run(["algorithms"], tmp_path)[0].read_text()
-    for row in ("saxpy_fast", "saxpy_slow", "norm: transform_reduce",
-                "norm: reduce(transform_iterator)", "policy cpu", "policy parallel",
-                "numpy.linalg.norm"):
+    for row in (
+        "saxpy_fast",
+        "saxpy_slow",
+        "norm: transform_reduce",
+        "norm: reduce(transform_iterator)",
+        "policy cpu",
+        "policy parallel",
+        "numpy.linalg.norm",
+    ):
         assert row in text, row
 
 

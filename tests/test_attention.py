@@ -1,14 +1,15 @@
 """Lesson 08: attention variants vs the float64 reference, and the two exercises with mutants."""
-from course.grading.unit import run_cell
+
 import math
 import types
 
 import numpy as np
 import pytest
+from conftest import rejects
 from numba import cuda, float32
 
 import course
-from conftest import rejects
+from course.grading.unit import run_cell
 from course.kernels import attention as A
 
 NEG_INF = float32(-np.inf)
@@ -21,6 +22,7 @@ def qkv(b, h, n, d, dtype=np.float32):
 
 # ---------------------------------------------------------------------------------------
 # variants
+
 
 @pytest.mark.parametrize("name", ["fused_row_per_thread", "flash_tiled"])
 @pytest.mark.parametrize("n,d", [(37, 32), (33, 64), (20, 128), (29, 33)])
@@ -45,13 +47,16 @@ def test_float16_inputs(name):
     assert err < 1e-2, f"{name}: float16 relative error {err:.2e} (tolerance 1e-2)"
 
 
-@pytest.mark.parametrize("name,opts,causal,window", [
-    ("flash_tiled_causal", {}, True, None),
-    ("fused_row_per_thread", {"causal": True}, True, None),
-    ("naive_three_kernels", {"window": 5}, True, 5),
-    ("flash_sliding_window", {"window": 7}, True, 7),
-    ("flash_sliding_window", {"window": 40}, True, 40),
-])
+@pytest.mark.parametrize(
+    "name,opts,causal,window",
+    [
+        ("flash_tiled_causal", {}, True, None),
+        ("fused_row_per_thread", {"causal": True}, True, None),
+        ("naive_three_kernels", {"window": 5}, True, 5),
+        ("flash_sliding_window", {"window": 7}, True, 7),
+        ("flash_sliding_window", {"window": 40}, True, 40),
+    ],
+)
 def test_masked_variants(name, opts, causal, window):
     # the naive variant's 16 x 16-thread score tiles are slow to simulate: fewer rows there
     Q, K, V = qkv(1, 1, 37 if name == "naive_three_kernels" else 70, 32)
@@ -74,9 +79,8 @@ def with_mask(kernel, mask_fn):
     """The same kernel text, compiled with another ``visible`` device function."""
     py = kernel.py_func
     g = dict(py.__globals__, visible=mask_fn)
-    new = cuda.jit(types.FunctionType(py.__code__, g, py.__name__, py.__defaults__,
-                                      py.__closure__))
-    for attr in ("head_dim", "shared_bytes"):        # a flash_fwd_tuned build's launch facts
+    new = cuda.jit(types.FunctionType(py.__code__, g, py.__name__, py.__defaults__, py.__closure__))
+    for attr in ("head_dim", "shared_bytes"):  # a flash_fwd_tuned build's launch facts
         if hasattr(kernel, attr):
             setattr(new, attr, getattr(kernel, attr))
     return new
@@ -97,8 +101,17 @@ def run_flash(kernel, Q, K, V, causal):
     bh, n, d = Q.shape
     O = cuda.device_array(Q.shape, np.float32)
     L = cuda.device_array((bh, n), np.float32)
-    A.flash_launch(kernel, cuda.to_device(Q), cuda.to_device(K), cuda.to_device(V), O, L,
-                   1 / math.sqrt(d), causal, -1)
+    A.flash_launch(
+        kernel,
+        cuda.to_device(Q),
+        cuda.to_device(K),
+        cuda.to_device(V),
+        O,
+        L,
+        1 / math.sqrt(d),
+        causal,
+        -1,
+    )
     return O.copy_to_host()
 
 
@@ -149,8 +162,17 @@ def test_log_sum_exp_per_row(kernel):
     bh, n, d = Q.shape
     O = cuda.device_array(Q.shape, np.float32)
     L = cuda.device_array((bh, n), np.float32)
-    A.flash_launch(kernel, cuda.to_device(Q), cuda.to_device(K), cuda.to_device(V), O, L,
-                   1 / math.sqrt(d), True, -1)
+    A.flash_launch(
+        kernel,
+        cuda.to_device(Q),
+        cuda.to_device(K),
+        cuda.to_device(V),
+        O,
+        L,
+        1 / math.sqrt(d),
+        True,
+        -1,
+    )
     S = np.einsum("hid,hjd->hij", Q.astype(np.float64), K) / math.sqrt(d)
     S = np.where(A.mask(n, causal=True), S, -np.inf)
     m = S.max(axis=-1)
@@ -168,7 +190,7 @@ def test_fully_masked_rows_give_zero_not_nan(kernel):
 
 
 def test_traffic_counting_matches_the_formula():
-    t = A.traffic_bytes(4, 12, 64, 64)          # the GPT-2 report's attention shape
+    t = A.traffic_bytes(4, 12, 64, 64)  # the GPT-2 report's attention shape
     assert t["score_matrix"] == 4 * 12 * 64 * 64 * 4
     assert t["three_kernels"] > t["flash"] > 0
     assert A.flops(4, 64, 8192, 128, causal=True) == 4 * 4 * 64 * (8192 * 8193 // 2) * 128
@@ -188,13 +210,16 @@ def test_lecture_shape_slice_on_gpu(causal):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["flash_wmma", "flash_mma"])
-@pytest.mark.parametrize("n,d,window", [(301, 64, 40), (97, 32, None), (200, 16, 7),
-                                        (131, 128, None), (1, 128, 3)])
+@pytest.mark.parametrize(
+    "n,d,window", [(301, 64, 40), (97, 32, None), (200, 16, 7), (131, 128, None), (1, 128, 3)]
+)
 def test_tensor_core_versions_masks_and_head_dims_on_gpu(name, n, d, window):
     Q, K, V = qkv(2, 1, n, d, np.float16)
     causal = window is not None or n == 131
-    err = A.rel_error(A.VARIANTS[name](Q, K, V, causal=causal, window=window),
-                      A.reference(Q, K, V, causal=causal, window=window))
+    err = A.rel_error(
+        A.VARIANTS[name](Q, K, V, causal=causal, window=window),
+        A.reference(Q, K, V, causal=causal, window=window),
+    )
     assert err < 1e-2, f"{name} n={n} d={d} window={window}: {err:.2e}"
     with pytest.raises(ValueError):
         A.VARIANTS[name](*qkv(1, 1, 8, 48, np.float16))
@@ -204,6 +229,7 @@ def test_tensor_core_versions_masks_and_head_dims_on_gpu(name, n, d, window):
 
 # ---------------------------------------------------------------------------------------
 # exercise online_softmax: solution and mutants
+
 
 @cuda.jit
 def softmax_rows(x, out):
@@ -263,7 +289,7 @@ def softmax_missing_rescale(x, out):
     for j in range(t, n, tpb):
         v = x[r, j]
         m_new = max(m, v)
-        l = l + math.exp(v - m_new)          # bug: the old sum is not rescaled
+        l = l + math.exp(v - m_new)  # bug: the old sum is not rescaled
         m = m_new
     sm[t], sl[t] = m, l
     cuda.syncthreads()
@@ -286,8 +312,11 @@ def test_online_softmax_solution_passes():
     assert res.passed, repr(res)
 
 
-@pytest.mark.parametrize("mutant", [softmax_no_max_subtraction, softmax_missing_rescale],
-                         ids=["no_max_subtraction", "missing_rescale"])
+@pytest.mark.parametrize(
+    "mutant",
+    [softmax_no_max_subtraction, softmax_missing_rescale],
+    ids=["no_max_subtraction", "missing_rescale"],
+)
 def test_online_softmax_mutants_rejected(mutant):
     assert rejects("online_softmax", mutant)
 
@@ -354,13 +383,16 @@ def _mutant(bug):
     fixes = {
         "missing_rescale": ("            acc[c] *= alpha\n", "            pass\n"),
         "no_max_subtraction": ("p = math.exp(s[jj] - m_new)", "p = math.exp(s[jj])"),
-        "missing_syncthreads": ("                sV[r, c] = V[bh, j0 + r, c]\n"
-                                "        cuda.syncthreads()\n",
-                                "                sV[r, c] = V[bh, j0 + r, c]\n"),
+        "missing_syncthreads": (
+            "                sV[r, c] = V[bh, j0 + r, c]\n        cuda.syncthreads()\n",
+            "                sV[r, c] = V[bh, j0 + r, c]\n",
+        ),
     }
     old, new = fixes[bug]
     assert old in src
-    src = src.replace(old, new, 1).replace("@cuda.jit\n", "").replace("def flash_attn", f"def {bug}")
+    src = (
+        src.replace(old, new, 1).replace("@cuda.jit\n", "").replace("def flash_attn", f"def {bug}")
+    )
     ns = dict(globals())
     run_cell(src, f"<mutant {bug}>", ns)
     fn = ns[bug]

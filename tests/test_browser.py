@@ -20,6 +20,7 @@ for the README are refreshed with::
 
 Without chromium the tests skip, unless $CI is set: then they fail (CI must install it).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -34,12 +35,21 @@ import time
 from pathlib import Path
 
 import pytest
+from browser_helpers import (
+    CHROMIUM_FLAGS,
+    JupyterLab,
+    error_outputs,
+    find_chromium,
+    notebook_json,
+    open_notebook,
+    prompts,
+    run_all,
+    stderr_outputs,
+    visible_tracebacks,
+)
+from conftest import REPO
 
 import course
-from browser_helpers import (CHROMIUM_FLAGS, JupyterLab, error_outputs,
-                             find_chromium, notebook_json, open_notebook, prompts, run_all,
-                             stderr_outputs, visible_tracebacks)
-from conftest import REPO
 
 # Lessons to open in the browser: a list edit adds one.  Missing notebooks are skipped.
 NOTEBOOKS = ["00_start_here", "01_vector_add", "04_matmul"]
@@ -47,13 +57,18 @@ NOTEBOOKS = ["00_start_here", "01_vector_add", "04_matmul"]
 STUDENT_NOTEBOOKS = ["01_vector_add"]
 
 RUN_TIMEOUT_S = int(os.environ.get("COURSE_BROWSER_RUN_TIMEOUT", "150"))  # one Run All
-SLIDER_TIMEOUT_S = 60          # one slider move: the kernel re-runs the variants
+SLIDER_TIMEOUT_S = 60  # one slider move: the kernel re-runs the variants
 ARTIFACTS = REPO / "test-artifacts" / "browser"
 SCREENSHOTS = os.environ.get("COURSE_SCREENSHOTS")  # e.g. assets/screenshots (README copies)
 VIEWPORT = {"width": 1400, "height": 1100}
 # Screenshots copied to $COURSE_SCREENSHOTS (for the README); all others stay artifacts.
-README_SHOTS = ["00_start_here.png", "01_vector_add-panel.png", "01_vector_add-check.png",
-                "01_vector_add-student-check.png", "04_matmul-panel.png"]
+README_SHOTS = [
+    "00_start_here.png",
+    "01_vector_add-panel.png",
+    "01_vector_add-check.png",
+    "01_vector_add-student-check.png",
+    "04_matmul-panel.png",
+]
 MODE_WORD = course.platform.runtime.mode_label()  # "simulator" here, "GPU" on a GPU machine
 CODE_CELL = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell"
 CHECK_CALL = re.compile(r"""\bcheck\(\s*['"]([A-Za-z_]\w*)['"]""")
@@ -75,8 +90,9 @@ def _browser_or_skip() -> str:
         missing = f"the playwright package is not importable ({exc}); pip install -e .[test]"
     chromium = find_chromium()
     if chromium is None:
-        missing = missing or ("no chromium browser (/usr/bin/chromium): "
-                              "apt-get install -y chromium")
+        missing = missing or (
+            "no chromium browser (/usr/bin/chromium): apt-get install -y chromium"
+        )
     if missing:
         if _ci():
             pytest.fail(f"CI is set but {missing}; .ci/run must install it")
@@ -86,6 +102,7 @@ def _browser_or_skip() -> str:
 
 # ---------------------------------------------------------------------------------------
 # student copy
+
 
 def _strip_solutions(nb: dict) -> dict:
     """Minimal release: lines between the solution markers become ``pass``."""
@@ -114,12 +131,24 @@ def _student_copy(src: Path, dst: Path) -> str:
 
     if importlib.util.find_spec("course.grading.release") is not None:
         with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, "-m", "course", "release", "--src", str(src.parent),
-                   "--out", tmp, "--notebooks", src.stem]
+            cmd = [
+                sys.executable,
+                "-m",
+                "course",
+                "release",
+                "--src",
+                str(src.parent),
+                "--out",
+                tmp,
+                "--notebooks",
+                src.stem,
+            ]
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             made = list(Path(tmp).rglob(src.name))
-            assert r.returncode == 0 and made, (f"`{' '.join(cmd[1:])}` made no student copy "
-                                                f"(rc {r.returncode}):\n{r.stderr[-2000:]}")
+            assert r.returncode == 0 and made, (
+                f"`{' '.join(cmd[1:])}` made no student copy "
+                f"(rc {r.returncode}):\n{r.stderr[-2000:]}"
+            )
             shutil.copy(made[0], dst)
             return "python -m course release"
     dst.write_text(json.dumps(_strip_solutions(json.loads(src.read_text())), indent=1))
@@ -128,6 +157,7 @@ def _student_copy(src: Path, dst: Path) -> str:
 
 # ---------------------------------------------------------------------------------------
 # fixtures: one server and one browser for the module
+
 
 @pytest.fixture(scope="module")
 def lab():
@@ -161,8 +191,12 @@ def lab():
     try:
         server.start()
         pw = sync_playwright().start()
-        browser = pw.chromium.launch(executable_path=chromium, headless=True,
-                                     args=CHROMIUM_FLAGS, env={**os.environ, "HOME": str(home)})
+        browser = pw.chromium.launch(
+            executable_path=chromium,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            env={**os.environ, "HOME": str(home)},
+        )
         server.browser, server.student_how = browser, how
         yield server
     finally:
@@ -176,6 +210,7 @@ def lab():
 
 # ---------------------------------------------------------------------------------------
 # what a person does and sees
+
 
 def _code_sources(path: Path) -> list[str]:
     nb = json.loads(path.read_text())
@@ -200,7 +235,8 @@ def _full_shot(page, tag: str) -> None:
     height = page.evaluate(
         "() => { const s = document.querySelector("
         "'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');"
-        " return s ? s.scrollHeight : 0; }")
+        " return s ? s.scrollHeight : 0; }"
+    )
     if height:
         page.set_viewport_size({"width": VIEWPORT["width"], "height": min(height + 200, 12000)})
         page.wait_for_timeout(500)
@@ -220,16 +256,23 @@ def _move_slider_and_see_new_plot(page, tag: str) -> str:
     labels = [t.strip() for t in page.locator(".widget-slider .widget-label").all_inner_texts()]
     assert labels, "no slider rendered"
     name = next((l for l in labels if "tile" in l.lower()), labels[0])
-    slider = page.locator(".widget-slider").filter(
-        has=page.locator(".widget-label",
-                         has_text=re.compile(rf"^\s*{re.escape(name)}\s*$"))).first
+    slider = (
+        page.locator(".widget-slider")
+        .filter(
+            has=page.locator(".widget-label", has_text=re.compile(rf"^\s*{re.escape(name)}\s*$"))
+        )
+        .first
+    )
     panel = slider.locator("xpath=ancestor::div[contains(@class, 'widget-vbox')][1]")
     img = panel.locator("img.widget-image").first
     handle = slider.locator(".noUi-handle").first
     readout = slider.locator(".widget-readout")
     img.scroll_into_view_if_needed()
-    before_src, before_png, before_value = img.get_attribute("src"), img.screenshot(), \
-        readout.inner_text()
+    before_src, before_png, before_value = (
+        img.get_attribute("src"),
+        img.screenshot(),
+        readout.inner_text(),
+    )
     at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
     handle.focus()
     page.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
@@ -237,12 +280,16 @@ def _move_slider_and_see_new_plot(page, tag: str) -> str:
     try:
         page.wait_for_function(
             "([img, src]) => img.getAttribute('src') !== src && img.complete"
-            " && img.naturalWidth > 0", arg=[img.element_handle(), before_src],
-            timeout=SLIDER_TIMEOUT_S * 1000)
+            " && img.naturalWidth > 0",
+            arg=[img.element_handle(), before_src],
+            timeout=SLIDER_TIMEOUT_S * 1000,
+        )
     except Exception as exc:  # noqa: BLE001 - turn playwright's timeout into a clear failure
-        raise AssertionError(f"{tag}: moving slider {name} ({before_value} -> "
-                             f"{readout.inner_text()}) did not change the plot image "
-                             f"within {SLIDER_TIMEOUT_S} s") from exc
+        raise AssertionError(
+            f"{tag}: moving slider {name} ({before_value} -> "
+            f"{readout.inner_text()}) did not change the plot image "
+            f"within {SLIDER_TIMEOUT_S} s"
+        ) from exc
     after_value = readout.inner_text()
     assert after_value != before_value, f"{tag}: slider {name} did not move"
     problem = _panel_problem(panel)
@@ -267,8 +314,10 @@ def _run_notebook(lab, rel: str, tag: str, *, student: bool) -> None:
         page.evaluate("() => window.jupyterapp.commands.execute('application:toggle-left-area')")
         t_open = time.time()
         seconds = run_all(page, lab, rel, RUN_TIMEOUT_S)
-        print(f"{rel}: page + kernel ready in {time.time() - t_open - seconds:.1f} s, "
-              f"Run All took {seconds:.1f} s")
+        print(
+            f"{rel}: page + kernel ready in {time.time() - t_open - seconds:.1f} s, "
+            f"Run All took {seconds:.1f} s"
+        )
         nb = notebook_json(page)
         (ARTIFACTS / f"{tag}.ipynb").write_text(json.dumps(nb, indent=1))
         page.evaluate("() => document.activeElement && document.activeElement.blur()")
@@ -290,25 +339,33 @@ def _run_notebook(lab, rel: str, tag: str, *, student: bool) -> None:
             sliders = page.locator(".widget-vbox .widget-slider .noUi-handle")
             assert sliders.count() >= 1, f"{rel}: a SliderPanel cell rendered no slider"
             img = page.locator(".widget-vbox img.widget-image").first
-            assert img.is_visible() and img.evaluate("i => i.naturalWidth > 0"), \
+            assert img.is_visible() and img.evaluate("i => i.naturalWidth > 0"), (
                 f"{rel}: the panel's plot image is not shown"
-            assert MODE_WORD in page.locator(".widget-vbox").first.inner_text(), \
+            )
+            assert MODE_WORD in page.locator(".widget-vbox").first.inner_text(), (
                 f"{rel}: the panel's mode line does not say {MODE_WORD!r}"
+            )
             for i in range(page.locator(".widget-vbox").count()):
                 problem = _panel_problem(page.locator(".widget-vbox").nth(i))
                 assert not problem, f"{rel}: slider panel {i} shows: {problem}"
             print(f"{rel}: {_move_slider_and_see_new_plot(page, tag)}")
-            _shot(page, tag, "panel", page.locator(".jp-Cell").filter(
-                has=page.locator(".widget-vbox")).first)
+            _shot(
+                page,
+                tag,
+                "panel",
+                page.locator(".jp-Cell").filter(has=page.locator(".widget-vbox")).first,
+            )
 
         reports = page.locator(".jp-OutputArea .course-check")
-        assert reports.count() == len(checks), \
+        assert reports.count() == len(checks), (
             f"{rel}: {len(checks)} check cells ({checks}) but {reports.count()} reports shown"
+        )
         if checks:
             passed = [reports.nth(i).get_attribute("data-passed") for i in range(len(checks))]
             want = "false" if student else "true"
-            assert passed == [want] * len(checks), \
+            assert passed == [want] * len(checks), (
                 f"{rel}: check reports {dict(zip(checks, passed))}, expected all {want}"
+            )
             check_cell = page.locator(".jp-Cell").filter(has=reports.first).first
             exercise_cell = check_cell.locator("xpath=preceding-sibling::div[1]")
             _shot(page, tag, "check", exercise_cell if exercise_cell.count() else check_cell)

@@ -1,12 +1,15 @@
 """course.check semantics: never raises for a wrong kernel, says what is wrong, can fail."""
+
+import importlib
+
 import numpy as np
 import pytest
 from numba import cuda
 
 import course
 from course.exercises import EXACT, Case, Exercise, Tolerance
-import importlib
 from course.grading.progress import load
+
 check_mod = importlib.import_module("course.grading.check")  # the module, not the function
 judge_mod = importlib.import_module("course.grading.judge")
 from test_vector_add import no_bounds_guard, solution_add, writes_only_even_indices  # noqa: E402
@@ -35,14 +38,16 @@ def test_unknown_exercise_is_reported_not_raised():
 def test_plain_python_function_is_reported():
     def add(n, x, y):
         pass
+
     r = course.check("vector_add", add, record=False)
     assert not r.passed and "@cuda.jit" in repr(r)
     r = course.check("vector_add", None, record=False)
     assert not r.passed
 
 
-SIM_ONLY = pytest.mark.skipif(course.MODE == "gpu", reason="simulator behaviour (thread names, "
-                              "killable endless loops)")
+SIM_ONLY = pytest.mark.skipif(
+    course.MODE == "gpu", reason="simulator behaviour (thread names, killable endless loops)"
+)
 
 
 @SIM_ONLY
@@ -50,7 +55,11 @@ def test_crash_names_thread_block_and_line():
     r = course.check("vector_add", raises_inside, record=False)
     assert not r.passed
     text = repr(r)
-    assert "thread (3)" in text and "block (0)" in text and "of raises_inside (`y[10**9] = 1.0  # far out of bounds`)" in text
+    assert (
+        "thread (3)" in text
+        and "block (0)" in text
+        and "of raises_inside (`y[10**9] = 1.0  # far out of bounds`)" in text
+    )
 
 
 @SIM_ONLY
@@ -86,12 +95,15 @@ def test_progress_is_recorded():
     assert load()["vector_add"]["passed"] is True
     course.check("vector_add", no_bounds_guard)
     entry = load()["vector_add"]
-    assert entry["passed"] is False and entry["ever_passed"] is True and entry["mode"] == course.MODE
+    assert (
+        entry["passed"] is False and entry["ever_passed"] is True and entry["mode"] == course.MODE
+    )
     text = repr(course.progress())
     assert "vector_add" in text and "matrix_add" in text
 
 
 # -- the comparison and guard-band helpers on their own ---------------------------------
+
 
 def test_compare_reports_first_wrong_index_and_unwritten():
     exp = np.arange(5, dtype=np.float64)
@@ -139,12 +151,13 @@ def test_guard_sentinel_survives_no_arithmetic():
         assert np.isfinite(g) and (g + g) != g and (g + np.asarray(0.5, dtype)) != g
     x = judge_mod.guarded((3,), np.float32, fill=np.ones(3, np.float32))
     y = judge_mod.guarded((3,), np.float32, fill=np.ones(3, np.float32))
-    y[3] = x[3] + y[3]          # what an unguarded thread 3 does on a GPU
+    y[3] = x[3] + y[3]  # what an unguarded thread 3 does on a GPU
     assert "y[3]" in judge_mod._guard_message("y", y, (3,))
 
 
 def test_an_untouched_inout_array_is_named():
     from test_vector_add import never_writes
+
     r = course.check("vector_add", never_writes, record=False)
     assert "y came back unchanged" in repr(r)
 
@@ -159,8 +172,7 @@ def _imports_of(module: str) -> set:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 1:
             found |= {node.module} if node.module else {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-                "course.grading."):
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course.grading."):
             found.add(node.module.split(".")[2])
     return found
 
@@ -171,4 +183,4 @@ def test_the_grader_stands_on_the_case_engine_not_on_the_notebooks_check():
     for module in ("session", "batch", "scoring", "worker", "measurer", "cases"):
         assert "check" not in _imports_of(module), module
     assert "cases" in _imports_of("session") and "cases" in _imports_of("check")
-    assert "check" in _imports_of("__init__")      # the mutant the rule must see: it sees it
+    assert "check" in _imports_of("__init__")  # the mutant the rule must see: it sees it

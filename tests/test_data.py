@@ -1,4 +1,5 @@
 """course.platform.data: the shipped real faces, resizing, deterministic augmentation, clear errors."""
+
 import hashlib
 import shutil
 
@@ -20,7 +21,7 @@ def test_default_is_the_100_real_faces_at_lecture_shape():
     D = data.load_faces()
     assert D.shape == (100, 55 * 45) and D.dtype == np.float32
     assert 0.0 <= D.min() and D.max() <= 1.0
-    assert len({row.tobytes() for row in D}) == 100        # 100 different faces
+    assert len({row.tobytes() for row in D}) == 100  # 100 different faces
 
 
 def test_small_m_and_other_shapes():

@@ -8,16 +8,17 @@ arguments (the notebook copy runs for real), and the z2jh values are checked as 
 the shape KubeSpawner expects.  The image's build context is the student wheel alone;
 test_wheel.py builds that wheel, lists the context and scans it for solutions.
 """
+
 import fnmatch
 import re
 import shlex
 
 import pytest
 import yaml
-
 from conftest import REPO
-from course.platform import hosting
+
 from course.__main__ import COMMANDS
+from course.platform import hosting
 
 HUB = REPO / "instructor" / "jupyterhub"
 
@@ -44,8 +45,11 @@ def dockerfile():
 
 
 def dockerignore() -> list[str]:
-    return [l.strip() for l in (REPO / ".dockerignore").read_text().splitlines()
-            if l.strip() and not l.startswith("#")]
+    return [
+        l.strip()
+        for l in (REPO / ".dockerignore").read_text().splitlines()
+        if l.strip() and not l.startswith("#")
+    ]
 
 
 def ignored(rel: str) -> bool:
@@ -81,7 +85,7 @@ def test_runs_as_the_notebook_user_and_adds_nothing_from_urls(dockerfile):
 def test_pip_installs_skip_the_cache_and_apt_is_not_needed(dockerfile):
     for i, a in dockerfile:
         if i == "RUN" and "pip install" in a:
-            assert "--no-cache-dir" in a, a                         # hadolint DL3042
+            assert "--no-cache-dir" in a, a  # hadolint DL3042
         if i == "RUN" and "apt-get install" in a:
             assert "--no-install-recommends" in a and "rm -rf /var/lib/apt/lists" in a
 
@@ -93,9 +97,17 @@ def test_the_image_copies_the_student_wheel_alone(dockerfile):
     sources = [p for a in copies for p in shlex.split(a)[:-1] if not p.startswith("--")]
     assert sources == ["dist/course-*.whl"], sources
     assert not ignored("dist/course-0.1.0-py3-none-any.whl")
-    for secret in ("notebooks/01_vector_add.ipynb", "instructor/hidden/vector_add.py",
-                   "instructor/README.md", "course/__init__.py", "setup.py", ".venv",
-                   ".git", ".whl", "dist/other.tar.gz"):
+    for secret in (
+        "notebooks/01_vector_add.ipynb",
+        "instructor/hidden/vector_add.py",
+        "instructor/README.md",
+        "course/__init__.py",
+        "setup.py",
+        ".venv",
+        ".git",
+        ".whl",
+        "dist/other.tar.gz",
+    ):
         assert ignored(secret), f"{secret} is in the build context"
     runs = " && ".join(a for i, a in dockerfile if i == "RUN")
     assert "pip install --no-cache-dir /tmp/course-dist/course-*.whl" in runs
@@ -131,8 +143,14 @@ def test_z2jh_values_have_the_shape_kubespawner_reads(hub):
     for p in profiles:
         assert set(p) <= {"display_name", "description", "default", "kubespawner_override"}
         assert set(p["kubespawner_override"]) <= {
-            "environment", "extra_resource_limits", "node_selector", "tolerations",
-            "image", "cpu_limit", "mem_limit"}
+            "environment",
+            "extra_resource_limits",
+            "node_selector",
+            "tolerations",
+            "image",
+            "cpu_limit",
+            "mem_limit",
+        }
 
 
 def test_gpu_mig_and_cpu_profiles(hub):
@@ -154,7 +172,7 @@ def test_post_start_hook_copies_student_notebooks_and_keeps_work(hub, tmp_path):
     from course.grading.distribute import notebooks_main as main
 
     cmd = hub["singleuser"]["lifecycleHooks"]["postStart"]["exec"]["command"]
-    assert cmd[:4] == ["python", "-m", "course", "notebooks"]   # student copies by default
+    assert cmd[:4] == ["python", "-m", "course", "notebooks"]  # student copies by default
     home = hub["singleuser"]["defaultUrl"].split("/lab/tree/")[1].split("/")[0]
     assert cmd[cmd.index("--to") + 1] == f"/home/jovyan/{home}"
     args = cmd[4:]
@@ -164,7 +182,7 @@ def test_post_start_hook_copies_student_notebooks_and_keeps_work(hub, tmp_path):
     text = nb.read_text()
     assert "# YOUR CODE HERE" in text and "### BEGIN SOLUTION" not in text
     nb.write_text(text.replace("# YOUR CODE HERE", "# my work"))
-    assert main(args) == 0 and "# my work" in nb.read_text()      # a restart keeps it
+    assert main(args) == 0 and "# my work" in nb.read_text()  # a restart keeps it
 
 
 def test_readme_says_how_to_build_and_deploy():
@@ -183,8 +201,9 @@ def test_lecture_memory_need_covers_every_measured_notebook():
         measured = {row["notebook"].removesuffix(".ipynb") for row in data["rows"]}
         stems = {p.stem for p in (REPO / "notebooks").glob("*.ipynb")}
         assert stems - measured <= set(hosting.NOT_YET_MEASURED_GIB), stems - measured
-        assert all(gib < hosting.LECTURE_NEEDS_GIB
-                   for gib, _why in hosting.NOT_YET_MEASURED_GIB.values())
+        assert all(
+            gib < hosting.LECTURE_NEEDS_GIB for gib, _why in hosting.NOT_YET_MEASURED_GIB.values()
+        )
         assert not [row for row in data["rows"] if row["error"]]
         worst = max(row["added_gib"] for row in data["rows"])
         assert worst < hosting.LECTURE_NEEDS_GIB <= worst + 2, (r.name, worst)

@@ -1,5 +1,6 @@
 """The course's own kernels entered on the seed boards (``course/exercises/entries.py``):
 judged by the board's own cases through the entry's launch, and a wrong launch is caught."""
+
 from dataclasses import replace
 
 import pytest
@@ -17,8 +18,9 @@ def _results(name, board):
 
 def test_histogram_tuned_passes_the_histogram_boards_cases_through_its_own_launch():
     results = _results("histogram_tuned", "histogram")
-    assert len(results) >= 6 and all(r.passed for r in results), \
-        [(r.name, r.message) for r in results]
+    assert len(results) >= 6 and all(r.passed for r in results), [
+        (r.name, r.message) for r in results
+    ]
 
 
 @pytest.mark.parametrize("mutant", ["one count too many", "a channel overwritten"])
@@ -32,6 +34,7 @@ def test_a_wrong_entry_launch_is_rejected_by_the_board(monkeypatch, mutant):
             args["hist"][0, 0] = args["hist"][0, 0] + 1
         else:
             args["hist"][args["hist"].shape[0] - 1, 7] = 12345
+
     monkeypatch.setitem(entries.ENTRIES, "histogram_tuned", replace(entry, run=wrong))
     results = _results("histogram_tuned", "histogram")
     assert not any(r.passed for r in results)
@@ -48,8 +51,12 @@ def test_an_entry_runs_only_on_its_board_and_flash_mma_only_on_a_gpu():
 
 
 def test_a_student_cannot_pass_a_submission_off_as_a_course_entry():
-    forged = {"student": "s00", "source": "x", "function": "f",
-              "unit": {"course_kernel": "histogram_tuned"}}
-    assert "course_kernel" not in _payload(forged)          # stays a (malformed) unit
+    forged = {
+        "student": "s00",
+        "source": "x",
+        "function": "f",
+        "unit": {"course_kernel": "histogram_tuned"},
+    }
+    assert "course_kernel" not in _payload(forged)  # stays a (malformed) unit
     real = dict(forged, student="course:histogram_tuned")
     assert _payload(real) == {"course_kernel": "histogram_tuned"}

@@ -1,4 +1,5 @@
 """Grading on a Dask cluster: same rows as local grading, lost workers retried once, no row lost."""
+
 import csv
 import os
 import signal
@@ -9,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from course.grading import executors, intake
 from course.grading.batch import Graded
 
@@ -20,11 +21,31 @@ SUBMISSIONS = REPO / "tests" / "fixtures" / "submissions"
 
 def _grade(tmp: Path, executor: str, students: list[str]) -> dict:
     out = tmp / f"{executor}.csv"
-    r = subprocess.run([sys.executable, "-m", "course", "grade",
-                        *[str(SUBMISSIONS / s) for s in students], "--out", str(out),
-                        "--executor", executor, "--jobs", "2", "--seed", "11",
-                        "--timeout", "60", "--case-time-limit", "5"],
-                       cwd=tmp, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "course",
+            "grade",
+            *[str(SUBMISSIONS / s) for s in students],
+            "--out",
+            str(out),
+            "--executor",
+            executor,
+            "--jobs",
+            "2",
+            "--seed",
+            "11",
+            "--timeout",
+            "60",
+            "--case-time-limit",
+            "5",
+        ],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     with open(out, newline="") as f:
         return {row["student"]: row for row in csv.DictReader(f)}, r.stdout
@@ -60,7 +81,7 @@ def test_lost_workers_are_retried_once_and_no_row_is_lost(tmp_path):
         if name == "always_dies" or (name == "dies_once" and first):
             _os._exit(1)
         if name == "killed_once" and first:
-            _time.sleep(60)                  # the test kills this worker meanwhile
+            _time.sleep(60)  # the test kills this worker meanwhile
         return {"student": name, "status": "graded", "pid": _os.getpid()}
 
     files = []
@@ -79,10 +100,15 @@ def test_lost_workers_are_retried_once_and_no_row_is_lost(tmp_path):
 
     threading.Thread(target=killer, daemon=True).start()
     rows, said = [], []
-    got = executors.run_dask(files, task, (str(marks),), rows.append,
-                             lambda f, why: {"student": f.folder, "status": "error",
-                                             "why": why},
-                             workers=2, log=said.append)
+    got = executors.run_dask(
+        files,
+        task,
+        (str(marks),),
+        rows.append,
+        lambda f, why: {"student": f.folder, "status": "error", "why": why},
+        workers=2,
+        log=said.append,
+    )
     assert len(got) == len(files) == len(rows)
     by = {r["student"]: r for r in rows}
     assert sorted(by) == sorted(f.folder for f in files)
@@ -90,7 +116,7 @@ def test_lost_workers_are_retried_once_and_no_row_is_lost(tmp_path):
     assert by["dies_once"]["status"] == "graded" and by["killed_once"]["status"] == "graded"
     assert by["always_dies"]["status"] == "error" and "2 times" in by["always_dies"]["why"]
     retried = [s.split("/")[0].strip() for s in said if "trying once more" in s]
-    assert retried.count("always_dies") == 1, said          # two tries, then its error row
+    assert retried.count("always_dies") == 1, said  # two tries, then its error row
     assert {"dies_once", "killed_once"} <= set(retried), said
     # a worker holds one task at a time, so no innocent submission shares a death
     assert "ok_a" not in retried and "ok_b" not in retried, said
@@ -100,8 +126,14 @@ def test_rows_stream_into_the_csv_as_they_finish(tmp_path):
     out = tmp_path / "grades.csv"
     s = executors.CsvStream(out, ["vector_add"])
     assert out.read_text().splitlines() == [",".join(executors.header(["vector_add"]))]
-    g = Graded("alice", "01_vector_add.ipynb", "01_vector_add", "sim",
-               points={"vector_add": 1.0}, max_points={"vector_add": 1.0})
+    g = Graded(
+        "alice",
+        "01_vector_add.ipynb",
+        "01_vector_add",
+        "sim",
+        points={"vector_add": 1.0},
+        max_points={"vector_add": 1.0},
+    )
     s.add(g)
     rows = list(csv.DictReader(open(out, newline="")))
     assert [r["student"] for r in rows] == ["alice"] and rows[0]["vector_add"] == "1"
@@ -116,9 +148,13 @@ def test_payload_carries_what_was_read_once(tmp_path):
     (sub,) = intake.collect([tmp_path])
     sub.student, sub.lesson = "alice", "01_vector_add"
     item = executors.payload(sub)
-    assert (item["rel"], item["folder"], item["student"], item["data"]) == \
-        ("alice/01_vector_add.ipynb", "alice", "alice", b"{}")
-    p.write_bytes(b"changed later")              # the payload is what was read, not the path
+    assert (item["rel"], item["folder"], item["student"], item["data"]) == (
+        "alice/01_vector_add.ipynb",
+        "alice",
+        "alice",
+        b"{}",
+    )
+    p.write_bytes(b"changed later")  # the payload is what was read, not the path
     assert executors.payload(sub)["data"] == b"{}"
     (gone,) = intake.collect([tmp_path / "nope.ipynb"])
     assert gone.data is None and "cannot read" in executors.payload(gone)["problem"]

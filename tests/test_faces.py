@@ -1,10 +1,11 @@
 """Lessons 05-07 (faces): kernels, VARIANTS contract, exercises with their mutants."""
+
 import numpy as np
 import pytest
+from conftest import rejects
 from numba import cuda, float32
 
 import course
-from conftest import rejects
 from course.kernels import faces as K
 
 # ---------------------------------------------------------------------------------------
@@ -36,8 +37,9 @@ def test_mean_split_x4_unrolled_loop_and_its_tail(m, n, split):
 
 
 @pytest.mark.parametrize("m,n", SHAPES)
-@pytest.mark.parametrize("name", ["center_coalesced", "center_noncoalesced", "center_2d",
-                                  "center_2d_ilp", "center_flat"])
+@pytest.mark.parametrize(
+    "name", ["center_coalesced", "center_noncoalesced", "center_2d", "center_2d_ilp", "center_flat"]
+)
 def test_centering_variants(name, m, n):
     D = _D(m, n, 1)
     before = D.copy()
@@ -54,8 +56,9 @@ def test_center_2d_with_few_blocks_strides_over_images():
 
 
 @pytest.mark.parametrize("m,n", [(1, 1), (23, 19), (7, 70)])
-@pytest.mark.parametrize("name", ["cov_naive", "cov_symmetric", "cov_tiled", "cov_register",
-                                  "cov_register8", "cov_syrk"])
+@pytest.mark.parametrize(
+    "name", ["cov_naive", "cov_symmetric", "cov_tiled", "cov_register", "cov_register8", "cov_syrk"]
+)
 def test_covariance_variants(name, m, n):
     D = _D(m, n, 3)
     Dc = (D - D.mean(axis=0)).astype(np.float32)
@@ -64,8 +67,15 @@ def test_covariance_variants(name, m, n):
     np.testing.assert_allclose(got, K.reference(Dc, "cov"), rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("m,n,tile,splits", [(37, 41, (16, 4, 4), 3), (29, 33, (32, 4, 4), 2),
-                                           (70, 7, (16, 8, 4), 4), (5, 16, (16, 4, 4), 1)])
+@pytest.mark.parametrize(
+    "m,n,tile,splits",
+    [
+        (37, 41, (16, 4, 4), 3),
+        (29, 33, (32, 4, 4), 2),
+        (70, 7, (16, 8, 4), 4),
+        (5, 16, (16, 4, 4), 1),
+    ],
+)
 def test_syrk_covariance_tiles_and_image_slices(m, n, tile, splits):
     """Lower tiles on and off the diagonal, edge tiles, whole tiles, uneven image slices
     (atomics into one cov): every entry, upper triangle included, matches float64."""
@@ -80,8 +90,8 @@ def test_syrk_splits_fill_the_gpu_and_bad_tiles_are_rejected():
 
     # the lecture's covariance on an H100: 210 lower tiles, 2 x 132 block slots -> 5 slices
     assert syrk_splits(210, 202_599, 264) == 5
-    assert syrk_splits(1, 100, 1) == 1                   # too few images to slice
-    assert syrk_splits(264, 10**6, 264) == 1             # one full wave already
+    assert syrk_splits(1, 100, 1) == 1  # too few images to slice
+    assert syrk_splits(264, 10**6, 264) == 1  # one full wave already
     with pytest.raises(ValueError, match="SYRK tile"):
         K.VARIANTS["cov_syrk"](_D(9, 9, 1), tile=(16, 4, 3))
 
@@ -106,8 +116,8 @@ def test_cache_lines_per_warp_request():
     t = K.transactions_table(2475, 1000)
     assert t["noncoalesced"]["lines_per_request"] == 32
     assert t["coalesced"]["lines_per_request"] <= 2
-    assert K.warp_lines("coalesced", 2475, step=0) == 1       # 32 floats = one 128-B line
-    assert K.cgma(8) == 8 and K.cgma(2) == 2                  # the lecture's numbers
+    assert K.warp_lines("coalesced", 2475, step=0) == 1  # 32 floats = one 128-B line
+    assert K.cgma(8) == 8 and K.cgma(2) == 2  # the lecture's numbers
 
 
 # ---------------------------------------------------------------------------------------
@@ -193,10 +203,18 @@ def test_lecture_kernel_passes_mean_face():
     assert course.check("mean_face", K.compute_mean_kernel, record=False).passed
 
 
-@pytest.mark.parametrize("mutant", [mean_wrong_index_order, mean_no_guard,
-                                    mean_divide_by_wrong_count, mean_thread_index_only,
-                                    mean_skips_last_image, mean_hardcoded_block_size],
-                         ids=lambda k: k.py_func.__name__)
+@pytest.mark.parametrize(
+    "mutant",
+    [
+        mean_wrong_index_order,
+        mean_no_guard,
+        mean_divide_by_wrong_count,
+        mean_thread_index_only,
+        mean_skips_last_image,
+        mean_hardcoded_block_size,
+    ],
+    ids=lambda k: k.py_func.__name__,
+)
 def test_mean_face_mutants_rejected(mutant):
     assert rejects("mean_face", mutant)
 
@@ -229,7 +247,6 @@ def cov_solution(data, cov, num_entries, num_features):
         cuda.syncthreads()
     if x < num_features and y < num_features:
         cov[y * num_features + x] = accum / num_entries
-
 
 
 @cuda.jit
@@ -415,11 +432,19 @@ def test_lecture_shared_kernel_passes_covariance_tiled():
     assert course.check("covariance_tiled", K.shared_covariance_kernel, record=False).passed
 
 
-@pytest.mark.parametrize("mutant", [cov_missing_first_syncthreads,
-                                    cov_missing_second_syncthreads, cov_no_load_guard,
-                                    cov_wrong_index_order, cov_divide_by_wrong_count,
-                                    cov_lower_triangle_only, cov_no_output_guard],
-                         ids=lambda k: k.py_func.__name__)
+@pytest.mark.parametrize(
+    "mutant",
+    [
+        cov_missing_first_syncthreads,
+        cov_missing_second_syncthreads,
+        cov_no_load_guard,
+        cov_wrong_index_order,
+        cov_divide_by_wrong_count,
+        cov_lower_triangle_only,
+        cov_no_output_guard,
+    ],
+    ids=lambda k: k.py_func.__name__,
+)
 def test_covariance_tiled_mutants_rejected(mutant):
     assert rejects("covariance_tiled", mutant)
 

@@ -1,6 +1,7 @@
 """Lesson 11: course.kernels.gpt2 (the contract) - parameter names and shapes, every kernel
 against numpy at odd sizes, a micro GPT-2 against a float64 forward written here (not the
 module's), load_params on a safetensors file, bad input, the per-kernel timeline."""
+
 import json
 import math
 
@@ -16,17 +17,19 @@ MICRO = G.MICRO
 
 
 def test_contract_names_shapes_and_initialization():
-    assert G.Config() == G.Config(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12,
-                                  n_head=12)
+    assert G.Config() == G.Config(
+        vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12
+    )
     shapes = G.param_shapes(G.Config())
     assert shapes["wte.weight"] == (50257, 768) and shapes["wpe.weight"] == (1024, 768)
     assert shapes["h.11.attn.c_attn.weight"] == (768, 2304)
     assert shapes["h.0.mlp.c_proj.weight"] == (3072, 768) and shapes["ln_f.bias"] == (768,)
     assert len(shapes) == 2 + 12 * 12 + 2
-    assert sum(math.prod(s) for s in shapes.values()) == 124_439_808      # GPT-2 124M
+    assert sum(math.prod(s) for s in shapes.values()) == 124_439_808  # GPT-2 124M
     p = G.init_params(G.Config(n_layer=4, vocab_size=300, n_embd=128, n_head=2), seed=3)
     assert {k: v.shape for k, v in p.items()} == G.param_shapes(
-        G.Config(n_layer=4, vocab_size=300, n_embd=128, n_head=2))
+        G.Config(n_layer=4, vocab_size=300, n_embd=128, n_head=2)
+    )
     assert all(v.dtype == np.float32 for v in p.values())
     assert abs(p["wte.weight"].std() - 0.02) < 0.002
     assert abs(p["h.1.mlp.c_proj.weight"].std() - 0.02 / math.sqrt(8)) < 0.001
@@ -43,8 +46,9 @@ def test_each_kernel_against_numpy_at_odd_sizes():
     x = RNG.normal(0.3, 1.2, (R, C)).astype(np.float32)
     w, b = RNG.uniform(0.5, 1.5, C).astype(np.float32), RNG.normal(0, 1, C).astype(np.float32)
     out = cuda.device_array((R, C), np.float32)
-    G.layernorm_forward_kernel[R, G.LN_TPB](out, cuda.to_device(x), cuda.to_device(w),
-                                            cuda.to_device(b))
+    G.layernorm_forward_kernel[R, G.LN_TPB](
+        out, cuda.to_device(x), cuda.to_device(w), cuda.to_device(b)
+    )
     assert np.allclose(out.copy_to_host(), _ln(x.astype(np.float64), w, b), rtol=1e-5, atol=1e-5)
 
     y = RNG.normal(0, 2, (3, N)).astype(np.float32)
@@ -54,7 +58,7 @@ def test_each_kernel_against_numpy_at_odd_sizes():
         G.bias_gelu_kernel[(-(-N // G.TPB), 3), G.TPB](d, cuda.to_device(bias), gelu)
         v = y.astype(np.float64) + bias
         if gelu:
-            v = 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
+            v = 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
         assert np.allclose(d.copy_to_host(), v, rtol=1e-5, atol=1e-6), gelu
 
     B, T, NH, hs = 2, 5, 3, 7
@@ -66,13 +70,17 @@ def test_each_kernel_against_numpy_at_odd_sizes():
         assert np.array_equal(got.copy_to_host(), want)
     back = cuda.device_array((B * T, NH * hs), np.float32)
     G.unpermute_kernel[(T, B * NH), hs](back, q, NH)
-    assert np.array_equal(back.copy_to_host(), qkv[:, :NH * hs])
+    assert np.array_equal(back.copy_to_host(), qkv[:, : NH * hs])
 
     tok = RNG.integers(0, 11, (2, 3))
-    wte, wpe = RNG.normal(0, 1, (11, C)).astype(np.float32), RNG.normal(0, 1, (3, C)).astype(np.float32)
+    wte, wpe = (
+        RNG.normal(0, 1, (11, C)).astype(np.float32),
+        RNG.normal(0, 1, (3, C)).astype(np.float32),
+    )
     emb = cuda.device_array((6, C), np.float32)
     G.encoder_forward_kernel[(-(-C // G.TPB), 6), G.TPB](
-        emb, cuda.to_device(tok.astype(np.int32)), cuda.to_device(wte), cuda.to_device(wpe))
+        emb, cuda.to_device(tok.astype(np.int32)), cuda.to_device(wte), cuda.to_device(wpe)
+    )
     assert np.array_equal(emb.copy_to_host(), (wte[tok] + wpe[None]).reshape(6, C))
     s = cuda.to_device(x)
     G.residual_forward_kernel[(-(-C // G.TPB), R), G.TPB](s, s, cuda.to_device(x * 2))
@@ -80,13 +88,14 @@ def test_each_kernel_against_numpy_at_odd_sizes():
 
 
 def _gelu64(v):
-    return 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
+    return 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
 
 
 def test_matmul_v4_with_each_fused_epilogue_at_odd_sizes():
     """Lesson 04's v4 with its STORE swapped: bias, bias + GELU, bias + residual (x +=)."""
     from course.kernels import matmul_tuned as mt
-    M, K, N = 19, 13, 21                      # edges inside a 16 x 16 tile both ways
+
+    M, K, N = 19, 13, 21  # edges inside a 16 x 16 tile both ways
     A = RNG.normal(0, 1, (M, K)).astype(np.float32)
     W = RNG.normal(0, 1, (K, N)).astype(np.float32)
     bias = RNG.normal(0, 1, N).astype(np.float32)
@@ -95,8 +104,14 @@ def test_matmul_v4_with_each_fused_epilogue_at_odd_sizes():
     want = {G.store_bias: y, G.store_bias_gelu: _gelu64(y), G.store_bias_residual: x + y}
     for store, expected in want.items():
         out = cuda.to_device(x)
-        mt.launch("v4", cuda.to_device(A), cuda.to_device(W), (out, cuda.to_device(bias)),
-                  tile=G.SIM_TILE, store=store)
+        mt.launch(
+            "v4",
+            cuda.to_device(A),
+            cuda.to_device(W),
+            (out, cuda.to_device(bias)),
+            tile=G.SIM_TILE,
+            store=store,
+        )
         assert np.allclose(out.copy_to_host(), expected, rtol=1e-5, atol=1e-5), store
     with pytest.raises(ValueError, match="only v4"):
         mt.kernel("v3_tuned", mt.TUNED_DEFAULT, 1, G.store_bias)
@@ -106,26 +121,47 @@ def test_matmul_v5_with_each_fused_epilogue_and_split_k_at_odd_sizes():
     """v5 with GPT-2's epilogues, whole and split in K: slice 0 stores through the epilogue
     (adding the bias), the other slices add their sums (``add_part``)."""
     from course.kernels import matmul_v5 as v5
-    M, K, N = 19, 13, 21                      # edges inside a 16 x 16 tile both ways
+
+    M, K, N = 19, 13, 21  # edges inside a 16 x 16 tile both ways
     A = RNG.normal(0, 1, (M, K)).astype(np.float32)
     W = RNG.normal(0, 1, (K, N)).astype(np.float32)
     bias = RNG.normal(0, 1, N).astype(np.float32)
     x = RNG.normal(0, 1, (M, N)).astype(np.float32)
     y = A.astype(np.float64) @ W + bias
-    cases = [(G.store_bias, None, 1, False, y), (G.store_bias_gelu, None, 1, False, _gelu64(y)),
-             (G.store_bias_residual, G.add_part, 1, False, x + y),
-             (G.store_bias_residual, G.add_part, 3, False, x + y),
-             (G.store_bias_residual, G.add_part, 2, True, y)]     # qkv split: zeroed first
+    cases = [
+        (G.store_bias, None, 1, False, y),
+        (G.store_bias_gelu, None, 1, False, _gelu64(y)),
+        (G.store_bias_residual, G.add_part, 1, False, x + y),
+        (G.store_bias_residual, G.add_part, 3, False, x + y),
+        (G.store_bias_residual, G.add_part, 2, True, y),
+    ]  # qkv split: zeroed first
     for store, add, split, zero, expected in cases:
         out = cuda.to_device(x)
-        v5.launch(cuda.to_device(A), cuda.to_device(W), (out, cuda.to_device(bias)),
-                  G.SIM_TILE, 1, split, store=store, add=add, zero=zero)
+        v5.launch(
+            cuda.to_device(A),
+            cuda.to_device(W),
+            (out, cuda.to_device(bias)),
+            G.SIM_TILE,
+            1,
+            split,
+            store=store,
+            add=add,
+            zero=zero,
+        )
         assert np.allclose(out.copy_to_host(), expected, rtol=1e-5, atol=1e-5), (store, split)
 
     # mutant: later slices that add the bias again (store for every slice)
     out = cuda.to_device(x)
-    v5.launch(cuda.to_device(A), cuda.to_device(W), (out, cuda.to_device(bias)), G.SIM_TILE,
-              1, 3, store=G.store_bias_residual, add=G.store_bias_residual)
+    v5.launch(
+        cuda.to_device(A),
+        cuda.to_device(W),
+        (out, cuda.to_device(bias)),
+        G.SIM_TILE,
+        1,
+        3,
+        store=G.store_bias_residual,
+        add=G.store_bias_residual,
+    )
     assert not np.allclose(out.copy_to_host(), x + y, rtol=1e-5, atol=1e-5)
 
 
@@ -138,16 +174,17 @@ def _forward64(tokens, p, cfg):
     x = p["wte.weight"][tokens] + p["wpe.weight"][np.arange(Tn)][None]
     causal = np.triu(np.full((Tn, Tn), -np.inf), 1)
     for i in range(cfg.n_layer):
-        g = lambda n: p[f"h.{i}.{n}"]                           # noqa: E731, B023
-        a = np.einsum("btc,cf->btf", _ln(x, g("ln_1.weight"), g("ln_1.bias")),
-                      g("attn.c_attn.weight")) + g("attn.c_attn.bias")
-        q, k, v = (a[..., j * C:(j + 1) * C].reshape(Bn, Tn, H, d) for j in range(3))
+        g = lambda n: p[f"h.{i}.{n}"]  # noqa: E731, B023
+        a = np.einsum(
+            "btc,cf->btf", _ln(x, g("ln_1.weight"), g("ln_1.bias")), g("attn.c_attn.weight")
+        ) + g("attn.c_attn.bias")
+        q, k, v = (a[..., j * C : (j + 1) * C].reshape(Bn, Tn, H, d) for j in range(3))
         s = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(d) + causal
         e = np.exp(s - s.max(-1, keepdims=True))
         att = np.einsum("bhqk,bkhd->bqhd", e / e.sum(-1, keepdims=True), v).reshape(Bn, Tn, C)
         x = x + att @ g("attn.c_proj.weight") + g("attn.c_proj.bias")
         u = _ln(x, g("ln_2.weight"), g("ln_2.bias")) @ g("mlp.c_fc.weight") + g("mlp.c_fc.bias")
-        u = u * 0.5 * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u ** 3)))
+        u = u * 0.5 * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u**3)))
         x = x + u @ g("mlp.c_proj.weight") + g("mlp.c_proj.bias")
     return np.einsum("btc,vc->btv", _ln(x, p["ln_f.weight"], p["ln_f.bias"]), p["wte.weight"])
 
@@ -167,8 +204,11 @@ def test_micro_gpt2_matches_an_independent_float64_forward():
     assert rows["layernorm_forward_kernel"]["launches"] == 2 * L + 1
     # v5 in the simulator: split-K in two where the epilogue adds (qkv's bias, the residual)
     assert {k: r["launches"] for k, r in rows.items() if k.startswith("matmul")} == {
-        "matmul_v5 + bias (fused, split-K)": L, "matmul_v5 + bias + GELU (fused)": L,
-        "matmul_v5 + bias + residual (fused)": 2 * L, "matmul_v5": 1}
+        "matmul_v5 + bias (fused, split-K)": L,
+        "matmul_v5 + bias + GELU (fused)": L,
+        "matmul_v5 + bias + residual (fused)": 2 * L,
+        "matmul_v5": 1,
+    }
     assert "residual_forward_kernel" not in rows and not any("bias_gelu" in k for k in rows)
     assert abs(sum(r["percent"] for r in rows.values()) - 100) < 1e-6
     assert tl.simulated and "simulated ms" in tl.markdown()
@@ -223,15 +263,20 @@ def test_load_params_reads_a_gpt2_safetensors_file(tmp_path):
     """Hugging Face's layout: 'transformer.' prefixes, attention masks and lm_head to drop,
     float16 or float32 tensors."""
     params = G.init_params(MICRO, seed=9)
-    tensors = {("transformer." + k): v.astype(np.float16 if "wpe" in k else np.float32)
-               for k, v in params.items()}
+    tensors = {
+        ("transformer." + k): v.astype(np.float16 if "wpe" in k else np.float32)
+        for k, v in params.items()
+    }
     tensors["transformer.h.0.attn.bias"] = np.ones((1, 1, 9, 9), np.float32)
     tensors["lm_head.weight"] = params["wte.weight"]
     header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
     for k, v in tensors.items():
         raw = np.ascontiguousarray(v).tobytes()
-        header[k] = {"dtype": {"float32": "F32", "float16": "F16"}[str(v.dtype)],
-                     "shape": list(v.shape), "data_offsets": [off, off + len(raw)]}
+        header[k] = {
+            "dtype": {"float32": "F32", "float16": "F16"}[str(v.dtype)],
+            "shape": list(v.shape),
+            "data_offsets": [off, off + len(raw)],
+        }
         blobs.append(raw)
         off += len(raw)
     head = json.dumps(header).encode()
@@ -241,8 +286,9 @@ def test_load_params_reads_a_gpt2_safetensors_file(tmp_path):
     assert set(got) == set(params)
     assert np.array_equal(got["h.0.mlp.c_fc.weight"], params["h.0.mlp.c_fc.weight"])
     assert np.allclose(got["wpe.weight"], params["wpe.weight"], atol=1e-3)
-    assert G.config_of(got) == G.Config(vocab_size=37, n_positions=9, n_embd=32, n_layer=1,
-                                        n_head=1)
+    assert G.config_of(got) == G.Config(
+        vocab_size=37, n_positions=9, n_embd=32, n_layer=1, n_head=1
+    )
 
 
 def test_bench_runs_in_the_simulator(tmp_path):
@@ -251,7 +297,13 @@ def test_bench_runs_in_the_simulator(tmp_path):
     from course.bench import run
 
     md = run(["gpt2"], tmp_path)[0].read_text()
-    for text in ("GPT-2 forward, optimized", "GPT-2 forward, naive", "per-kernel time",
-                 "matmul_v1_naive (lesson 04)", "flash attention (lesson 08)",
-                 "attention: scores, softmax, P @ V (naive)", "simulated ms"):
+    for text in (
+        "GPT-2 forward, optimized",
+        "GPT-2 forward, naive",
+        "per-kernel time",
+        "matmul_v1_naive (lesson 04)",
+        "flash attention (lesson 08)",
+        "attention: scores, softmax, P @ V (naive)",
+        "simulated ms",
+    ):
         assert text in md, text

@@ -4,6 +4,7 @@ The fixtures (tests/fixtures/submissions/<student>/01_vector_add.ipynb) are stud
 notebooks/01_vector_add.ipynb with the exercise cells rewritten; make_submissions.py beside
 them rebuilds them.
 """
+
 import csv
 import subprocess
 import sys
@@ -11,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from course.grading import hidden
 from course.grading import notebook as nbk
 from course.grading.intake import student_name
@@ -20,21 +21,44 @@ from course.grading.intake import student_name
 SUBMISSIONS = REPO / "tests" / "fixtures" / "submissions"
 HIDDEN = REPO / "instructor" / "hidden"
 pytestmark = [
-    pytest.mark.xdist_group("grade-fixtures"),       # one grading run, one worker
-    pytest.mark.skipif(not (REPO / "notebooks" / "01_vector_add.ipynb").exists(),
-                       reason="needs notebooks/01_vector_add.ipynb"),
+    pytest.mark.xdist_group("grade-fixtures"),  # one grading run, one worker
+    pytest.mark.skipif(
+        not (REPO / "notebooks" / "01_vector_add.ipynb").exists(),
+        reason="needs notebooks/01_vector_add.ipynb",
+    ),
 ]
-TIMEOUT_S = 30        # per submission; the endless-loop fixtures run into it
+TIMEOUT_S = 30  # per submission; the endless-loop fixtures run into it
 
 
-@pytest.fixture(scope="session")   # once per worker, even if xdist interleaves modules
+@pytest.fixture(scope="session")  # once per worker, even if xdist interleaves modules
 def graded(tmp_path_factory):
     out = tmp_path_factory.mktemp("grades")
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "course", "grade", str(SUBMISSIONS),
-                        "--out", str(out / "grades.csv"), "--feedback", str(out / "feedback"),
-                        "--timeout", str(TIMEOUT_S), "--case-time-limit", "2", "--jobs", "2",
-                        "--seed", "7"], cwd=REPO, text=True, capture_output=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "course",
+            "grade",
+            str(SUBMISSIONS),
+            "--out",
+            str(out / "grades.csv"),
+            "--feedback",
+            str(out / "feedback"),
+            "--timeout",
+            str(TIMEOUT_S),
+            "--case-time-limit",
+            "2",
+            "--jobs",
+            "2",
+            "--seed",
+            "7",
+        ],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
     print(f"graded the fixtures in {time.perf_counter() - t0:.0f} s")
     assert r.returncode == 0, r.stdout + r.stderr
     with open(out / "grades.csv", newline="") as f:
@@ -51,8 +75,19 @@ def test_one_row_and_feedback_per_student(graded):
     assert sorted(p.stem for p in (out / "feedback").glob("*.html")) == students
     with open(out / "grades.csv", newline="") as f:
         header = next(csv.reader(f))
-    assert header == ["student", "submission", "lesson", "mode", "status", "vector_add",
-                      "matrix_add", *PRACTICE, "total", "max", "reasons"]
+    assert header == [
+        "student",
+        "submission",
+        "lesson",
+        "mode",
+        "status",
+        "vector_add",
+        "matrix_add",
+        *PRACTICE,
+        "total",
+        "max",
+        "reasons",
+    ]
 
 
 # lesson 01's practice exercises: the fixtures hold them as released (the given bug, the
@@ -66,11 +101,23 @@ EXPECTED = {
     "empty": ("0", "0", "graded", ["never written"]),
     "wrong_result": ("0", "1", "graded", ["vector_add (-1)", "elements wrong"]),
     "crash": ("1", "0", "crashed", ["SIGSEGV", "your matrix_add cell"]),
-    "raises": ("0", "0", "graded", ["ModuleNotFoundError", "a_module_that_does_not_exist",
-                                    "IndexError"]),
-    "infinite_loop": ("0", "0", "timeout", ["time limit", f"within {TIMEOUT_S} s",
-                                            "your matrix_add cell",
-                                            "or in a kernel that cell launches?"]),
+    "raises": (
+        "0",
+        "0",
+        "graded",
+        ["ModuleNotFoundError", "a_module_that_does_not_exist", "IndexError"],
+    ),
+    "infinite_loop": (
+        "0",
+        "0",
+        "timeout",
+        [
+            "time limit",
+            f"within {TIMEOUT_S} s",
+            "your matrix_add cell",
+            "or in a kernel that cell launches?",
+        ],
+    ),
     "out_of_bounds": (None, "0", "graded", ["bounds check"]),
     "syntax_error": ("0", "1", "graded", ["syntax error on line 5", "expected ':'"]),
     "missing_cell": ("0", "1", "graded", ["vector_add: exercise cell not found"]),
@@ -91,9 +138,10 @@ def test_row(graded, student):
     assert row["status"] == status, row
     assert row["max"] == "6" and row["lesson"] == "01_vector_add"
     assert float(row["total"]) == pytest.approx(
-        sum(float(row[e]) for e in ["vector_add", "matrix_add", *PRACTICE]))
-    practice = "1" if student == "correct" else "0"     # correct: full marks, 6 of 6
-    assert all(row[e] == practice for e in PRACTICE), row     # debug, tune: all or nothing
+        sum(float(row[e]) for e in ["vector_add", "matrix_add", *PRACTICE])
+    )
+    practice = "1" if student == "correct" else "0"  # correct: full marks, 6 of 6
+    assert all(row[e] == practice for e in PRACTICE), row  # debug, tune: all or nothing
     for w in words:
         assert w in row["reasons"], (w, row["reasons"])
     if row["total"] != row["max"]:
@@ -107,16 +155,30 @@ def test_out_of_bounds_gets_partial_credit_at_most(graded):
     assert 0 <= float(rows["out_of_bounds"]["vector_add"]) < 0.5
 
 
-@pytest.mark.parametrize("student, words", [
-    ("duplicated_cell", ["2 cells found by marker", "graded the last one"]),
-    ("marker_lost", ["found by function name `add`"]),
-    ("correct", ["12 of 12 cases passed: 1/1 \u2014 points in proportion to the cases passed",
-                 "(hidden)", "Score: 6 / 6"]),
-    ("empty", ["cases passed: 0/1 \u2014 a debug exercise scores only when every case passes",
-               "a tune exercise scores only when every case passes"]),
-    ("crash", ["Grading status: **crashed**", "SIGSEGV"]),
-    ("corrupted_json", ["not valid JSON", "Score: 0 / 6"]),
-])
+@pytest.mark.parametrize(
+    "student, words",
+    [
+        ("duplicated_cell", ["2 cells found by marker", "graded the last one"]),
+        ("marker_lost", ["found by function name `add`"]),
+        (
+            "correct",
+            [
+                "12 of 12 cases passed: 1/1 \u2014 points in proportion to the cases passed",
+                "(hidden)",
+                "Score: 6 / 6",
+            ],
+        ),
+        (
+            "empty",
+            [
+                "cases passed: 0/1 \u2014 a debug exercise scores only when every case passes",
+                "a tune exercise scores only when every case passes",
+            ],
+        ),
+        ("crash", ["Grading status: **crashed**", "SIGSEGV"]),
+        ("corrupted_json", ["not valid JSON", "Score: 0 / 6"]),
+    ],
+)
 def test_feedback_says_what_happened(graded, student, words):
     _, feedback, _ = graded
     for w in words:
@@ -124,8 +186,12 @@ def test_feedback_says_what_happened(graded, student, words):
 
 
 # the README's and the instructor README's example CSV rows: who they are among the fixtures
-README_STUDENTS = {"alice": "correct", "bob": "wrong_result", "carol": "crash",
-                   "dave": "corrupted_json"}
+README_STUDENTS = {
+    "alice": "correct",
+    "bob": "wrong_result",
+    "carol": "crash",
+    "dave": "corrupted_json",
+}
 
 
 def test_the_readme_example_rows_are_what_grade_writes(graded):
@@ -136,8 +202,11 @@ def test_the_readme_example_rows_are_what_grade_writes(graded):
     rows, _, out = graded
     with open(out / "grades.csv", newline="") as f:
         header = next(csv.reader(f))
-    blocks = [b for doc in ("README.md", "instructor/README.md")
-              for b in re.findall(r"```csv\n(.*?)```", (REPO / doc).read_text(), re.S)]
+    blocks = [
+        b
+        for doc in ("README.md", "instructor/README.md")
+        for b in re.findall(r"```csv\n(.*?)```", (REPO / doc).read_text(), re.S)
+    ]
     assert len(blocks) == 2, "one example in each README"
     for block in blocks:
         lines = [l.strip() for l in block.strip().splitlines()]
@@ -156,9 +225,14 @@ def test_the_readme_example_rows_are_what_grade_writes(graded):
 
 def test_feedback_never_shows_hidden_case_code(graded):
     _, feedback, out = graded
-    code_lines = {l.strip() for p in HIDDEN.glob("*.py") for l in p.read_text().splitlines()
-                  if len(l.strip()) > 12 and not l.strip().startswith(('"""', "#"))
-                  and not l.strip().startswith("Case(")}
+    code_lines = {
+        l.strip()
+        for p in HIDDEN.glob("*.py")
+        for l in p.read_text().splitlines()
+        if len(l.strip()) > 12
+        and not l.strip().startswith(('"""', "#"))
+        and not l.strip().startswith("Case(")
+    }
     for p in (out / "feedback").iterdir():
         text = p.read_text()
         assert "instructor/hidden" not in text and "def cases" not in text
@@ -166,8 +240,18 @@ def test_feedback_never_shows_hidden_case_code(graded):
 
 
 def test_fixtures_cover_every_failure_mode_of_the_issue():
-    wanted = {"correct", "empty", "wrong_result", "crash", "infinite_loop", "out_of_bounds",
-              "syntax_error", "missing_cell", "duplicated_cell", "corrupted_json"}
+    wanted = {
+        "correct",
+        "empty",
+        "wrong_result",
+        "crash",
+        "infinite_loop",
+        "out_of_bounds",
+        "syntax_error",
+        "missing_cell",
+        "duplicated_cell",
+        "corrupted_json",
+    }
     assert wanted <= {p.name for p in SUBMISSIONS.iterdir()}
 
 
@@ -197,8 +281,11 @@ HIDDEN_CHECKS = {
     "matrix_add": ("test_vector_add", "solution_matrix_add", "swapped_indices"),
     "reduce_sequential": ("test_reduction", "solution_sequential", "hard_coded_block_size"),
     "reduce_first_add": ("test_reduction", "lesson.reduce4", "first_add_hard_coded_block_size"),
-    "reduce_grid_stride": ("test_reduction", "solution_grid_stride",
-                           "grid_stride_hard_coded_block_size"),
+    "reduce_grid_stride": (
+        "test_reduction",
+        "solution_grid_stride",
+        "grid_stride_hard_coded_block_size",
+    ),
     "window_average_shared": ("test_window", "solution", "hardcoded_block_size"),
     "matmul_tiled": ("test_matmul", "solution", "k_loop_drops_partial_tile"),
     "mean_face": ("test_faces", "mean_solution", "mean_hardcoded_block_size"),
@@ -228,9 +315,10 @@ def test_every_hidden_file_is_announced_and_tested():
 
     every = {p.stem for p in HIDDEN.glob("*.py")}
     assert every <= set(all_exercises()), every - set(all_exercises())
-    keys = {n for n in every if all_exercises()[n].kind == "predict"}   # answer keys
-    assert keys == {n for n, e in all_exercises().items() if e.kind == "predict"}, \
+    keys = {n for n in every if all_exercises()[n].kind == "predict"}  # answer keys
+    assert keys == {n for n, e in all_exercises().items() if e.kind == "predict"}, (
         "every predict exercise needs its answer key beside the hidden cases"
+    )
     files = every - keys
     assert files <= ANNOUNCED, f"hidden cases students are not told about: {files - ANNOUNCED}"
     # the exercises added with the kinds are run with their hidden cases, against their
@@ -243,14 +331,14 @@ def test_every_hidden_file_is_announced_and_tested():
 def _hidden_only(monkeypatch, name):
     from course import exercises
 
-    monkeypatch.delenv("COURSE_HIDDEN_DIR", raising=False)   # this repository's files
+    monkeypatch.delenv("COURSE_HIDDEN_DIR", raising=False)  # this repository's files
     monkeypatch.delenv("COURSE_INSTRUCTOR_DIR", raising=False)
     spec = exercises.get(name)
     monkeypatch.setattr(spec, "cases", lambda: [])
     return spec
 
 
-@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")   # a mutant divides by m - 1
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # a mutant divides by m - 1
 @pytest.mark.parametrize("name", sorted(HIDDEN_CHECKS))
 def test_hidden_cases_pass_the_solution_and_reject_a_mutant(name, monkeypatch):
     import course
@@ -265,15 +353,22 @@ def test_hidden_cases_pass_the_solution_and_reject_a_mutant(name, monkeypatch):
     assert good.passed, repr(good)
 
     bad = course.check(name, _kernel(module, mutant), hidden=True, record=False)
-    assert not bad.passed and any(not c.passed for c in bad.hidden), \
+    assert not bad.passed and any(not c.passed for c in bad.hidden), (
         f"{name}: the hidden cases let {mutant} through"
+    )
 
 
 # -- the instructor's command fails loudly: a sentence and exit 2, nothing graded -----------
 
+
 def _grade(*args, cwd=REPO, timeout=300):
-    return subprocess.run([sys.executable, "-m", "course", "grade", *map(str, args)], cwd=cwd,
-                          text=True, capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "course", "grade", *map(str, args)],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def test_grade_on_a_missing_folder_says_so_and_exits_2(tmp_path):
@@ -284,8 +379,17 @@ def test_grade_on_a_missing_folder_says_so_and_exits_2(tmp_path):
 
 
 def test_a_timeout_no_longer_than_a_case_is_pointed_out(tmp_path):
-    r = _grade(SUBMISSIONS / "empty", "--out", tmp_path / "g.csv", "--timeout", "4",
-               "--case-time-limit", "5", "--isolation", "none")
+    r = _grade(
+        SUBMISSIONS / "empty",
+        "--out",
+        tmp_path / "g.csv",
+        "--timeout",
+        "4",
+        "--case-time-limit",
+        "5",
+        "--isolation",
+        "none",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "--timeout 4 s is not longer than one case's time limit (5 s" in r.stdout
 
@@ -314,17 +418,24 @@ def test_student_copies_are_refused_as_the_instructor_notebooks(tmp_path):
     from course.grading.distribute import copy_notebooks
 
     copy_notebooks(tmp_path / "copy")
-    r = _grade(SUBMISSIONS / "correct", "--instructor", tmp_path / "copy",
-               "--out", tmp_path / "g.csv")
+    r = _grade(
+        SUBMISSIONS / "correct", "--instructor", tmp_path / "copy", "--out", tmp_path / "g.csv"
+    )
     assert r.returncode == 2 and "is a student copy" in r.stderr, r.stdout + r.stderr
-    r = _grade(SUBMISSIONS / "correct", "--instructor", tmp_path / "nothing",
-               "--out", tmp_path / "g.csv")
+    r = _grade(
+        SUBMISSIONS / "correct", "--instructor", tmp_path / "nothing", "--out", tmp_path / "g.csv"
+    )
     assert r.returncode == 2 and "--instructor" in r.stderr and "no such folder" in r.stderr
 
 
 def test_grade_help_states_the_scoring_rule():
-    r = subprocess.run([sys.executable, "-m", "course", "grade", "--help"], cwd=REPO,
-                       text=True, capture_output=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "course", "grade", "--help"],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
     text = " ".join(r.stdout.split())
     assert "in proportion to the cases" in text and "debug or tune exercise" in text
     assert "only when every case passes" in text and "--instructor DIR" in text
@@ -332,14 +443,14 @@ def test_grade_help_states_the_scoring_rule():
 
 # -- a private instructor folder: its hidden cases and its seed are the ones used -----------
 
-PRIVATE_CASE = '''from course.exercises import Case
+PRIVATE_CASE = """from course.exercises import Case
 
 POINTS = 1
 
 
 def cases(exercise):
     return [Case("PRIVATE n = 77, 2 blocks of 16", {"n": 77}, (2,), (16,))]
-'''
+"""
 
 
 def test_grading_with_instructor_dir_uses_its_private_hidden_cases(tmp_path):
@@ -347,20 +458,33 @@ def test_grading_with_instructor_dir_uses_its_private_hidden_cases(tmp_path):
     (private / "notebooks").mkdir(parents=True)
     (private / "instructor" / "hidden").mkdir(parents=True)
     (private / "notebooks" / "01_vector_add.ipynb").write_bytes(
-        (REPO / "notebooks" / "01_vector_add.ipynb").read_bytes())
-    for f in HIDDEN.glob("*.py"):               # the lesson's files, one of them changed
+        (REPO / "notebooks" / "01_vector_add.ipynb").read_bytes()
+    )
+    for f in HIDDEN.glob("*.py"):  # the lesson's files, one of them changed
         if f.stem in PRACTICE or f.stem == "matrix_add":
             (private / "instructor" / "hidden" / f.name).write_bytes(f.read_bytes())
     (private / "instructor" / "hidden" / "vector_add.py").write_text(PRIVATE_CASE)
     (private / "instructor" / "hidden" / "_seed.py").write_text("SEED = 982451653\n")
     out = tmp_path / "out"
-    r = _grade(SUBMISSIONS / "correct", "--instructor", private, "--out", out / "g.csv",
-               "--feedback", out / "fb", "--seed", "7", "--timeout", "120", cwd=tmp_path,
-               timeout=600)
+    r = _grade(
+        SUBMISSIONS / "correct",
+        "--instructor",
+        private,
+        "--out",
+        out / "g.csv",
+        "--feedback",
+        out / "fb",
+        "--seed",
+        "7",
+        "--timeout",
+        "120",
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     text = (out / "fb" / "correct.md").read_text()
-    assert "PRIVATE n = 77" in text                       # the private case ran...
-    assert "7 of 7 cases passed: 1/1" in text             # ...instead of the public five
+    assert "PRIVATE n = 77" in text  # the private case ran...
+    assert "7 of 7 cases passed: 1/1" in text  # ...instead of the public five
     with open(out / "g.csv", newline="") as f:
         assert next(csv.DictReader(f))["vector_add"] == "1"
 
@@ -377,5 +501,5 @@ def test_the_private_seed_moves_every_hidden_input(tmp_path, monkeypatch):
     hidden._LOADED.clear()
     assert hidden.private_seed() == 123456789
     assert not np.allclose(plain, salted)
-    assert np.array_equal(salted, hidden.case_rng(7, 3).random(4))    # and replayable
+    assert np.array_equal(salted, hidden.case_rng(7, 3).random(4))  # and replayable
     hidden._LOADED.clear()

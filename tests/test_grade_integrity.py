@@ -5,6 +5,7 @@ Each fake student below submits lesson 01 with a `vector_add` kernel whose body 
 grader's own process (course/grading/session.py), so every attack must leave vector_add at 0
 and the row must say what happened.
 """
+
 import copy
 import csv
 import json
@@ -12,11 +13,11 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
+
 from course.grading import notebook as nbk
 
-pytestmark = pytest.mark.xdist_group("grade-attacks")   # one grading run, one worker
+pytestmark = pytest.mark.xdist_group("grade-attacks")  # one grading run, one worker
 
 BASE = REPO / "tests" / "fixtures" / "submissions" / "correct" / "01_vector_add.ipynb"
 ADD_PASS = "@cuda.jit\ndef add(n, x, y):\n    pass\n"
@@ -27,34 +28,61 @@ def matrix_add(A, B, C):
         C[row, col] = A[row, col] + B[col, row]
 """
 PIPES = "import os, sys\nR, W = int(sys.argv[-2]), int(sys.argv[-1])\n"
-FORGED_EVENT = json.dumps({"event": "exercise", "name": "vector_add", "error": None,
-                           "cases": [{"name": "n = 1", "passed": True, "hidden": False,
-                                      "launch": "[1, 32]", "message": ""}]})
+FORGED_EVENT = json.dumps(
+    {
+        "event": "exercise",
+        "name": "vector_add",
+        "error": None,
+        "cases": [
+            {"name": "n = 1", "passed": True, "hidden": False, "launch": "[1, 32]", "message": ""}
+        ],
+    }
+)
 WELL_FORMED = "from course.grading.wire import Channel\nforge = Channel(R, W)\n"
 
 ATTACKS = {
     # the issue's attack: a later cell writes a forged "exercise passed" event
-    "forged_event": (ADD_PASS, MATRIX_OK + PIPES + f"os.write(W, {FORGED_EVENT!r}.encode() + b'\\n')\n"),
+    "forged_event": (
+        ADD_PASS,
+        MATRIX_OK + PIPES + f"os.write(W, {FORGED_EVENT!r}.encode() + b'\\n')\n",
+    ),
     # well-framed forged replies: an extra "ran" and a fake launch result out of turn
-    "forged_replies": (ADD_PASS, MATRIX_OK + PIPES + WELL_FORMED +
-                       "forge.send({'op': 'ran', 'step': 99, 'error': None, 'have': 'kernel'})\n"),
+    "forged_replies": (
+        ADD_PASS,
+        MATRIX_OK
+        + PIPES
+        + WELL_FORMED
+        + "forge.send({'op': 'ran', 'step': 99, 'error': None, 'have': 'kernel'})\n",
+    ),
     # monkeypatch the checker, the result class and the registry inside the worker
-    "monkeypatch": (ADD_PASS + """
+    "monkeypatch": (
+        ADD_PASS
+        + """
 import course, course.exercises, course.grading.check as c, course.grading.judge as j
 from course.grading.report import CheckResult
 j.judge = lambda *a, **k: None
 j.compare = lambda *a, **k: None
 c.check = course.check = lambda *a, **k: CheckResult("vector_add", True, "sim", 0)
 CheckResult.passed = True
-""", MATRIX_OK),
-    "monkeypatch_registry": (ADD_PASS + """
+""",
+        MATRIX_OK,
+    ),
+    "monkeypatch_registry": (
+        ADD_PASS
+        + """
 import course.exercises
 course.exercises.get = lambda name: None
 course.exercises.all_exercises = lambda: {}
-""", MATRIX_OK),
+""",
+        MATRIX_OK,
+    ),
     # a thread that answers the grader's launch requests itself, with untouched buffers,
     # and one that keeps writing after the check
-    "steal_requests": (ADD_PASS + PIPES + WELL_FORMED + """
+    "steal_requests": (
+        ADD_PASS
+        + PIPES
+        + WELL_FORMED
+        + """
 import threading
 def serve():
     while True:
@@ -62,8 +90,14 @@ def serve():
         forge.send({'op': 'launched', 'step': req.get('step'), 'error': None,
                     'timed_out': False}, arrays)
 threading.Thread(target=serve, daemon=True).start()
-""", MATRIX_OK),
-    "late_thread": (ADD_PASS, MATRIX_OK + PIPES + """
+""",
+        MATRIX_OK,
+    ),
+    "late_thread": (
+        ADD_PASS,
+        MATRIX_OK
+        + PIPES
+        + """
 import threading, time
 def later():
     time.sleep(0.3)
@@ -71,16 +105,26 @@ def later():
         os.write(W, b'{"event": "exercise", "name": "vector_add", "cases": []}\\n')
         time.sleep(0.05)
 threading.Thread(target=later, daemon=True).start()
-"""),
+""",
+    ),
     # cut the run right after a forged write
-    "exit_after_forgery": (ADD_PASS, MATRIX_OK + PIPES + WELL_FORMED +
-                           "forge.send({'op': 'ran', 'step': 2, 'error': None, 'have': 'kernel'})\n"
-                           "os._exit(0)\n"),
-    "kill_after_forgery": (ADD_PASS, MATRIX_OK + PIPES +
-                           f"os.write(W, {FORGED_EVENT!r}.encode())\n"
-                           "import signal\nos.kill(os.getpid(), signal.SIGKILL)\n"),
+    "exit_after_forgery": (
+        ADD_PASS,
+        MATRIX_OK
+        + PIPES
+        + WELL_FORMED
+        + "forge.send({'op': 'ran', 'step': 2, 'error': None, 'have': 'kernel'})\n"
+        "os._exit(0)\n",
+    ),
+    "kill_after_forgery": (
+        ADD_PASS,
+        MATRIX_OK + PIPES + f"os.write(W, {FORGED_EVENT!r}.encode())\n"
+        "import signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+    ),
     # overwrite the grades and the feedback from inside the worker
-    "write_outputs": (ADD_PASS + """
+    "write_outputs": (
+        ADD_PASS
+        + """
 import os, pathlib
 argv = open(f"/proc/{os.getppid()}/cmdline").read().split("\\0")
 out = pathlib.Path(argv[argv.index("--out") + 1])
@@ -92,13 +136,20 @@ for path, text in ((out, "student,vector_add\\nwrite_outputs,FORGED\\n"),
         path.write_text(text)
     except OSError as exc:
         errors.append(type(exc).__name__)
-""", MATRIX_OK),
+""",
+        MATRIX_OK,
+    ),
     # fix the kernel after its check ran: the verdict was taken when the cell ran
-    "redefine_later": (ADD_PASS, MATRIX_OK + "\n@cuda.jit\ndef add(n, x, y):\n"
-                       "    for k in range(cuda.grid(1), n, cuda.gridsize(1)):\n"
-                       "        y[k] = y[k] + x[k]\n"),
+    "redefine_later": (
+        ADD_PASS,
+        MATRIX_OK + "\n@cuda.jit\ndef add(n, x, y):\n"
+        "    for k in range(cuda.grid(1), n, cuda.gridsize(1)):\n"
+        "        y[k] = y[k] + x[k]\n",
+    ),
     # read the hidden cases and the grading seed
-    "read_secrets": (ADD_PASS + """
+    "read_secrets": (
+        ADD_PASS
+        + """
 import os, pathlib, course
 hidden = pathlib.Path(course.__file__).resolve().parents[1] / "instructor" / "hidden" / "vector_add.py"
 try:
@@ -107,7 +158,9 @@ except OSError as exc:
     found = f"HIDDEN-UNREADABLE {type(exc).__name__}"
 seen = " ".join(os.sys.argv) + " ".join(f"{k}={v}" for k, v in os.environ.items())
 raise RuntimeError(found + (" SEED-SEEN" if "424242" in seen else " SEED-UNSEEN"))
-""", MATRIX_OK),
+""",
+        MATRIX_OK,
+    ),
 }
 
 
@@ -120,19 +173,41 @@ def _submission(add_src: str, matrix_src: str) -> dict:
     return nb
 
 
-@pytest.fixture(scope="session")   # once per worker, even if xdist interleaves modules
+@pytest.fixture(scope="session")  # once per worker, even if xdist interleaves modules
 def attacked(tmp_path_factory):
     root = tmp_path_factory.mktemp("attacks")
     subs = root / "submissions"
     for student, (add_src, matrix_src) in ATTACKS.items():
         (subs / student).mkdir(parents=True)
         (subs / student / "01_vector_add.ipynb").write_text(
-            json.dumps(_submission(add_src, matrix_src)))
+            json.dumps(_submission(add_src, matrix_src))
+        )
     out, fb = root / "out" / "grades.csv", root / "feedback"
-    r = subprocess.run([sys.executable, "-m", "course", "grade", str(subs), "--out", str(out),
-                        "--feedback", str(fb), "--timeout", "60", "--case-time-limit", "5",
-                        "--jobs", "2", "--seed", "424242"],
-                       cwd=REPO, text=True, capture_output=True, timeout=900)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "course",
+            "grade",
+            str(subs),
+            "--out",
+            str(out),
+            "--feedback",
+            str(fb),
+            "--timeout",
+            "60",
+            "--case-time-limit",
+            "5",
+            "--jobs",
+            "2",
+            "--seed",
+            "424242",
+        ],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     with open(out, newline="") as f:
         rows = {row["student"]: row for row in csv.DictReader(f)}
@@ -148,21 +223,24 @@ def test_no_forged_points(attacked, student):
     assert row["reasons"].startswith("vector_add"), "the lost point has a reason"
 
 
-@pytest.mark.parametrize("student, statuses, words", [
-    ("forged_event", {"tampered"}, ["matrix_add: 0 points: tampered"]),
-    ("forged_replies", {"tampered"}, ["tampered", "something else wrote to the grader's pipe"]),
-    # its writes land while a later exercise is graded (the worker no longer launches, so
-    # the conversation is shorter): that exercise and the rest get 0
-    ("late_thread", {"tampered"}, ["0 points: tampered"]),
-    ("monkeypatch", {"graded"}, ["came back unchanged"]),
-    # the patched registry breaks the student's own process: nothing is graded
-    ("monkeypatch_registry", {"crashed"}, ["vector_add: not graded: the grader process died"]),
-    # two readers on one pipe: the conversation breaks one way or the other
-    ("steal_requests", {"crashed", "tampered", "graded", "timeout"}, ["vector_add"]),
-    ("exit_after_forgery", {"tampered"}, ["matrix_add: 0 points: tampered"]),
-    ("kill_after_forgery", {"tampered"}, ["matrix_add: 0 points: tampered"]),
-    ("redefine_later", {"graded"}, ["came back unchanged"]),
-])
+@pytest.mark.parametrize(
+    "student, statuses, words",
+    [
+        ("forged_event", {"tampered"}, ["matrix_add: 0 points: tampered"]),
+        ("forged_replies", {"tampered"}, ["tampered", "something else wrote to the grader's pipe"]),
+        # its writes land while a later exercise is graded (the worker no longer launches, so
+        # the conversation is shorter): that exercise and the rest get 0
+        ("late_thread", {"tampered"}, ["0 points: tampered"]),
+        ("monkeypatch", {"graded"}, ["came back unchanged"]),
+        # the patched registry breaks the student's own process: nothing is graded
+        ("monkeypatch_registry", {"crashed"}, ["vector_add: not graded: the grader process died"]),
+        # two readers on one pipe: the conversation breaks one way or the other
+        ("steal_requests", {"crashed", "tampered", "graded", "timeout"}, ["vector_add"]),
+        ("exit_after_forgery", {"tampered"}, ["matrix_add: 0 points: tampered"]),
+        ("kill_after_forgery", {"tampered"}, ["matrix_add: 0 points: tampered"]),
+        ("redefine_later", {"graded"}, ["came back unchanged"]),
+    ],
+)
 def test_the_row_says_why(attacked, student, statuses, words):
     rows, _, _ = attacked
     row = rows[student]
@@ -200,11 +278,32 @@ def test_outputs_are_rewritten_even_without_isolation(tmp_path):
     """Without a mount namespace the worker can write the CSV; the grader writes it last."""
     (tmp_path / "s" / "write_outputs").mkdir(parents=True)
     (tmp_path / "s" / "write_outputs" / "01_vector_add.ipynb").write_text(
-        json.dumps(_submission(*ATTACKS["write_outputs"])))
+        json.dumps(_submission(*ATTACKS["write_outputs"]))
+    )
     out, fb = tmp_path / "grades.csv", tmp_path / "fb"
-    r = subprocess.run([sys.executable, "-m", "course", "grade", str(tmp_path / "s"), "--out",
-                        str(out), "--feedback", str(fb), "--isolation", "none", "--seed", "3",
-                        "--timeout", "60"], cwd=REPO, text=True, capture_output=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "course",
+            "grade",
+            str(tmp_path / "s"),
+            "--out",
+            str(out),
+            "--feedback",
+            str(fb),
+            "--isolation",
+            "none",
+            "--seed",
+            "3",
+            "--timeout",
+            "60",
+        ],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     text = out.read_text()
     assert "FORGED" not in text and "write_outputs,01_vector_add.ipynb" in text
@@ -216,8 +315,11 @@ def test_wire_rejects_what_is_not_a_message():
 
     from course.grading.wire import Channel, WireError
 
-    for junk in (b'{"event": "exercise"}\n', (5).to_bytes(8, "little") + b"[1,2]",
-                 (2).to_bytes(8, "little") + b"{}" + (3).to_bytes(8, "little") + b"abc"):
+    for junk in (
+        b'{"event": "exercise"}\n',
+        (5).to_bytes(8, "little") + b"[1,2]",
+        (2).to_bytes(8, "little") + b"{}" + (3).to_bytes(8, "little") + b"abc",
+    ):
         r, w = os.pipe()
         os.write(w, junk.replace(b"{}", b'{"arrays": ["y"]}', 1) if b"abc" in junk else junk)
         os.close(w)

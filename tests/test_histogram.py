@@ -1,21 +1,27 @@
 """Lesson 09: every histogram variant is exact on odd shapes and skewed data; the
 histogram_shared check accepts the reference solution and rejects the classic bugs."""
+
 import numpy as np
 import pytest
+from conftest import rejects
 from numba import cuda, int32
 
 import course
-from conftest import rejects
 from course.exercises import histogram as spec
 from course.kernels import histogram as lesson
 
-SMALL = {"global_atomics": {"threads_per_block": 64}, "block_per_channel": {"threads_per_block": 32},
-         "two_phase": {"threads_per_block": 32, "chunks": 3}, "tuned": {"warps": 2, "chunks": 2}}
+SMALL = {
+    "global_atomics": {"threads_per_block": 64},
+    "block_per_channel": {"threads_per_block": 32},
+    "two_phase": {"threads_per_block": 32, "chunks": 3},
+    "tuned": {"warps": 2, "chunks": 2},
+}
 
 
 @pytest.mark.parametrize("variant", sorted(lesson.VARIANTS))
-@pytest.mark.parametrize("shape, dist", [((1, 1), "uniform"), ((61, 7), "skewed"),
-                                         ((37, 66), "constant")])
+@pytest.mark.parametrize(
+    "shape, dist", [((1, 1), "uniform"), ((61, 7), "skewed"), ((37, 66), "constant")]
+)
 def test_variant_is_exact(variant, shape, dist):
     data = lesson.make_data(*shape, dist, seed=shape[0])
     got = lesson.VARIANTS[variant](data, **SMALL[variant])
@@ -25,8 +31,7 @@ def test_variant_is_exact(variant, shape, dist):
 
 def test_two_phase_channel_slices():
     data = lesson.make_data(43, 21, "skewed", seed=5)
-    got = lesson.VARIANTS["two_phase"](data, channels_per_block=8, threads_per_block=32,
-                                       chunks=2)
+    got = lesson.VARIANTS["two_phase"](data, channels_per_block=8, threads_per_block=32, chunks=2)
     np.testing.assert_array_equal(got, lesson.reference(data))
 
 
@@ -49,14 +54,20 @@ def test_single_channel_histograms(variant):
 def test_reference_is_one_bincount_per_channel():
     data = lesson.make_data(50, 3, "uniform", seed=1)
     for c in range(3):
-        np.testing.assert_array_equal(lesson.reference(data)[c], np.bincount(data[:, c],
-                                                                             minlength=256))
+        np.testing.assert_array_equal(
+            lesson.reference(data)[c], np.bincount(data[:, c], minlength=256)
+        )
 
 
-@pytest.mark.parametrize("bad, match", [(np.ones((4, 3), np.int32), "uint8"),
-                                        (np.ones(5, np.uint8), "2-D"),
-                                        (np.ones((0, 3), np.uint8), "empty"),
-                                        (np.ones((3, 0), np.uint8), "empty")])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (np.ones((4, 3), np.int32), "uint8"),
+        (np.ones(5, np.uint8), "2-D"),
+        (np.ones((0, 3), np.uint8), "empty"),
+        (np.ones((3, 0), np.uint8), "empty"),
+    ],
+)
 def test_bad_input_is_a_clear_error(bad, match):
     for fn in lesson.VARIANTS.values():
         with pytest.raises(ValueError, match=match):
@@ -84,7 +95,7 @@ def test_leaderboard_shape_on_gpu(dist):
 
 # -- histogram_shared: the solution and its mutants -----------------------------------------
 
-CHANNELS_PER_BLOCK = 4     # read by the spec from these kernels' globals
+CHANNELS_PER_BLOCK = 4  # read by the spec from these kernels' globals
 ROWS_PER_BLOCK = 64
 SHARED_BINS = CHANNELS_PER_BLOCK * 256
 
@@ -197,14 +208,22 @@ def test_solution_passes():
     assert result.passed, repr(result)
 
 
-@pytest.mark.parametrize("mutant", [non_atomic_shared_increment,
-                                    missing_syncthreads_before_flush,
-                                    missing_shared_zeroing, tail_rows_dropped],
-                         ids=lambda k: k.py_func.__name__)
+@pytest.mark.parametrize(
+    "mutant",
+    [
+        non_atomic_shared_increment,
+        missing_syncthreads_before_flush,
+        missing_shared_zeroing,
+        tail_rows_dropped,
+    ],
+    ids=lambda k: k.py_func.__name__,
+)
 def test_mutant_is_rejected(mutant):
     assert rejects("histogram_shared", mutant)
 
 
 def test_launch_constants_come_from_the_kernel_module():
-    assert spec.launch_constants(solution_histogram) == {"CHANNELS_PER_BLOCK": 4,
-                                                         "ROWS_PER_BLOCK": 64}
+    assert spec.launch_constants(solution_histogram) == {
+        "CHANNELS_PER_BLOCK": 4,
+        "ROWS_PER_BLOCK": 64,
+    }

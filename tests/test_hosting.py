@@ -1,4 +1,5 @@
 """Where the course runs: a MIG slice, Colab, JupyterHub (course.platform.hosting, runtime.banner)."""
+
 import json
 import subprocess
 import sys
@@ -12,17 +13,21 @@ except ImportError:  # Python 3.10
     import tomli as tomllib
 
 from conftest import REPO
+
 from course.grading import distribute
 from course.platform import hosting, runtime
 
 
-@pytest.mark.parametrize("name, want", [
-    ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", "1g.10gb"),
-    ("NVIDIA A100-SXM4-40GB MIG 3g.20gb", "3g.20gb"),
-    ("NVIDIA H100 80GB HBM3 MIG 1g.20gb+me", "1g.20gb+me"),
-    ("NVIDIA H100 80GB HBM3", ""),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", "1g.10gb"),
+        ("NVIDIA A100-SXM4-40GB MIG 3g.20gb", "3g.20gb"),
+        ("NVIDIA H100 80GB HBM3 MIG 1g.20gb+me", "1g.20gb+me"),
+        ("NVIDIA H100 80GB HBM3", ""),
+        ("", ""),
+    ],
+)
 def test_mig_profile_is_read_from_the_device_name(name, want):
     assert hosting.mig_profile(name) == want
 
@@ -30,12 +35,21 @@ def test_mig_profile_is_read_from_the_device_name(name, want):
 @pytest.fixture
 def a_gpu(monkeypatch):
     """Pretend the probe found a GPU of some size (nothing here touches numba)."""
+
     def set_gpu(name, gib, sms=132):
         monkeypatch.setattr(runtime, "MODE", "gpu")
         monkeypatch.setattr(runtime, "GPU_MEMORY_GIB", gib)
-        monkeypatch.setattr(runtime, "device_info", lambda: {
-            "name": name, "compute_capability": (9, 0), "sm_count": sms,
-            "memory_gib": round(gib, 1)})
+        monkeypatch.setattr(
+            runtime,
+            "device_info",
+            lambda: {
+                "name": name,
+                "compute_capability": (9, 0),
+                "sm_count": sms,
+                "memory_gib": round(gib, 1),
+            },
+        )
+
     monkeypatch.delenv("COURSE_SIZE", raising=False)
     return set_gpu
 
@@ -67,7 +81,7 @@ def test_course_size_overrides_the_memory_rule(a_gpu, monkeypatch):
 def test_whole_gpu_and_unknown_memory_keep_the_lecture_sizes(a_gpu):
     a_gpu("NVIDIA H100 80GB HBM3", 79.1)
     assert runtime.profile() == "lecture" and "MIG" not in runtime.banner()
-    a_gpu("Some GPU", 0.0)       # the probe could not read the memory
+    a_gpu("Some GPU", 0.0)  # the probe could not read the memory
     assert runtime.profile() == "lecture"
 
 
@@ -83,14 +97,19 @@ def test_the_banner_names_colab_and_jupyterhub(monkeypatch):
 
 
 def test_doctor_reports_the_host_and_the_slice():
-    out = subprocess.run([sys.executable, "-m", "course", "doctor"], capture_output=True,
-                         text=True, timeout=120, env={**__import__("os").environ,
-                                                     "JUPYTERHUB_USER": "alice"})
+    out = subprocess.run(
+        [sys.executable, "-m", "course", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "JUPYTERHUB_USER": "alice"},
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "host                 JupyterHub" in out.stdout
 
 
 # -- the Colab install cell ------------------------------------------------------------------
+
 
 def _run_cell(monkeypatch, colab: bool):
     calls, widgets = [], []
@@ -128,19 +147,34 @@ def test_colab_cell_installs_this_project_with_its_pins_and_turns_on_widgets(mon
 def test_readme_has_an_open_in_colab_link_per_notebook():
     notebooks = sorted((REPO / "notebooks").glob("*.ipynb"))
     table = hosting.colab_table(notebooks)
-    assert table in (REPO / "README.md").read_text(), \
+    assert table in (REPO / "README.md").read_text(), (
         "README's Colab table is stale: paste the output of `python -m course colab`"
+    )
 
 
 def test_colab_write_points_a_fork_at_the_fork(tmp_path):
-    nb = {"cells": [{"cell_type": "code", "source": ["import course\n"], "metadata": {},
-                     "outputs": [], "execution_count": None, "id": "a"}],
-          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "source": ["import course\n"],
+                "metadata": {},
+                "outputs": [],
+                "execution_count": None,
+                "id": "a",
+            }
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     p = tmp_path / "x.ipynb"
     p.write_text(json.dumps(nb))
     assert distribute.set_colab_cell(p, hosting.colab_cell("me/fork", "dev"))
-    assert not distribute.set_colab_cell(p, hosting.colab_cell("me/fork", "dev"))   # idempotent
+    assert not distribute.set_colab_cell(p, hosting.colab_cell("me/fork", "dev"))  # idempotent
     cells = json.loads(p.read_text())["cells"]
-    assert "me/fork@dev" in "".join(cells[0]["source"]) and cells[1]["source"] == ["import course\n"]
-    assert distribute.set_colab_cell(p, hosting.COLAB_CELL)                           # replaced
+    assert "me/fork@dev" in "".join(cells[0]["source"]) and cells[1]["source"] == [
+        "import course\n"
+    ]
+    assert distribute.set_colab_cell(p, hosting.COLAB_CELL)  # replaced
     assert len(json.loads(p.read_text())["cells"]) == 2

@@ -1,6 +1,7 @@
 """Stop works: interrupting a real Jupyter kernel (jupyter_client, as JupyterLab's Stop does)
 while a check's kernel, or a bare simulator launch, never ends gives control back within
 2 s; the check says "interrupted" and runs no further case; the next check runs normally."""
+
 import time
 
 import pytest
@@ -9,13 +10,15 @@ import course
 
 manager = pytest.importorskip("jupyter_client.manager")
 
-pytestmark = [pytest.mark.timeout(90),
-              pytest.mark.skipif(course.MODE == "gpu", reason="a GPU kernel cannot be stopped")]
+pytestmark = [
+    pytest.mark.timeout(90),
+    pytest.mark.skipif(course.MODE == "gpu", reason="a GPU kernel cannot be stopped"),
+]
 
-BACK_S = 2.0          # control back within this after the interrupt
-TOTAL_S = 60.0        # the whole session, kernel start included
+BACK_S = 2.0  # control back within this after the interrupt
+TOTAL_S = 60.0  # the whole session, kernel start included
 
-SETUP = '''
+SETUP = """
 import threading
 import course, numpy as np
 from numba import cuda
@@ -35,7 +38,7 @@ def never_ends(A, B, C):
 
 def simulated_threads():
     return sum(isinstance(t, BlockThread) and t.is_alive() for t in threading.enumerate())
-'''
+"""
 
 
 class Kernel:
@@ -50,8 +53,11 @@ class Kernel:
         start, interrupted, out, error = time.monotonic(), None, [], None
         while True:
             now = time.monotonic()
-            if interrupt_after is not None and interrupted is None \
-                    and now - start > interrupt_after:
+            if (
+                interrupt_after is not None
+                and interrupted is None
+                and now - start > interrupt_after
+            ):
                 interrupted = time.monotonic()
                 self.km.interrupt_kernel()
             assert now - start < timeout, f"no answer within {timeout} s: {''.join(out)}"
@@ -91,12 +97,12 @@ CHECK = "print(repr(course.check('debug_matrix_layout', {}, record=False)))"
 
 
 def test_stop_ends_a_check_and_the_next_check_runs(kernel):
-    out, _, error = kernel.run(CHECK.format("matrix_add_fixed"))     # the gate is warm now
+    out, _, error = kernel.run(CHECK.format("matrix_add_fixed"))  # the gate is warm now
     assert error is None and out.startswith("[PASS]"), out
 
     out, back, error = kernel.run(CHECK.format("never_ends"), interrupt_after=2.0)
     print(f"check interrupted: control back after {back:.2f} s")
-    assert error is None, out                       # the check reports; it does not raise
+    assert error is None, out  # the check reports; it does not raise
     assert back < BACK_S, f"control came back {back:.2f} s after the interrupt"
     assert out.startswith("[INTERRUPTED]") and "interrupted after 0 of" in out, out
     assert "FAIL" not in out and "time limit" not in out and "seed" not in out, out
@@ -108,8 +114,10 @@ def test_stop_ends_a_check_and_the_next_check_runs(kernel):
 
 
 def test_stop_ends_a_bare_launch(kernel):
-    launch = ("A = np.ones((5, 11), np.float32); C = np.zeros_like(A)\n"
-              "never_ends[(1, 1), (2, 2)](A, A, C)")
+    launch = (
+        "A = np.ones((5, 11), np.float32); C = np.zeros_like(A)\n"
+        "never_ends[(1, 1), (2, 2)](A, A, C)"
+    )
     out, back, error = kernel.run(launch, interrupt_after=2.0)
     print(f"bare launch interrupted: control back after {back:.2f} s")
     assert error == "KeyboardInterrupt", (error, out)
@@ -138,7 +146,7 @@ def test_an_interrupt_in_process_stops_the_check_and_its_threads(monkeypatch):
         i, j = cuda.grid(2)
         if j < C.shape[0] and i < C.shape[1]:
             C[j, i] = A[j, i] + B[j, i]
-        while C.shape[0] == 1 and A[0, 0] == A[0, 0]:     # case 2 is 1 x 1: never ends
+        while C.shape[0] == 1 and A[0, 0] == A[0, 0]:  # case 2 is 1 x 1: never ends
             C[0, 0] = B[0, 0]
 
     from course.grading import launch as launch_mod
@@ -154,12 +162,12 @@ def test_an_interrupt_in_process_stops_the_check_and_its_threads(monkeypatch):
     import importlib
 
     run_cases = importlib.import_module("course.grading.cases").run_cases
-    monkeypatch.setattr(run_cases, "__defaults__", (counting,))   # launch=counting
+    monkeypatch.setattr(run_cases, "__defaults__", (counting,))  # launch=counting
     start = time.monotonic()
     r = course.check("debug_matrix_layout", hangs_on_the_second_case, record=False)
     took = time.monotonic() - start
     assert r.interrupted and not r.passed and len(calls) == 2, (calls, repr(r))
-    assert [c.passed for c in r.cases] == [True], repr(r)     # the case that finished
+    assert [c.passed for c in r.cases] == [True], repr(r)  # the case that finished
     text, html = repr(r), r._repr_html_()
     assert text.startswith("[INTERRUPTED]") and "after 1 of" in text, text
     assert "data-interrupted='true'" in html and f"seed={r.seed}" in text

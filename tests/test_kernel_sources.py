@@ -1,5 +1,6 @@
 """Every kernel a notebook shows is the same text as in course/kernels (one source of truth),
 and every kernel in course/kernels is shown in its notebook (or listed in NOT_SHOWN)."""
+
 import ast
 import importlib
 import inspect
@@ -8,9 +9,9 @@ import pkgutil
 import textwrap
 
 import pytest
+from conftest import REPO
 
 import course.kernels
-from conftest import REPO
 from course import lessons
 
 MODULES = [m.name for m in pkgutil.iter_modules(course.kernels.__path__)]
@@ -43,7 +44,7 @@ def test_module_kernels_appear_verbatim_in_notebook(modname):
     cells = [normalize(c) for stem in stems for c in notebook_code(stem)]
     hidden = set(getattr(mod, "NOT_SHOWN", ()))
     kernels = kernels_of(mod)
-    if getattr(mod, "HOST_ONLY", False):     # e.g. gpt2_params: parameters, float64 reference
+    if getattr(mod, "HOST_ONLY", False):  # e.g. gpt2_params: parameters, float64 reference
         assert not kernels, f"course.kernels.{modname} says HOST_ONLY but defines {sorted(kernels)}"
         return
     assert kernels, f"no kernels found in course.kernels.{modname}"
@@ -53,7 +54,8 @@ def test_module_kernels_appear_verbatim_in_notebook(modname):
         src = normalize(inspect.getsource(k.py_func))
         assert any(src in c for c in cells), (
             f"kernel {name} of course/kernels/{modname}.py is not shown verbatim in "
-            f"notebooks {stems}: copy it unchanged into a cell, or list it in NOT_SHOWN")
+            f"notebooks {stems}: copy it unchanged into a cell, or list it in NOT_SHOWN"
+        )
 
 
 def _jit_defs(source):
@@ -88,6 +90,8 @@ def test_every_notebook_kernel_is_a_tested_module_kernel(stem):
             seg = normalize(ast.get_source_segment(cell, node) or "")
             assert node.name in known, (
                 f"{stem}: kernel {node.name} is defined in a cell but in no course/kernels "
-                "module, so no test runs it")
+                "module, so no test runs it"
+            )
             assert seg in known[node.name], (
-                f"{stem}: kernel {node.name} differs from its course/kernels version")
+                f"{stem}: kernel {node.name} differs from its course/kernels version"
+            )

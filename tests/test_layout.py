@@ -16,6 +16,7 @@ No module, and no code cell of a notebook, may take a ``_private`` name from ano
 of the package (``from x import _y``, or ``x._y`` where ``x`` is a module of the package).
 The checks read the source (``ast``); they import nothing.
 """
+
 import ast
 import functools
 import json
@@ -28,9 +29,22 @@ PACKAGE = REPO / "course"
 # bottom to top; "lessons" is the lesson index (data, imports nothing of the course);
 # "course" is the package root: the mode switch it runs first imports only platform and
 # sim, and its lazy names (course.check, course.submit, ...) reach every floor
-FLOORS = ["lessons", "platform", "measure", "sim", "hardware", "kernels", "exercises",
-          "grading", "leaderboard", "show", "bench", "course", "__main__"]
-FORBIDDEN = {("show", "grading"), ("show", "leaderboard")}   # display: not grading or service
+FLOORS = [
+    "lessons",
+    "platform",
+    "measure",
+    "sim",
+    "hardware",
+    "kernels",
+    "exercises",
+    "grading",
+    "leaderboard",
+    "show",
+    "bench",
+    "course",
+    "__main__",
+]
+FORBIDDEN = {("show", "grading"), ("show", "leaderboard")}  # display: not grading or service
 MAX_ROOT_MODULES = 8
 
 
@@ -60,7 +74,7 @@ def _package_of(name: str, path: Path | None) -> str:
 def _base(node: ast.ImportFrom, pkg: str) -> str:
     base = node.module or ""
     if node.level:
-        parts = pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
+        parts = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
         base = ".".join(parts + ([base] if base else []))
     return base
 
@@ -69,7 +83,7 @@ def _string(node, name: str, pkg: str):
     """The module path a string expression spells, when it is one we can read."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
-    if isinstance(node, ast.JoinedStr):   # f"{__name__}.boards", f"{__package__}.x"
+    if isinstance(node, ast.JoinedStr):  # f"{__name__}.boards", f"{__package__}.x"
         out = []
         for v in node.values:
             if isinstance(v, ast.Constant):
@@ -109,7 +123,7 @@ def imports_of(name: str, source: str, modules, path: Path | None = None) -> set
             found |= {a.name for a in node.names}
         elif isinstance(node, (ast.Constant, ast.JoinedStr)) and id(node) not in docs:
             s = _string(node, name, pkg)
-            if s and s.startswith("."):   # import_module(".x", __package__)
+            if s and s.startswith("."):  # import_module(".x", __package__)
                 s = f"{pkg}{s}"
             if s in modules:
                 found.add(s)
@@ -127,8 +141,7 @@ def _own_nodes(body):
     while todo:
         node = todo.pop()
         yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                 ast.ClassDef)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             todo.extend(ast.iter_child_nodes(node))
 
 
@@ -155,7 +168,8 @@ def _bindings(scope, name: str, pkg: str, modules) -> dict:
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             out[node.id] = None
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
-                isinstance(node, ast.ExceptHandler) and node.name):
+            isinstance(node, ast.ExceptHandler) and node.name
+        ):
             out[node.name] = None
     return out
 
@@ -179,8 +193,11 @@ def private_imports(name: str, source: str, modules, path: Path | None = None) -
                 walk(node, scopes)
             elif isinstance(node, ast.ImportFrom):
                 base = _base(node, pkg)
-                bad.extend(f"{name}: from {base} import {a.name}" for a in node.names
-                           if _private(a.name) and base in modules and base != name)
+                bad.extend(
+                    f"{name}: from {base} import {a.name}"
+                    for a in node.names
+                    if _private(a.name) and base in modules and base != name
+                )
             elif isinstance(node, ast.Attribute):
                 check_attribute(node, scopes)
 
@@ -228,8 +245,9 @@ def _floor(module: str) -> str:
 @functools.cache
 def _graph() -> tuple:
     modules = _modules()
-    return tuple((m, frozenset(imports_of(m, p.read_text(), modules, p)))
-                 for m, p in modules.items())
+    return tuple(
+        (m, frozenset(imports_of(m, p.read_text(), modules, p))) for m, p in modules.items()
+    )
 
 
 def graph() -> dict:
@@ -264,7 +282,7 @@ def test_no_import_circles():
 
     def visit(m):
         if m in stack:
-            circles.append(stack[stack.index(m):] + [m])
+            circles.append(stack[stack.index(m) :] + [m])
             return
         if m in seen:
             return
@@ -315,8 +333,9 @@ def test_an_upward_string_import_fails(source, tmp_path):
     path.write_text('"""Mentions course.grading.check in prose."""\n' + source)
     modules = _modules()
     g = graph()
-    g["course.platform.mutant"] = imports_of("course.platform.mutant", path.read_text(),
-                                             modules, path)
+    g["course.platform.mutant"] = imports_of(
+        "course.platform.mutant", path.read_text(), modules, path
+    )
     assert any(u.startswith("course.platform.mutant -> course.grading") for u in upward(g))
 
 
@@ -348,18 +367,36 @@ def test_a_private_name_across_modules_fails(name, source, tmp_path):
 
 
 def test_a_parameter_named_like_a_module_is_not_the_module():
-    src = ("from course.sim import trace\n\ndef f(trace):\n    return trace._array('x')\n\n"
-           "def g():\n    trace = object()\n    return trace._y\n")
+    src = (
+        "from course.sim import trace\n\ndef f(trace):\n    return trace._array('x')\n\n"
+        "def g():\n    trace = object()\n    return trace._y\n"
+    )
     assert not private_imports("course.show.mutant", src, _modules())
     assert private_imports("course.show.mutant", src + "trace._z\n", _modules()) == [
-        "course.show.mutant: course.sim.trace._z"]
+        "course.show.mutant: course.sim.trace._z"
+    ]
 
 
 def test_a_notebook_cell_is_read(tmp_path):
     nb = tmp_path / "n.ipynb"
-    nb.write_text(json.dumps({"cells": [
-        {"cell_type": "markdown", "source": ["bench._inputs"]},
-        {"cell_type": "code", "source": ["%matplotlib inline\n", "from course.bench import ",
-                                         "matmul as bench\n", "bench._inputs(3)\n"]}]}))
+    nb.write_text(
+        json.dumps(
+            {
+                "cells": [
+                    {"cell_type": "markdown", "source": ["bench._inputs"]},
+                    {
+                        "cell_type": "code",
+                        "source": [
+                            "%matplotlib inline\n",
+                            "from course.bench import ",
+                            "matmul as bench\n",
+                            "bench._inputs(3)\n",
+                        ],
+                    },
+                ]
+            }
+        )
+    )
     assert private_imports("notebooks/n.ipynb", notebook_code(nb), _modules()) == [
-        "notebooks/n.ipynb: course.bench.matmul._inputs"]
+        "notebooks/n.ipynb: course.bench.matmul._inputs"
+    ]

@@ -2,6 +2,7 @@
 loopback interface, a real SQLite file in a temp folder, real submissions judged in the
 simulator (compile gate, tests, the sandboxed worker), then load, restart, Dask and the
 board page in Chromium.  Every server is stopped by the fixture that started it."""
+
 import csv
 import json
 import os
@@ -16,14 +17,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from browser_helpers import free_port
 from conftest import REPO
 
 pytestmark = [pytest.mark.xdist_group("leaderboard"), pytest.mark.timeout(600)]
 ADMIN = "instructor-secret-token-1"
-GOOD = ("from numba import cuda\n\n@cuda.jit\ndef add_fast(n, x, y):\n"
-        "    for k in range(cuda.grid(1), n, cuda.gridsize(1)):\n        y[k] = x[k] + y[k]\n")
+GOOD = (
+    "from numba import cuda\n\n@cuda.jit\ndef add_fast(n, x, y):\n"
+    "    for k in range(cuda.grid(1), n, cuda.gridsize(1)):\n        y[k] = x[k] + y[k]\n"
+)
 
 
 def _roster(path: Path, n: int) -> Path:
@@ -33,9 +35,24 @@ def _roster(path: Path, n: int) -> Path:
 
 def _tokens(tmp: Path, n: int) -> dict:
     out = tmp / "tokens.csv"
-    r = subprocess.run([sys.executable, "-m", "course", "leaderboard", "tokens", "--db",
-                        str(tmp / "lb.db"), "--roster", str(_roster(tmp / "roster.csv", n)),
-                        "--out", str(out)], cwd=REPO, capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "course",
+            "leaderboard",
+            "tokens",
+            "--db",
+            str(tmp / "lb.db"),
+            "--roster",
+            str(_roster(tmp / "roster.csv", n)),
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     with open(out, newline="") as f:
         return {row["student"]: row["token"] for row in csv.DictReader(f)}
@@ -49,14 +66,33 @@ class Server:
         self.start()
 
     def start(self):
-        env = dict(os.environ, COURSE_LEADERBOARD_ADMIN_TOKEN=ADMIN,
-                   COURSE_LEADERBOARD_EXIT_WITH=str(os.getpid()),   # never outlives the tests
-                   PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)]), **self.env)
+        env = dict(
+            os.environ,
+            COURSE_LEADERBOARD_ADMIN_TOKEN=ADMIN,
+            COURSE_LEADERBOARD_EXIT_WITH=str(os.getpid()),  # never outlives the tests
+            PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)]),
+            **self.env,
+        )
         self.log = open(self.tmp / f"serve-{time.time_ns()}.log", "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "course", "leaderboard", "serve", "--db",
-             str(self.tmp / "lb.db"), "--port", str(self.port), *self.extra], cwd=REPO,
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "course",
+                "leaderboard",
+                "serve",
+                "--db",
+                str(self.tmp / "lb.db"),
+                "--port",
+                str(self.port),
+                *self.extra,
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         for _ in range(200):
             try:
                 if call("GET", self.url + "/api/health")[0] == 200:
@@ -100,13 +136,20 @@ def wait_done(url, token, sid, limit=120):
 # ---------------------------------------------------------------------------------------
 # the real judge (simulator): one server, a handful of submissions
 
-FORGE = GOOD + """
+FORGE = (
+    GOOD
+    + """
 import course.exercises.tune as t
 t.Tune.measure_on = lambda self, fn, case, args: {"used": 1, "moved": 1, "read_used": 1,
     "replays": 0, "atomics": 0, "ms": 1e-6, "mean_ms": 1e-6, "std_ms": 0.0, "runs": 30}
 """
-HANG = ("from numba import cuda\n\n@cuda.jit\ndef add_fast(n, x, y):\n"
-        "    i = cuda.grid(1)\n    while i < n:\n        y[i] = x[i] + y[i]\n")
+)
+HANG = (
+    "from numba import cuda\n\n@cuda.jit\ndef add_fast(n, x, y):\n"
+    "    i = cuda.grid(1)\n    while i < n:\n        y[i] = x[i] + y[i]\n"
+)
+
+
 def _solution_file(exercise: str, header: str) -> str:
     """The instructor notebook's solution of ``exercise`` as a file (### lines dropped)."""
     import inspect
@@ -117,11 +160,12 @@ def _solution_file(exercise: str, header: str) -> str:
     return header + "\n".join(l for l in src.splitlines() if not l.lstrip().startswith("###"))
 
 
-DICT = GOOD.replace("        y[k] = x[k] + y[k]\n",
-                    "        d = {'x': x[k]}\n        y[k] = d['x'] + y[k]\n")
+DICT = GOOD.replace(
+    "        y[k] = x[k] + y[k]\n", "        d = {'x': x[k]}\n        y[k] = d['x'] + y[k]\n"
+)
 
 
-@pytest.fixture(scope="session")   # once per worker, even if xdist interleaves modules
+@pytest.fixture(scope="session")  # once per worker, even if xdist interleaves modules
 def real(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("leaderboard")
     tokens = _tokens(tmp, 3)
@@ -138,24 +182,47 @@ def real(tmp_path_factory):
 def _post_all(srv, tokens):
     posts = {}
     for name, src, board, fn in (
-            ("good", GOOD, "tune_vector_add", "add_fast"),
-            ("forge", FORGE, "tune_vector_add", "add_fast"),
-            ("hang", HANG, "tune_vector_add", "add_fast"),
-            ("dict", DICT, "tune_vector_add", "add_fast"),
-            ("matmul", _solution_file("tune_matmul", "from numba import cuda, float32\n"
-                                                     "TILE = 16\n\n"),
-             "tune_matmul", "matmul_fast")):
-        who = tokens["s02" if name == "matmul" else "s00"]     # 4 may wait per student
-        code, d = call("POST", srv.url + "/api/submissions", who,
-                       {"board": board, "source": src, "function": fn})
+        ("good", GOOD, "tune_vector_add", "add_fast"),
+        ("forge", FORGE, "tune_vector_add", "add_fast"),
+        ("hang", HANG, "tune_vector_add", "add_fast"),
+        ("dict", DICT, "tune_vector_add", "add_fast"),
+        (
+            "matmul",
+            _solution_file("tune_matmul", "from numba import cuda, float32\nTILE = 16\n\n"),
+            "tune_matmul",
+            "matmul_fast",
+        ),
+    ):
+        who = tokens["s02" if name == "matmul" else "s00"]  # 4 may wait per student
+        code, d = call(
+            "POST",
+            srv.url + "/api/submissions",
+            who,
+            {"board": board, "source": src, "function": fn},
+        )
         assert code == 202, d
         posts[name] = d["id"]
-    r = subprocess.run([sys.executable, "-m", "course", "submit", "histogram", "--course-kernel",
-                        "histogram_tuned", "--no-wait", "--server", srv.url], cwd=REPO,
-                       capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, COURSE_LEADERBOARD_TOKEN=ADMIN))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "course",
+            "submit",
+            "histogram",
+            "--course-kernel",
+            "histogram_tuned",
+            "--no-wait",
+            "--server",
+            srv.url,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, COURSE_LEADERBOARD_TOKEN=ADMIN),
+    )
     assert r.returncode == 0, r.stderr
-    posts["entry"] = int(r.stdout.split()[1])          # "submission N queued"
+    posts["entry"] = int(r.stdout.split()[1])  # "submission N queued"
     return posts, {k: wait_done(srv.url, ADMIN, sid) for k, sid in posts.items()}
 
 
@@ -177,10 +244,13 @@ def test_blocks_of_256_threads_run_in_the_sandbox(real):
 def test_a_forged_timer_in_the_file_changes_nothing(real):
     d = real["results"]["forge"]
     assert d["status"] == "done" and d["mean_ms"] is None and d["rank"] is None, d
-    sub = sqlite3.connect(real["tmp"] / "lb.db").execute(
-        "SELECT figures FROM submissions WHERE id = ?", (real["ids"]["forge"],)).fetchone()
+    sub = (
+        sqlite3.connect(real["tmp"] / "lb.db")
+        .execute("SELECT figures FROM submissions WHERE id = ?", (real["ids"]["forge"],))
+        .fetchone()
+    )
     figures = json.loads(sub[0])
-    assert figures["moved"] > 1000 and "mean_ms" not in figures, figures   # traced, not forged
+    assert figures["moved"] > 1000 and "mean_ms" not in figures, figures  # traced, not forged
 
 
 def test_a_hanging_kernel_is_rejected_at_the_time_limit(real):
@@ -195,16 +265,18 @@ def test_a_kernel_no_gpu_compiles_is_rejected_by_the_gate(real):
 
 
 def test_course_submit_sends_the_unit_and_prints_progress(real, capsys):
-    import course
     from numba import cuda
+
+    import course
 
     @cuda.jit
     def add_fast(n, x, y):
         for k in range(cuda.grid(1), n, cuda.gridsize(1)):
             y[k] = x[k] + y[k]
 
-    r = course.submit("tune_vector_add", add_fast, server=real["srv"].url,
-                      token=real["tokens"]["s01"], poll_s=0.2)
+    r = course.submit(
+        "tune_vector_add", add_fast, server=real["srv"].url, token=real["tokens"]["s01"], poll_s=0.2
+    )
     assert r.status == "done" and r.passed and "tests passed" in repr(r)
     assert "queued ->" in capsys.readouterr().out
     from course.leaderboard.client import SubmitError
@@ -218,12 +290,17 @@ def test_course_submit_sends_the_unit_and_prints_progress(real, capsys):
 def test_bad_requests_get_a_4xx_and_one_sentence(real):
     url, tok = real["srv"].url + "/api/submissions", real["tokens"]["s02"]
     ok = {"board": "tune_vector_add", "source": GOOD, "function": "add_fast"}
-    cases = [(None, ok, 401), ("nope", ok, 401), (tok, dict(ok, board="nope"), 404),
-             (tok, dict(ok, source=GOOD + "#" * 70000), 413),
-             (tok, dict(ok, source="def add_fast(:\n"), 422),
-             (tok, dict(ok, function="other"), 422),
-             (tok, dict(ok, source=GOOD.replace("@cuda.jit\n", "")), 422),
-             (tok, dict(ok, unit={"name": "add_fast"}), 422), (tok, [1, 2], 400)]
+    cases = [
+        (None, ok, 401),
+        ("nope", ok, 401),
+        (tok, dict(ok, board="nope"), 404),
+        (tok, dict(ok, source=GOOD + "#" * 70000), 413),
+        (tok, dict(ok, source="def add_fast(:\n"), 422),
+        (tok, dict(ok, function="other"), 422),
+        (tok, dict(ok, source=GOOD.replace("@cuda.jit\n", "")), 422),
+        (tok, dict(ok, unit={"name": "add_fast"}), 422),
+        (tok, [1, 2], 400),
+    ]
     for token, body, want in cases:
         code, d = call("POST", url, token, body)
         assert code == want and isinstance(d["error"], str) and d["error"], (body, code, d)
@@ -232,7 +309,7 @@ def test_bad_requests_get_a_4xx_and_one_sentence(real):
     import http.client
 
     conn = http.client.HTTPConnection("127.0.0.1", real["srv"].port, timeout=10)
-    conn.putrequest("POST", "/api/submissions")          # says 2 MB, sends nothing
+    conn.putrequest("POST", "/api/submissions")  # says 2 MB, sends nothing
     conn.putheader("Authorization", f"Bearer {tok}")
     conn.putheader("Content-Length", str(2 << 20))
     conn.endheaders()
@@ -253,18 +330,33 @@ def test_only_the_instructor_enters_course_kernels_and_only_where_they_fit(real)
     url, tok = real["srv"].url + "/api/submissions", real["tokens"]["s01"]
     entry = {"board": "histogram", "course_kernel": "histogram_tuned"}
     for token, body, want, says in [
-            (tok, entry, 403, "instructor"),
-            (ADMIN, dict(entry, course_kernel="nope"), 422, "no course kernel"),
-            (ADMIN, dict(entry, course_kernel=["x"]), 422, "no course kernel"),
-            (ADMIN, dict(entry, board="flash_attention"), 422, "histogram board"),
-            (ADMIN, dict(entry, board="nope"), 404, "no board"),
-            (ADMIN, {"board": "flash_attention", "course_kernel": "flash_mma"}, 422, "GPU"),
-            (tok, {"board": "histogram", "source": GOOD, "function": "add_fast",    # a unit
-                   "unit": {"course_kernel": "histogram_tuned"}}, 422, "unit")]:  # posing
+        (tok, entry, 403, "instructor"),
+        (ADMIN, dict(entry, course_kernel="nope"), 422, "no course kernel"),
+        (ADMIN, dict(entry, course_kernel=["x"]), 422, "no course kernel"),
+        (ADMIN, dict(entry, board="flash_attention"), 422, "histogram board"),
+        (ADMIN, dict(entry, board="nope"), 404, "no board"),
+        (ADMIN, {"board": "flash_attention", "course_kernel": "flash_mma"}, 422, "GPU"),
+        (
+            tok,
+            {
+                "board": "histogram",
+                "source": GOOD,
+                "function": "add_fast",  # a unit
+                "unit": {"course_kernel": "histogram_tuned"},
+            },
+            422,
+            "unit",
+        ),
+    ]:  # posing
         code, d = call("POST", url, token, body)
         assert code == want and says in d["error"], (body, code, d)
-    r = subprocess.run([sys.executable, "-m", "course", "submit", "histogram"], cwd=REPO,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "course", "submit", "histogram"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "--course-kernel" in r.stderr
 
 
@@ -291,14 +383,24 @@ def test_boards_state_shape_signature_and_tests(real):
 # ---------------------------------------------------------------------------------------
 # load, restart: the queue and the store under a fast judge
 
+
 def _fake_server(tmp, log, sleep="0.005", rate="4", *extra):
-    return Server(tmp, "--judge", "leaderboard_fake:judge", "--rate", rate, "--isolation",
-                  "none", *extra, env={"FAKE_JUDGE_LOG": str(log), "FAKE_JUDGE_SLEEP": sleep})
+    return Server(
+        tmp,
+        "--judge",
+        "leaderboard_fake:judge",
+        "--rate",
+        rate,
+        "--isolation",
+        "none",
+        *extra,
+        env={"FAKE_JUDGE_LOG": str(log), "FAKE_JUDGE_SLEEP": sleep},
+    )
 
 
 def test_200_concurrent_submissions_from_50_students(tmp_path):
     tokens, log = _tokens(tmp_path, 50), tmp_path / "measured.txt"
-    srv = _fake_server(tmp_path, log, "0.005", "4", "--max-per-client", "256")   # 50 students
+    srv = _fake_server(tmp_path, log, "0.005", "4", "--max-per-client", "256")  # 50 students
     #                                                      on one address, as behind a NAT
     try:
         jobs = [(s, k) for s in sorted(tokens) for k in range(4)]
@@ -306,29 +408,39 @@ def test_200_concurrent_submissions_from_50_students(tmp_path):
 
         def post(student, k):
             src = f"# {student} {k}\n" + GOOD
-            code, d = call("POST", srv.url + "/api/submissions", tokens[student],
-                           {"board": "tune_vector_add", "source": src, "function": "add_fast"})
+            code, d = call(
+                "POST",
+                srv.url + "/api/submissions",
+                tokens[student],
+                {"board": "tune_vector_add", "source": src, "function": "add_fast"},
+            )
             with lock:
                 got[(student, k)] = (code, d)
+
         threads = [threading.Thread(target=post, args=j) for j in jobs]
         for t in threads:
             t.start()
         for t in threads:
             t.join(60)
-        assert all(code == 202 for code, _ in got.values()), \
-            [v for v in got.values() if v[0] != 202][:3]
-        code, d = call("POST", srv.url + "/api/submissions", tokens["s00"],
-                       {"board": "tune_vector_add", "source": GOOD, "function": "add_fast"})
-        assert code == 429 and "too many" in d["error"]          # the rate limit holds
+        assert all(code == 202 for code, _ in got.values()), [
+            v for v in got.values() if v[0] != 202
+        ][:3]
+        code, d = call(
+            "POST",
+            srv.url + "/api/submissions",
+            tokens["s00"],
+            {"board": "tune_vector_add", "source": GOOD, "function": "add_fast"},
+        )
+        assert code == 429 and "too many" in d["error"]  # the rate limit holds
         ids = [d["id"] for _, d in got.values()]
         assert len(set(ids)) == 200
         for (student, _k), (_c, d) in got.items():
             r = wait_done(srv.url, tokens[student], d["id"], limit=120)
             assert r["status"] == "done" and r["rank"] >= 1
         measured = log.read_text().splitlines()
-        assert len(measured) == 200 and len(set(measured)) == 200   # each measured once
+        assert len(measured) == 200 and len(set(measured)) == 200  # each measured once
         code, board = call("GET", srv.url + "/api/boards/tune_vector_add")
-        assert [r["rank"] for r in board["rows"]] == list(range(1, 51))   # one row a student
+        assert [r["rank"] for r in board["rows"]] == list(range(1, 51))  # one row a student
         times = [r["mean_ms"] for r in board["rows"]]
         assert times == sorted(times)
     finally:
@@ -341,15 +453,21 @@ def test_a_killed_server_loses_no_queued_submission(tmp_path):
     ids = []
     for i in range(12):
         s = f"s{i % 6:02d}"
-        code, d = call("POST", srv.url + "/api/submissions", tokens[s],
-                       {"board": "tune_vector_add", "source": f"# {i}\n" + GOOD,
-                        "function": "add_fast"})
+        code, d = call(
+            "POST",
+            srv.url + "/api/submissions",
+            tokens[s],
+            {"board": "tune_vector_add", "source": f"# {i}\n" + GOOD, "function": "add_fast"},
+        )
         assert code == 202, d
         ids.append((s, d["id"]))
     time.sleep(0.8)
-    srv.kill()                                   # SIGKILL mid-queue
-    left = sqlite3.connect(tmp_path / "lb.db").execute(
-        "SELECT COUNT(*) FROM submissions WHERE status != 'done'").fetchone()[0]
+    srv.kill()  # SIGKILL mid-queue
+    left = (
+        sqlite3.connect(tmp_path / "lb.db")
+        .execute("SELECT COUNT(*) FROM submissions WHERE status != 'done'")
+        .fetchone()[0]
+    )
     assert left > 0
     srv.start()
     try:
@@ -361,23 +479,28 @@ def test_a_killed_server_loses_no_queued_submission(tmp_path):
 
 
 def test_dask_gpu_workers_drain_one_queue(tmp_path, monkeypatch):
+    import leaderboard_fake
     from distributed import LocalCluster
 
     from course.leaderboard.queue import DaskQueue
     from course.leaderboard.store import Store
 
-    import leaderboard_fake
-
     monkeypatch.setenv("FAKE_JUDGE_LOG", str(tmp_path / "measured.txt"))
     monkeypatch.setenv("FAKE_JUDGE_SLEEP", "0.05")
     store = Store(tmp_path / "lb.db")
     store.issue_tokens(["a", "b"])
-    ids = [store.add("ab"[i % 2], "tune_vector_add", "add_fast", f"# {i}\n" + GOOD, None)
-           for i in range(10)]
-    with LocalCluster(n_workers=2, threads_per_worker=2, processes=False,
-                      resources={"GPU": 1}, dashboard_address=None) as cluster:
-        q = DaskQueue(store, cluster.scheduler_address, task=leaderboard_fake.task,
-                      poll_s=0.05)
+    ids = [
+        store.add("ab"[i % 2], "tune_vector_add", "add_fast", f"# {i}\n" + GOOD, None)
+        for i in range(10)
+    ]
+    with LocalCluster(
+        n_workers=2,
+        threads_per_worker=2,
+        processes=False,
+        resources={"GPU": 1},
+        dashboard_address=None,
+    ) as cluster:
+        q = DaskQueue(store, cluster.scheduler_address, task=leaderboard_fake.task, poll_s=0.05)
         q.start()
         try:
             t0 = time.monotonic()
@@ -388,20 +511,36 @@ def test_dask_gpu_workers_drain_one_queue(tmp_path, monkeypatch):
             q.stop()
     assert len((tmp_path / "measured.txt").read_text().splitlines()) == 10
     assert [r["student"] for r in store.ranked("tune_vector_add")] and store.rank_of(
-        store.get(ids[0])) in (1, 2)
+        store.get(ids[0])
+    ) in (1, 2)
 
 
 # ---------------------------------------------------------------------------------------
 # tokens, export, ranking
 
+
 def test_tokens_are_written_once_and_only_hashes_are_stored(tmp_path):
     tokens = _tokens(tmp_path, 3)
     db = (tmp_path / "lb.db").read_bytes()
     assert len(tokens) == 3 and not any(t.encode() in db for t in tokens.values())
-    again = subprocess.run([sys.executable, "-m", "course", "leaderboard", "tokens", "--db",
-                            str(tmp_path / "lb.db"), "--roster", str(tmp_path / "roster.csv"),
-                            "--out", str(tmp_path / "tokens.csv")], cwd=REPO,
-                           capture_output=True, text=True)
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "course",
+            "leaderboard",
+            "tokens",
+            "--db",
+            str(tmp_path / "lb.db"),
+            "--roster",
+            str(tmp_path / "roster.csv"),
+            "--out",
+            str(tmp_path / "tokens.csv"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert again.returncode == 2 and "written once" in again.stderr
 
 
@@ -410,11 +549,13 @@ def test_ranking_export_and_a_roster_that_drops_a_student(tmp_path):
 
     store = Store(tmp_path / "lb.db")
     (ta, _), (tb, _) = [(t, s) for s, t in store.issue_tokens(["ann", "ben"])[0]]
+
     def done(student, ms):
         sid = store.add(student, "tune_matmul", "f", "src", None)
         store.claim(sid)
         store.finish(sid, "done", {"passed": True, "mean_ms": ms, "std_ms": 0.1})
         return sid
+
     done("ann", 3.0), done("ben", 2.0)
     a2 = done("ann", 1.5)
     rows = store.ranked("tune_matmul")
@@ -422,9 +563,22 @@ def test_ranking_export_and_a_roster_that_drops_a_student(tmp_path):
     assert store.rank_of(store.get(a2)) == 1
     assert [v for _, v in store.best_over_time("tune_matmul")] == [3.0, 2.0, 1.5]
     out = tmp_path / "all.csv"
-    r = subprocess.run([sys.executable, "-m", "course", "leaderboard", "export", "--db",
-                        str(tmp_path / "lb.db"), "--out", str(out)], cwd=REPO,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "course",
+            "leaderboard",
+            "export",
+            "--db",
+            str(tmp_path / "lb.db"),
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0 and len(list(csv.DictReader(open(out)))) == 3
     store.restrict_to({"ben"})
     assert store.student_for(ta) is None and store.student_for(tb) == "ben"
@@ -432,6 +586,7 @@ def test_ranking_export_and_a_roster_that_drops_a_student(tmp_path):
 
 # ---------------------------------------------------------------------------------------
 # the page, in Chromium
+
 
 @pytest.mark.browser
 def test_the_board_page_in_chromium(tmp_path):
@@ -444,18 +599,22 @@ def test_the_board_page_in_chromium(tmp_path):
     srv = _fake_server(tmp_path, log)
     try:
         for i, s in enumerate(sorted(tokens)):
-            code, d = call("POST", srv.url + "/api/submissions", tokens[s],
-                           {"board": "tune_vector_add", "source": f"# {i}\n" + GOOD,
-                            "function": "add_fast"})
+            code, d = call(
+                "POST",
+                srv.url + "/api/submissions",
+                tokens[s],
+                {"board": "tune_vector_add", "source": f"# {i}\n" + GOOD, "function": "add_fast"},
+            )
             wait_done(srv.url, tokens[s], d["id"])
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=chromium, headless=True,
-                                         args=["--no-sandbox"])
+            browser = pw.chromium.launch(
+                executable_path=chromium, headless=True, args=["--no-sandbox"]
+            )
             page = browser.new_page()
             page.goto(srv.url + "/boards")
             page.click("text=tune_vector_add")
-            assert page.locator("table tr").count() >= 5          # header + 4 students
-            assert page.locator("svg path").count() == 1         # best time over the term
+            assert page.locator("table tr").count() >= 5  # header + 4 students
+            assert page.locator("svg path").count() == 1  # best time over the term
             page.goto(srv.url + "/signin")
             page.fill("input[name=token]", tokens["s02"])
             page.click("button[type=submit]")
@@ -472,23 +631,33 @@ def test_the_board_page_in_chromium(tmp_path):
 def test_a_test_server_stops_by_itself_when_its_parent_is_gone(tmp_path):
     """COURSE_LEADERBOARD_EXIT_WITH: a server started by a process that dies does not stay."""
     port = free_port()
-    parent = subprocess.run([sys.executable, "-c", f"""
+    parent = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"""
 import os, subprocess, sys, time
 env = dict(os.environ, COURSE_LEADERBOARD_EXIT_WITH=str(os.getpid()))
 p = subprocess.Popen([sys.executable, "-m", "course", "leaderboard", "serve", "--db",
-                      {str(tmp_path / 'lb.db')!r}, "--port", "{port}", "--isolation", "none"],
+                      {str(tmp_path / "lb.db")!r}, "--port", "{port}", "--isolation", "none"],
                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      start_new_session=True)
 print(p.pid, flush=True)
 time.sleep(4)
-"""], cwd=REPO, capture_output=True, text=True, timeout=60)
+""",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     pid = int(parent.stdout.split()[0])
     for _ in range(50):
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
             return
-        try:                                  # a zombie (exited, not reaped) counts as gone
+        try:  # a zombie (exited, not reaped) counts as gone
             if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
                 return
         except OSError:
@@ -511,16 +680,18 @@ def test_a_submission_out_of_time_is_told_so_and_a_slow_board_gets_more(monkeypa
 
     spec = get("tune_vector_add")
     unit = extract(defined("tune_vector_add")[0], spec.launch_names)
-    error, cases = session.judge_unit(spec, unit, GradeSettings(
-        seed=1, mode="sim", timeout=0.2, memory_mb=16384))
-    assert "not judged" in error and "ran past the time limit" in error, error   # the gate's
-    assert cases == [] and "broke" not in error            # compile counts in the deadline too
+    error, cases = session.judge_unit(
+        spec, unit, GradeSettings(seed=1, mode="sim", timeout=0.2, memory_mb=16384)
+    )
+    assert "not judged" in error and "ran past the time limit" in error, error  # the gate's
+    assert cases == [] and "broke" not in error  # compile counts in the deadline too
 
     seen = {}
 
     def fake(spec, unit, settings, **k):
         seen[spec.name] = settings.timeout
         return "stop here", []
+
     monkeypatch.setattr(session, "judge_unit", fake)
     for board in ("flash_attention", "tune_vector_add"):
         runner.judge_submission(board, {"unit": unit, "source": "", "function": "f"})
@@ -534,8 +705,13 @@ def test_bench_leaderboard_rehearses_a_class_gpu_box(tmp_path):
     """``python -m course bench leaderboard``: serves, enters the course's kernels, sends one
     unit alone then several at once; in the simulator nothing is timed, but everything comes
     back, and the database it keeps has no source and no token hash."""
-    r = subprocess.run([sys.executable, "-m", "course", "bench", "leaderboard", "--out",
-                        str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "course", "bench", "leaderboard", "--out", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     report = json.loads(next(tmp_path.glob("leaderboard-*.json")).read_text())
     entry = report["data"]["entries"]["histogram_tuned"]
@@ -547,18 +723,35 @@ def test_bench_leaderboard_rehearses_a_class_gpu_box(tmp_path):
     db = sqlite3.connect(next(tmp_path.glob("leaderboard-*.db")))
     rows = db.execute("SELECT student, source, unit FROM submissions").fetchall()
     assert len(rows) == 5 and db.execute("SELECT COUNT(*) FROM tokens").fetchone()[0] == 0
-    assert all(src == "" and unit is None for who, src, unit in rows if who != "course:"
-               "histogram_tuned")
+    assert all(
+        src == "" and unit is None for who, src, unit in rows if who != "course:histogram_tuned"
+    )
 
 
-@pytest.mark.parametrize("db, board, shows, shot", [
-    ("leaderboard/h100-2026-11-25-run1.db", "histogram", ["2.566", "0.315"], "histogram"),
-    ("leaderboard/h100-2026-11-25-run2.db", "flash_attention", ["22,140", "13.62"],
-     "flash_attention"),
-    ("benchmarks/leaderboard-nvidia-h100-80gb-hbm3-2026-11-25.db", "histogram",
-     ["course:histogram_tuned", "0.2382", "0.315", "launched their own way"], "histogram-course"),
-    ("benchmarks/leaderboard-nvidia-h100-80gb-hbm3-2026-11-25.db", "flash_attention",
-     ["course:flash_mma", "36.97", "13.62"], "flash_attention-course")])
+@pytest.mark.parametrize(
+    "db, board, shows, shot",
+    [
+        ("leaderboard/h100-2026-11-25-run1.db", "histogram", ["2.566", "0.315"], "histogram"),
+        (
+            "leaderboard/h100-2026-11-25-run2.db",
+            "flash_attention",
+            ["22,140", "13.62"],
+            "flash_attention",
+        ),
+        (
+            "benchmarks/leaderboard-nvidia-h100-80gb-hbm3-2026-11-25.db",
+            "histogram",
+            ["course:histogram_tuned", "0.2382", "0.315", "launched their own way"],
+            "histogram-course",
+        ),
+        (
+            "benchmarks/leaderboard-nvidia-h100-80gb-hbm3-2026-11-25.db",
+            "flash_attention",
+            ["course:flash_mma", "36.97", "13.62"],
+            "flash_attention-course",
+        ),
+    ],
+)
 def test_h100_boards_render_in_chromium(tmp_path, db, board, shows, shot):
     """The boards of real serve runs on an H100 (the databases as the service wrote them, the
     submitted sources and token hashes removed: two runs in assets/leaderboard, and the one
@@ -575,8 +768,9 @@ def test_h100_boards_render_in_chromium(tmp_path, db, board, shows, shot):
     srv = Server(tmp_path)
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=chromium, headless=True,
-                                         args=["--no-sandbox"])
+            browser = pw.chromium.launch(
+                executable_path=chromium, headless=True, args=["--no-sandbox"]
+            )
             page = browser.new_page(viewport={"width": 1100, "height": 800})
             page.goto(f"{srv.url}/boards/{board}")
             text = page.inner_text("body")
@@ -584,8 +778,12 @@ def test_h100_boards_render_in_chromium(tmp_path, db, board, shows, shot):
             for s in shows:
                 assert s in text, (s, text[:2000])
             if os.environ.get("COURSE_SCREENSHOTS"):
-                page.screenshot(path=str(Path(os.environ["COURSE_SCREENSHOTS"])
-                                         / f"leaderboard-h100-{shot}.png"), full_page=True)
+                page.screenshot(
+                    path=str(
+                        Path(os.environ["COURSE_SCREENSHOTS"]) / f"leaderboard-h100-{shot}.png"
+                    ),
+                    full_page=True,
+                )
             browser.close()
     finally:
         srv.kill(signal.SIGTERM)

@@ -1,4 +1,5 @@
 """A course entry is a row of kind "course", not a student with a special name."""
+
 import json
 import sqlite3
 
@@ -8,11 +9,18 @@ from course.leaderboard.store import Store
 
 def test_a_course_entry_is_judged_as_one_and_a_student_named_like_one_is_not(tmp_path):
     store = Store(tmp_path / "lb.db")
-    entry = store.add("course:matmul_v4", "tune_matmul", "matmul_v4", "# course", {
-        "course_kernel": "matmul_v4"}, kind="course")
+    entry = store.add(
+        "course:matmul_v4",
+        "tune_matmul",
+        "matmul_v4",
+        "# course",
+        {"course_kernel": "matmul_v4"},
+        kind="course",
+    )
     # a student whose roster name looks like an entry, sending the entry's unit shape
-    forged = store.add("course:matmul_v4", "tune_matmul", "f", "src",
-                       {"course_kernel": "matmul_v4"})
+    forged = store.add(
+        "course:matmul_v4", "tune_matmul", "f", "src", {"course_kernel": "matmul_v4"}
+    )
     assert queue._payload(store.get(entry)) == {"course_kernel": "matmul_v4"}
     assert queue._payload(store.get(forged))["source"] == "src"
     for sid, ms in ((entry, 1.0), (forged, 2.0)):
@@ -30,11 +38,17 @@ def test_an_old_database_gets_kinds_from_its_course_names(tmp_path):
       mean_ms REAL, std_ms REAL, best_ms REAL, median_ms REAL, runs INTEGER, figures TEXT,
       cases TEXT, device TEXT, versions TEXT, mode TEXT, created REAL NOT NULL,
       started REAL, finished REAL)""")
-    rows = [("course:v4", json.dumps({"course_kernel": "v4"})), ("ann", None),
-            ("course:fake", json.dumps({"source": "x"}))]
+    rows = [
+        ("course:v4", json.dumps({"course_kernel": "v4"})),
+        ("ann", None),
+        ("course:fake", json.dumps({"source": "x"})),
+    ]
     for student, unit in rows:
-        db.execute("INSERT INTO submissions (student, board, function, source, unit, created) "
-                   "VALUES (?, 'tune_matmul', 'f', 's', ?, 0)", (student, unit))
+        db.execute(
+            "INSERT INTO submissions (student, board, function, source, unit, created) "
+            "VALUES (?, 'tune_matmul', 'f', 's', ?, 0)",
+            (student, unit),
+        )
     db.commit()
     db.close()
     store = Store(path)

@@ -1,5 +1,6 @@
 """The lesson index (course/lessons.py) names every notebook, exercise, bench and figure
 module once, agrees with what each folder holds, and the discovery reads it."""
+
 import ast
 import collections
 import importlib
@@ -16,8 +17,10 @@ COURSE = REPO / "course"
 def _defines(path, name: str) -> bool:
     """True when the module at ``path`` assigns ``name`` at its top level (read, not run)."""
     tree = ast.parse(path.read_text())
-    return any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == name
-                                                  for t in n.targets) for n in tree.body)
+    return any(
+        isinstance(n, ast.Assign) and any(getattr(t, "id", None) == name for t in n.targets)
+        for n in tree.body
+    )
 
 
 def _bench_scan() -> list:
@@ -58,8 +61,9 @@ def test_answer_keys_are_the_predict_exercises():
 
 
 def test_exercise_modules_are_those_that_define_exercises():
-    scanned = sorted(p.stem for p in (COURSE / "exercises").glob("*.py")
-                     if _defines(p, "EXERCISES"))
+    scanned = sorted(
+        p.stem for p in (COURSE / "exercises").glob("*.py") if _defines(p, "EXERCISES")
+    )
     assert lessons.exercise_modules() == scanned
 
 
@@ -70,8 +74,9 @@ def test_bench_modules_are_those_with_a_title_and_run():
 
 
 def test_figure_modules_are_those_that_define_figures():
-    scanned = sorted(p.stem for p in (COURSE / "show" / "figures").glob("*.py")
-                     if _defines(p, "FIGURES"))
+    scanned = sorted(
+        p.stem for p in (COURSE / "show" / "figures").glob("*.py") if _defines(p, "FIGURES")
+    )
     assert lessons.figure_modules() == scanned
 
 
@@ -99,4 +104,4 @@ def test_a_missing_index_entry_is_caught(monkeypatch):
         test_every_notebook_is_a_lesson_once()
     with pytest.raises(AssertionError):
         test_exercise_modules_are_those_that_define_exercises()
-    assert "window_constant" not in course.exercises.all_exercises()   # read through it
+    assert "window_constant" not in course.exercises.all_exercises()  # read through it

@@ -1,4 +1,5 @@
 """Grades into Canvas: the gradebook-import layout, and a roster that drops nobody."""
+
 import csv
 
 import pytest
@@ -21,11 +22,13 @@ def _roster(tmp_path, text):
 
 
 def test_canvas_layout_and_roster_mismatches(tmp_path):
-    rows = [_graded("alice", 1, 1, {"mean_face": 0.5}), _graded("bob", 0, 1),
-            _graded("zed", 1, 0)]
-    roster = _roster(tmp_path, "submission,id,name,login,section\n"
-                               "alice,101,Alice A,alice@x.edu,A\nbob,102,Bob B,bob@x.edu,B\n"
-                               "carol,103,Carol C,carol@x.edu,A\n")
+    rows = [_graded("alice", 1, 1, {"mean_face": 0.5}), _graded("bob", 0, 1), _graded("zed", 1, 0)]
+    roster = _roster(
+        tmp_path,
+        "submission,id,name,login,section\n"
+        "alice,101,Alice A,alice@x.edu,A\nbob,102,Bob B,bob@x.edu,B\n"
+        "carol,103,Carol C,carol@x.edu,A\n",
+    )
     out = tmp_path / "canvas.csv"
     said = write_canvas(rows, out, roster, log=lambda m: None)
     table = list(csv.reader(out.open()))
@@ -42,11 +45,14 @@ def test_canvas_layout_and_roster_mismatches(tmp_path):
     assert unmatched[1][:3] == ["zed", "zed/01_vector_add.ipynb", "1"]
 
 
-@pytest.mark.parametrize("text, words", [
-    ("name,id\nx,1\n", "columns `submission` and `id`"),
-    ("submission,id\nx,1\nx,2\n", "listed twice"),
-    ("submission,id\nx,\n", "empty"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("name,id\nx,1\n", "columns `submission` and `id`"),
+        ("submission,id\nx,1\nx,2\n", "listed twice"),
+        ("submission,id\nx,\n", "empty"),
+    ],
+)
 def test_bad_rosters_are_explained(tmp_path, text, words):
     with pytest.raises(RosterError, match=words):
         _roster(tmp_path, text)

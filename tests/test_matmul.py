@@ -1,24 +1,36 @@
 """Lesson 04: matmul v1 -> v3 on odd shapes, counted reads vs the lecture's formulas,
 the (L, V, S) constraint, the exercise and its mutants."""
+
 import numpy as np
 import pytest
+from conftest import rejects
 from numba import cuda, float32
 
 import course
-from conftest import rejects
 from course.exercises.matmul import TILE
 from course.kernels import matmul
 
 SHAPES = [(1, 1, 1), (13, 7, 9), (33, 20, 17), (16, 16, 16), (5, 40, 3)]
-SETTINGS = {"v1_naive": [{"threads": (4, 4)}, {}],
-            "v1_5_thread_tile": [{"threads": (4, 4), "V": 2}, {"threads": (4, 2), "V": 3}],
-            "v2_register_outer": [{"threads": (4, 4), "V": 2}, {"threads": (2, 4), "V": 4}],
-            "v3_shared_tiled": [{"L": 16, "V": 2, "S": 4}, {"L": 8, "V": 2, "S": 2},
-                                {"L": 12, "V": 3, "S": 4}],
-            "v3_tuned": [{"tile": (16, 16, 4, 2, 2)}, {"tile": (16, 8, 4, 2, 2)},
-                         {"tile": (8, 16, 8, 2, 4), "min_blocks": 1}],
-            "v4": [{"tile": (16, 16, 4, 4, 4)}, {"tile": (16, 16, 8, 4, 4), "min_blocks": 1},
-                   {"tile": (32, 16, 4, 8, 4)}]}
+SETTINGS = {
+    "v1_naive": [{"threads": (4, 4)}, {}],
+    "v1_5_thread_tile": [{"threads": (4, 4), "V": 2}, {"threads": (4, 2), "V": 3}],
+    "v2_register_outer": [{"threads": (4, 4), "V": 2}, {"threads": (2, 4), "V": 4}],
+    "v3_shared_tiled": [
+        {"L": 16, "V": 2, "S": 4},
+        {"L": 8, "V": 2, "S": 2},
+        {"L": 12, "V": 3, "S": 4},
+    ],
+    "v3_tuned": [
+        {"tile": (16, 16, 4, 2, 2)},
+        {"tile": (16, 8, 4, 2, 2)},
+        {"tile": (8, 16, 8, 2, 4), "min_blocks": 1},
+    ],
+    "v4": [
+        {"tile": (16, 16, 4, 4, 4)},
+        {"tile": (16, 16, 8, 4, 4), "min_blocks": 1},
+        {"tile": (32, 16, 4, 8, 4)},
+    ],
+}
 
 
 ALL_VARIANTS = {**matmul.VARIANTS, **matmul.TUNED_VARIANTS}
@@ -27,15 +39,20 @@ ALL_VARIANTS = {**matmul.VARIANTS, **matmul.TUNED_VARIANTS}
 @pytest.mark.parametrize("variant", sorted(ALL_VARIANTS))
 def test_variant_matches_float64_reference_on_odd_shapes(variant):
     rng = np.random.default_rng(7)
-    for (m, k, n) in SHAPES:
+    for m, k, n in SHAPES:
         A = rng.uniform(-1, 1, (m, k)).astype(np.float32)
         B = rng.uniform(-1, 1, (k, n)).astype(np.float32)
         rtol, atol = matmul.tolerance(k)
         for settings in SETTINGS[variant]:
             C = ALL_VARIANTS[variant](A, B, **settings)
             assert C.dtype == np.float32 and C.shape == (m, n)
-            np.testing.assert_allclose(C, matmul.reference(A, B), rtol=rtol, atol=atol,
-                                       err_msg=f"{variant} {settings} {(m, k, n)}")
+            np.testing.assert_allclose(
+                C,
+                matmul.reference(A, B),
+                rtol=rtol,
+                atol=atol,
+                err_msg=f"{variant} {settings} {(m, k, n)}",
+            )
 
 
 def test_bad_input_raises():
@@ -45,9 +62,15 @@ def test_bad_input_raises():
         matmul.VARIANTS["v3_shared_tiled"](np.ones((4, 4)), np.ones((4, 4)), L=16, V=3, S=4)
 
 
-@pytest.mark.parametrize("variant,settings", [
-    ("v1_naive", {}), ("v1_5_thread_tile", {"V": 2}), ("v2_register_outer", {"V": 2}),
-    ("v3_shared_tiled", {"L": 16, "V": 2, "S": 4})])
+@pytest.mark.parametrize(
+    "variant,settings",
+    [
+        ("v1_naive", {}),
+        ("v1_5_thread_tile", {"V": 2}),
+        ("v2_register_outer", {"V": 2}),
+        ("v3_shared_tiled", {"L": 16, "V": 2, "S": 4}),
+    ],
+)
 def test_counted_reads_equal_lecture_formulas(variant, settings):
     n = 32
     counted = matmul.count_reads(variant, n, threads=(4, 4), **settings)
@@ -70,21 +93,23 @@ def test_v3_constraint():
     assert "divide" in matmul.v3_tuned_invalid(128, 128, 8, 3, 8)
     assert "BK" in matmul.v3_tuned_invalid(128, 128, 12, 8, 8)
     with pytest.raises(ValueError):
-        matmul.TUNED_VARIANTS["v3_tuned"](np.ones((4, 4), np.float32), np.ones((4, 4), np.float32),
-                                    tile=(16, 16, 3, 2, 2))
+        matmul.TUNED_VARIANTS["v3_tuned"](
+            np.ones((4, 4), np.float32), np.ones((4, 4), np.float32), tile=(16, 16, 3, 2, 2)
+        )
     assert matmul.v4_invalid(*matmul.V4_DEFAULT) is None
     # the shared-memory estimate uses the kernel's own sA padding (v4: 4 floats a row)
     assert matmul.v3_tuned_invalid(*matmul.V4_DEFAULT, pad=4) is None
     assert "shared" in matmul.v3_tuned_invalid(*matmul.V4_DEFAULT, pad=3000)
     assert "multiples of 4" in matmul.v4_invalid(128, 128, 8, 8, 6)
     with pytest.raises(ValueError, match="invalid v4 tile"):
-        matmul.TUNED_VARIANTS["v4"](np.ones((4, 4), np.float32), np.ones((4, 4), np.float32),
-                                    tile=(16, 16, 4, 2, 2))
-
+        matmul.TUNED_VARIANTS["v4"](
+            np.ones((4, 4), np.float32), np.ones((4, 4), np.float32), tile=(16, 16, 4, 2, 2)
+        )
 
 
 # ---------------------------------------------------------------------------------------
 # exercise: reference solution and mutants (all use the spec's TILE)
+
 
 @cuda.jit
 def solution(A, B, C):
@@ -236,9 +261,18 @@ def test_solution_passes():
     assert result.passed, repr(result)
 
 
-@pytest.mark.parametrize("mutant", [missing_syncthreads, wrong_tile_guard, no_zero_fill_past_edge,
-                                    k_loop_drops_partial_tile, missing_store_guard,
-                                    transposed_tile_read], ids=lambda k: k.__name__)
+@pytest.mark.parametrize(
+    "mutant",
+    [
+        missing_syncthreads,
+        wrong_tile_guard,
+        no_zero_fill_past_edge,
+        k_loop_drops_partial_tile,
+        missing_store_guard,
+        transposed_tile_read,
+    ],
+    ids=lambda k: k.__name__,
+)
 def test_mutant_is_rejected(mutant):
     assert rejects("matmul_tiled", mutant)
 
@@ -246,22 +280,27 @@ def test_mutant_is_rejected(mutant):
 @pytest.mark.gpu
 def test_lecture_size_on_gpu():
     rng = np.random.default_rng(2)
-    for (m, k, n) in [(1024, 1024, 1024), (1000, 1003, 517)]:
+    for m, k, n in [(1024, 1024, 1024), (1000, 1003, 517)]:
         A = rng.uniform(-1, 1, (m, k)).astype(np.float32)
         B = rng.uniform(-1, 1, (k, n)).astype(np.float32)
         rtol, atol = matmul.tolerance(k)
         for name, fn in ALL_VARIANTS.items():
-            np.testing.assert_allclose(fn(A, B), matmul.reference(A, B), rtol=rtol, atol=atol,
-                                       err_msg=name)
+            np.testing.assert_allclose(
+                fn(A, B), matmul.reference(A, B), rtol=rtol, atol=atol, err_msg=name
+            )
 
 
 # ---------------------------------------------------------------------------------------
 # v5: 16-byte global loads, split-K, k steps written out; the per-shape table
 
-V5_CASES = [((13, 21, 9), (16, 16, 4, 4, 4), 1, 4), ((13, 21, 9), (16, 16, 4, 4, 4), 3, 2),
-            ((33, 40, 20), (16, 16, 8, 4, 4), 2, 8), ((17, 12, 16), (32, 16, 4, 8, 4), 1, 1),
-            ((16, 16, 16), (16, 16, 4, 4, 4), 5, 4),     # more slices than K tiles
-            ((19, 24, 24), (16, 16, 8, 4, 4), 1, 8)]      # 16-byte loads on whole tiles
+V5_CASES = [
+    ((13, 21, 9), (16, 16, 4, 4, 4), 1, 4),
+    ((13, 21, 9), (16, 16, 4, 4, 4), 3, 2),
+    ((33, 40, 20), (16, 16, 8, 4, 4), 2, 8),
+    ((17, 12, 16), (32, 16, 4, 8, 4), 1, 1),
+    ((16, 16, 16), (16, 16, 4, 4, 4), 5, 4),  # more slices than K tiles
+    ((19, 24, 24), (16, 16, 8, 4, 4), 1, 8),
+]  # 16-byte loads on whole tiles
 
 
 def _v5_errors(make=None):
@@ -274,11 +313,13 @@ def _v5_errors(make=None):
         B = rng.uniform(-1, 1, (k, n)).astype(np.float32)
         if make is None:
             C = v5.host(A, B, tile, 1, split, steps=steps)
-        else:                                  # a mutant build, launched as v5.launch does
+        else:  # a mutant build, launched as v5.launch does
             d_C = cuda.to_device(np.zeros((m, n), np.float32))
             kern = make(*tile, 1, STORE=v5.add_c, STEPS=steps)
-            kern[((n + tile[1] - 1) // tile[1], (m + tile[0] - 1) // tile[0], split),
-                 (tile[1] // tile[4], tile[0] // tile[3])](cuda.to_device(A), cuda.to_device(B), d_C)
+            kern[
+                ((n + tile[1] - 1) // tile[1], (m + tile[0] - 1) // tile[0], split),
+                (tile[1] // tile[4], tile[0] // tile[3]),
+            ](cuda.to_device(A), cuda.to_device(B), d_C)
             C = d_C.copy_to_host()
         assert C.dtype == np.float32 and C.shape == (m, n)
         errs.append(np.abs(C - matmul.reference(A, B)).max())
@@ -304,11 +345,17 @@ def _v5_mutant(old: str, new: str):
     return scope["make_v5"]
 
 
-@pytest.mark.parametrize("old,new", [
-    ("t1 = min(ntiles, t0 + per)", "t1 = min(ntiles, t0 + per - 1)"),   # a slice drops a tile
-    ("sA[abase + uint64(j * PA + f * RA)]", "sA[abase + uint64(j + f * RA)]"),  # A not transposed
-    ("per = (ntiles + cuda.gridDim.z - 1) // cuda.gridDim.z",
-     "per = ntiles // cuda.gridDim.z")])                                 # floor: the tail is lost
+@pytest.mark.parametrize(
+    "old,new",
+    [
+        ("t1 = min(ntiles, t0 + per)", "t1 = min(ntiles, t0 + per - 1)"),  # a slice drops a tile
+        (
+            "sA[abase + uint64(j * PA + f * RA)]",
+            "sA[abase + uint64(j + f * RA)]",
+        ),  # A not transposed
+        ("per = (ntiles + cuda.gridDim.z - 1) // cuda.gridDim.z", "per = ntiles // cuda.gridDim.z"),
+    ],
+)  # floor: the tail is lost
 def test_v5_mutants_are_caught(old, new):
     assert max(_v5_errors(_v5_mutant(old, new))) > 1e-3
 
@@ -341,9 +388,9 @@ def test_waves_and_the_per_shape_table():
     for settings in S.TABLE.values():
         for tile, _per_sm, _split, steps in settings:
             assert v5.v5_invalid(*tile) is None and steps in v5.STEPS and tile[2] % steps == 0
-        assert settings[1][2] == 1               # the second: no split-K (a plain epilogue)
+        assert settings[1][2] == 1  # the second: no split-K (a plain epilogue)
     assert S.choose(4096, 3072, 768, atomic=False)[2] == 1
-    tile, per_sm, split, steps = S.choose(1000, 512, 700)      # not in the table: fullest waves
+    tile, per_sm, split, steps = S.choose(1000, 512, 700)  # not in the table: fullest waves
     assert v5.v5_invalid(*tile) is None and split >= 1
 
 
@@ -375,6 +422,11 @@ def test_bench_matmul_runs_in_the_simulator_with_the_shapes_section(tmp_path):
     from course.bench import run
 
     md = run(["matmul"], tmp_path)[0].read_text()
-    for text in ("v4 (tile=", "every GPT-2 shape", "v5 at odd stand-in", "split 2",
-                 "v5 waves (fill)"):
+    for text in (
+        "v4 (tile=",
+        "every GPT-2 shape",
+        "v5 at odd stand-in",
+        "split 2",
+        "v5 waves (fill)",
+    ):
         assert text in md, text

@@ -1,5 +1,7 @@
 """The two ways to install agree, and the README's test command is what CI runs."""
+
 import re
+
 try:
     import tomllib
 except ImportError:  # Python 3.10
@@ -22,7 +24,9 @@ def test_environment_yml_has_the_same_pins_as_pyproject():
     py = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     env = pins((REPO / "environment.yml").read_text().splitlines())
     for name, spec in pins(py).items():
-        assert env.get(name) == spec, f"{name}: pyproject {spec!r} vs environment.yml {env.get(name)!r}"
+        assert env.get(name) == spec, (
+            f"{name}: pyproject {spec!r} vs environment.yml {env.get(name)!r}"
+        )
 
 
 def test_ci_runs_the_readme_test_command():
@@ -47,9 +51,19 @@ def test_a_course_folder_in_the_working_directory_does_not_shadow_the_package(tm
     import sys
 
     (tmp_path / "course" / "source").mkdir(parents=True)
-    r = subprocess.run([sys.executable, "-c", "import course; print(course.MODE)"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", "import course; print(course.MODE)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and r.stdout.strip() in ("sim", "gpu"), r.stdout + r.stderr
-    r = subprocess.run([sys.executable, "-m", "course", "--help"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "course", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "doctor" in r.stdout, r.stdout + r.stderr

@@ -4,20 +4,28 @@ bug, the empty answer) fails, and every mutant - a wrong fix, a wrong answer - f
 Solutions and given code are read from the instructor notebooks, so what is tested is what
 the student sees; the release's own stripping (``### GIVEN:`` lines) makes the student copy.
 """
-from course.grading.unit import run_cell
+
 import pytest
+from conftest import REPO
 from numba import cuda
 
 import course
-from conftest import REPO
 from course.exercises import KINDS, all_exercises
 from course.grading import solutions
 from course.grading.solutions import defined
+from course.grading.unit import run_cell
 
 EXERCISES = all_exercises()
 # exercises added with the kinds (the first 12 write exercises have their own test files)
-NEW_WRITE = ("center_coalesced", "window_constant", "matmul_epilogue", "sum_of_squares",
-             "matmul_split_k", "count_positive", "layernorm_warp")
+NEW_WRITE = (
+    "center_coalesced",
+    "window_constant",
+    "matmul_epilogue",
+    "sum_of_squares",
+    "matmul_split_k",
+    "count_positive",
+    "layernorm_warp",
+)
 NEW = sorted(n for n, e in EXERCISES.items() if e.kind != "write" or n in NEW_WRITE)
 
 
@@ -44,12 +52,13 @@ def test_solution_passes_and_student_copy_fails(name):
     good, _ = _defined(name, student=False)
     r = course.check(name, good, hidden=True, record=False, seed=11)
     assert r.passed, r
-    given, _ = _defined(name, student=True)      # the given bug fails the public cases
+    given, _ = _defined(name, student=True)  # the given bug fails the public cases
     bad = course.check(name, given, hidden=False, record=False, seed=11)
     assert not bad.passed, f"{name}: the student's copy passes as given"
 
 
 # --- predict: every single wrong answer is rejected, and the key is not in the package ---
+
 
 def _wrong(q, right):
     if q.choices:
@@ -80,11 +89,13 @@ def test_predict_mutants(name):
         assert not r.passed, (name, q.key)
         text = repr(r)
         assert "which is not it" in text and q.explain[:20] in text
-        if not q.choices:       # a wrong answer is taught the method, never told the value
+        if not q.choices:  # a wrong answer is taught the method, never told the value
             failed = next(c for c in r.cases if not c.passed)
             tol = f" (within {q.rtol:.0%})" if q.rtol else ""
-            assert failed.message == f"got {_wrong(q, right[q.key])!r}, which is not it" \
-                f"{tol}: {q.explain}", (name, q.key, failed.message)
+            assert (
+                failed.message == f"got {_wrong(q, right[q.key])!r}, which is not it"
+                f"{tol}: {q.explain}"
+            ), (name, q.key, failed.message)
     for junk in ({}, [1, 2, 3], {k: str(v) + "x" for k, v in right.items()}):
         assert not course.check(name, junk, record=False).passed
 
@@ -120,8 +131,12 @@ def test_predict_answers_match_the_tracer():
 
     x = np.arange(32 * 33 + 8, dtype=np.float32)
     expected = _key(EXERCISES["predict_sectors"])
-    for key, stride, offset in (("coalesced", 1, 0), ("stride2", 2, 0), ("stride32", 32, 0),
-                                ("misaligned", 1, 1)):
+    for key, stride, offset in (
+        ("coalesced", 1, 0),
+        ("stride2", 2, 0),
+        ("stride32", 32, 0),
+        ("misaligned", 1, 1),
+    ):
         t = trace.run(read, 1, 32, x, np.zeros(32, np.float32), stride, offset)
         c = t.coalescing_counts()["x"]
         assert c["sectors"] / c["requests"] == expected[key], key
@@ -129,16 +144,16 @@ def test_predict_answers_match_the_tracer():
 
 # --- debug: wrong fixes a student might try -------------------------------------------
 
-MUTANTS = {   # exercise -> three (text in the solution, replacement): each must fail
+MUTANTS = {  # exercise -> three (text in the solution, replacement): each must fail
     "matmul_split_k": [
-        ("cuda.atomic.add(C, (row, col), acc)", "C[row, col] += acc"),       # blocks race
+        ("cuda.atomic.add(C, (row, col), acc)", "C[row, col] += acc"),  # blocks race
         ("chunk = (K + cuda.gridDim.z - 1) // cuda.gridDim.z", "chunk = K // cuda.gridDim.z"),
         ("range(k0, min(K, k0 + chunk))", "range(k0, k0 + chunk)"),
     ],
     "tune_transpose": [
         ("B[r, c] = tile[tx, ty + k]", "B[r, c] = tile[ty + k, tx]"),
         ("    cuda.syncthreads()\n    for k", "    for k"),
-        ("(32, 33)", "(32, 64)"),                    # still a 32-way conflict
+        ("(32, 33)", "(32, 64)"),  # still a 32-way conflict
     ],
     "debug_grid_stride": [
         ("step = cuda.gridsize(1)", "step = cuda.blockDim.x * 2"),
@@ -148,11 +163,17 @@ MUTANTS = {   # exercise -> three (text in the solution, replacement): each must
     "debug_matrix_layout": [
         ("if row < C.shape[0] and col < C.shape[1]:", "if row < C.shape[1] and col < C.shape[0]:"),
         ("if row < C.shape[0] and col < C.shape[1]:", "if True:"),
-        ("C[row, col] = A[row, col] + B[row, col]", "C[col % C.shape[0], row % C.shape[1]] = A[row, col] + B[row, col]"),
+        (
+            "C[row, col] = A[row, col] + B[row, col]",
+            "C[col % C.shape[0], row % C.shape[1]] = A[row, col] + B[row, col]",
+        ),
     ],
     "debug_reduce_sync": [
         ("        cuda.syncthreads()\n        s >>= 1", "        s >>= 1"),
-        ("        cuda.syncthreads()\n        s >>= 1", "        cuda.syncthreads()\n        s >>= 2"),
+        (
+            "        cuda.syncthreads()\n        s >>= 1",
+            "        cuda.syncthreads()\n        s >>= 2",
+        ),
         ("    cuda.syncthreads()\n    s = cuda.blockDim.x // 2", "    s = cuda.blockDim.x // 2"),
     ],
     "debug_window_halo": [
@@ -171,12 +192,18 @@ MUTANTS = {   # exercise -> three (text in the solution, replacement): each must
         ("if k < m * n:", "if k < n:"),
     ],
     "debug_matmul_sync": [
-        ("        cuda.syncthreads()\n        for k in range(TILE):", "        for k in range(TILE):"),
+        (
+            "        cuda.syncthreads()\n        for k in range(TILE):",
+            "        for k in range(TILE):",
+        ),
         ("for k in range(TILE):", "for k in range(TILE - 1):"),
         ("acc += sA[ty, k] * sB[k, tx]", "acc += sA[ty, k] * sB[tx, k]"),
     ],
     "debug_covariance_sync": [
-        ("        cuda.syncthreads()\n        for k in range(chunk_size):", "        for k in range(chunk_size):"),
+        (
+            "        cuda.syncthreads()\n        for k in range(chunk_size):",
+            "        for k in range(chunk_size):",
+        ),
         ("accum / num_entries", "accum / (num_entries - 1)"),
         ("for k in range(chunk_size):", "for k in range(chunk_size - 1):"),
     ],
@@ -203,14 +230,19 @@ MUTANTS = {   # exercise -> three (text in the solution, replacement): each must
     "sum_of_squares": [
         ("acc += x[j] * x[j]", "acc += x[j]"),
         ("cuda.atomic.add(out, 0, sdata[0])", "out[0] += sdata[0]"),
-        ("range(cuda.grid(1), x.size, cuda.gridsize(1))", "range(cuda.grid(1), x.size, cuda.blockDim.x)"),
+        (
+            "range(cuda.grid(1), x.size, cuda.gridsize(1))",
+            "range(cuda.grid(1), x.size, cuda.blockDim.x)",
+        ),
     ],
     # tune: wrong "tunings", and correct kernels that still miss the target
     "tune_vector_add": [
         ("range(cuda.grid(1), n, cuda.gridsize(1))", "range(cuda.grid(1), n, cuda.blockDim.x)"),
-        ("    for k in range(cuda.grid(1), n, cuda.gridsize(1)):\n        y[k] = x[k] + y[k]",
-         "    for p in range(cuda.grid(1), (n + 1) // 2, cuda.gridsize(1)):\n"
-         "        for k in range(2 * p, min(2 * p + 2, n)):\n            y[k] = x[k] + y[k]"),
+        (
+            "    for k in range(cuda.grid(1), n, cuda.gridsize(1)):\n        y[k] = x[k] + y[k]",
+            "    for p in range(cuda.grid(1), (n + 1) // 2, cuda.gridsize(1)):\n"
+            "        for k in range(2 * p, min(2 * p + 2, n)):\n            y[k] = x[k] + y[k]",
+        ),
         ("y[k] = x[k] + y[k]", "y[k] = x[k] + y[k] if k < n - 1 else y[k]"),
     ],
     "tune_reduction": [
@@ -221,18 +253,26 @@ MUTANTS = {   # exercise -> three (text in the solution, replacement): each must
     "tune_covariance": [
         ("        cuda.syncthreads()\n    if base_x", "    if base_x"),
         ("accum / num_entries", "accum / (num_entries + 1)"),
-        ("(shared[chunk_size * chunk_size + k * chunk_size + ty]\n                      * shared[k * chunk_size + tx])",
-         "(data[(chunk * chunk_size + k) * num_features + base_y + ty]\n"
-         "                      * shared[k * chunk_size + tx] if chunk * chunk_size + k < num_entries"
-         " and base_y + ty < num_features else float32(0))"),
+        (
+            "(shared[chunk_size * chunk_size + k * chunk_size + ty]\n                      * shared[k * chunk_size + tx])",
+            "(data[(chunk * chunk_size + k) * num_features + base_y + ty]\n"
+            "                      * shared[k * chunk_size + tx] if chunk * chunk_size + k < num_entries"
+            " and base_y + ty < num_features else float32(0))",
+        ),
     ],
     "tune_matmul": [
-        ("            acc += sA[ty, k] * sB[k, tx]\n        cuda.syncthreads()",
-         "            acc += sA[ty, k] * sB[k, tx]"),
-        ("acc += sA[ty, k] * sB[k, tx]\n        cuda.syncthreads()\n    if row",
-         "acc += sA[tx, k] * sB[k, ty]\n        cuda.syncthreads()\n    if row"),
-        ("acc += sA[ty, k] * sB[k, tx]",
-         "acc += sA[ty, k] * (B[k0 + k, col] if k0 + k < K and col < N else float32(0.0))"),
+        (
+            "            acc += sA[ty, k] * sB[k, tx]\n        cuda.syncthreads()",
+            "            acc += sA[ty, k] * sB[k, tx]",
+        ),
+        (
+            "acc += sA[ty, k] * sB[k, tx]\n        cuda.syncthreads()\n    if row",
+            "acc += sA[tx, k] * sB[k, ty]\n        cuda.syncthreads()\n    if row",
+        ),
+        (
+            "acc += sA[ty, k] * sB[k, tx]",
+            "acc += sA[ty, k] * (B[k0 + k, col] if k0 + k < K and col < N else float32(0.0))",
+        ),
     ],
     "tune_centering": [
         ("j = k - i * n", "j = k - i * m"),
@@ -241,33 +281,46 @@ MUTANTS = {   # exercise -> three (text in the solution, replacement): each must
     ],
     "count_positive": [
         ("if x[i] > 0:", "if x[i] < 0:"),
-        ("cuda.atomic.add(count, 0, c)", "count[0] += c"),                  # blocks race
-        ("range(cuda.grid(1), x.shape[0], cuda.gridsize(1))",
-         "range(cuda.grid(1), x.shape[0], cuda.blockDim.x)"),
+        ("cuda.atomic.add(count, 0, c)", "count[0] += c"),  # blocks race
+        (
+            "range(cuda.grid(1), x.shape[0], cuda.gridsize(1))",
+            "range(cuda.grid(1), x.shape[0], cuda.blockDim.x)",
+        ),
     ],
     "layernorm_warp": [
-        ("math.sqrt(v / float32(C) + ", "math.sqrt(v / float32(C - 1) + "),       # unbiased
-        ("s += cuda.shfl_xor_sync(0xffffffff, s, offset)",
-         "s += cuda.shfl_down_sync(0xffffffff, s, offset)"),                 # lane 0 only
-        ("    for c in range(lane, C, 32):\n        out[row, c]",
-         "    for c in range(lane, C - 1, 32):\n        out[row, c]"),       # loses a column
+        ("math.sqrt(v / float32(C) + ", "math.sqrt(v / float32(C - 1) + "),  # unbiased
+        (
+            "s += cuda.shfl_xor_sync(0xffffffff, s, offset)",
+            "s += cuda.shfl_down_sync(0xffffffff, s, offset)",
+        ),  # lane 0 only
+        (
+            "    for c in range(lane, C, 32):\n        out[row, c]",
+            "    for c in range(lane, C - 1, 32):\n        out[row, c]",
+        ),  # loses a column
     ],
     "debug_layernorm_sync": [
-        ("    cuda.syncthreads()              # every thread has read buf[0] before it is "
-         "overwritten\n", ""),                                              # the bug again
+        (
+            "    cuda.syncthreads()              # every thread has read buf[0] before it is "
+            "overwritten\n",
+            "",
+        ),  # the bug again
         ("math.sqrt(buf[0] / float32(C) + ", "math.sqrt(buf[0] / float32(C - 1) + "),
-        ("    s = 16\n", "    s = 8\n"),                                  # half the tree
+        ("    s = 16\n", "    s = 8\n"),  # half the tree
     ],
     "debug_max_identity": [
-        ("float32(-math.inf)", "float32(-0.25)"),                          # not the identity
-        ("cuda.atomic.max(out, 0, acc)", "out[0] = max(out[0], acc)"),       # threads race
-        ("range(cuda.grid(1), x.shape[0], cuda.gridsize(1))",
-         "range(cuda.grid(1), x.shape[0] - 1, cuda.gridsize(1))"),          # loses the tail
+        ("float32(-math.inf)", "float32(-0.25)"),  # not the identity
+        ("cuda.atomic.max(out, 0, acc)", "out[0] = max(out[0], acc)"),  # threads race
+        (
+            "range(cuda.grid(1), x.shape[0], cuda.gridsize(1))",
+            "range(cuda.grid(1), x.shape[0] - 1, cuda.gridsize(1))",
+        ),  # loses the tail
     ],
     "tune_histogram": [
         ("    for i in range(t, 4 * 256, cuda.blockDim.x):\n        sdata[i] = 0\n", ""),
-        ("cuda.atomic.add(hist, (c0 + i // 256, i % 256), sdata[i])",
-         "hist[c0 + i // 256, i % 256] += sdata[i]"),
+        (
+            "cuda.atomic.add(hist, (c0 + i // 256, i % 256), sdata[i])",
+            "hist[c0 + i // 256, i % 256] += sdata[i]",
+        ),
         ("if sdata[i] > 0:", "if sdata[i] >= 0:"),
     ],
 }
@@ -278,8 +331,7 @@ def test_kernel_mutants(name, k):
     spec = EXERCISES[name]
     plan, ns = _setup(spec.lesson)
     ex = plan.exercises[name]
-    good = "\n".join(l for l in ex.cell.source.splitlines()
-                     if not l.lstrip().startswith("###"))
+    good = "\n".join(l for l in ex.cell.source.splitlines() if not l.lstrip().startswith("###"))
     old, new = MUTANTS[name][k]
     assert old in good, (name, old)
     local = dict(ns)

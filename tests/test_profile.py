@@ -1,18 +1,19 @@
 """course.profile: the ncu CSV parser on real H100 output, error paths, the simulator path,
 and the tracer's counts against the hardware's for the same kernels."""
+
 import os
 import stat
 
 import numpy as np
 import pytest
+from conftest import REPO
 from numba import cuda
 
 import course
-from conftest import REPO
 from course.hardware import ncu
 from course.hardware.profiler import FIELDS, Profile, from_ncu
 
-FIXTURE = REPO / "tests" / "fixtures" / "ncu" / "h100-three-kernels.csv"   # + .py: the program
+FIXTURE = REPO / "tests" / "fixtures" / "ncu" / "h100-three-kernels.csv"  # + .py: the program
 
 
 def _fixture_rows():
@@ -28,11 +29,14 @@ def test_parser_reads_real_ncu_csv():
     assert [r["ld_sectors_per_request"] for r in rows] == [4.0, 8.0, 4.0]
     assert rows[2]["shared_ld_conflicts"] == 1016228.0
     assert rows[2]["shared_ld_wavefronts_per_request"] == pytest.approx(32.0, abs=0.05)
-    assert rows[0]["shared_ld_wavefronts_per_request"] is None        # no shared loads
+    assert rows[0]["shared_ld_wavefronts_per_request"] is None  # no shared loads
     assert rows[2]["top_stalls"][0][0] == "short_scoreboard" and len(rows[2]["top_stalls"]) == 3
     # "selected" means issuing and is left out; "not_selected" is a stall and counts
-    assert [n for n, _v in rows[1]["top_stalls"]] == ["long_scoreboard", "not_selected",
-                                                       "mio_throttle"]
+    assert [n for n, _v in rows[1]["top_stalls"]] == [
+        "long_scoreboard",
+        "not_selected",
+        "mio_throttle",
+    ]
     assert rows[0]["duration_us"] == pytest.approx(5.472)
     assert rows[0]["occupancy_limiter"] == "none (100 % theoretical)"
 
@@ -57,6 +61,7 @@ def test_profile_text_html_and_json(tmp_path):
 
 # --- errors a student meets: a clear sentence, no traceback ------------------------------
 
+
 def _fake_ncu(tmp_path, monkeypatch, script):
     exe = tmp_path / "ncu"
     exe.write_text("#!/bin/sh\n" + script)
@@ -65,13 +70,18 @@ def _fake_ncu(tmp_path, monkeypatch, script):
     return tmp_path / "payload.pkl"
 
 
-@pytest.mark.parametrize("script, words", [
-    ('echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission"; exit 1',
-     ["ERR_NVGPUCTRPERM", "NVreg_RestrictProfilingToAdminUsers=0"]),
-    ('echo "==WARNING== No kernels were profiled."; exit 0', ["launched no kernel"]),
-    ('echo "==ERROR== something broke"; exit 3', ["ncu failed (exit 3)", "something broke"]),
-    ("sleep 5", ["did not finish within 1 s"]),
-])
+@pytest.mark.parametrize(
+    "script, words",
+    [
+        (
+            'echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission"; exit 1',
+            ["ERR_NVGPUCTRPERM", "NVreg_RestrictProfilingToAdminUsers=0"],
+        ),
+        ('echo "==WARNING== No kernels were profiled."; exit 0', ["launched no kernel"]),
+        ('echo "==ERROR== something broke"; exit 3', ["ncu failed (exit 3)", "something broke"]),
+        ("sleep 5", ["did not finish within 1 s"]),
+    ],
+)
 def test_ncu_errors_are_explained(tmp_path, monkeypatch, script, words):
     payload = _fake_ncu(tmp_path, monkeypatch, script)
     with pytest.raises(ncu.NcuError) as err:
@@ -93,6 +103,7 @@ def test_no_kernel_is_a_profile_with_an_error_not_an_exception():
 
 # --- the simulator path: the tracer's counts, marked simulated ---------------------------
 
+
 def _fixture_kernels():
     import importlib.util
 
@@ -112,16 +123,20 @@ def test_simulator_profile_matches_the_h100_counts():
     hw = _fixture_rows()
     x = np.arange(4096, dtype=np.float32)
     y = np.zeros(4096, np.float32)
-    runs = [course.profile(copy_strided[4, 256], x, y, 1),
-            course.profile(copy_strided[4, 256], x, y, 2),
-            course.profile(shared_conflict[1, 1024], x, y, 32)]
+    runs = [
+        course.profile(copy_strided[4, 256], x, y, 1),
+        course.profile(copy_strided[4, 256], x, y, 2),
+        course.profile(shared_conflict[1, 1024], x, y, 32),
+    ]
     for p, h in zip(runs, hw):
         r = p.rows[0]
         assert p.source == "tracer" and "(simulated)" in repr(p) and "needs a GPU" in repr(p)
         for key in ("ld_sectors_per_request", "st_sectors_per_request"):
             assert r[key] == h[key], (r["kernel"], key)
         if h["shared_ld_wavefronts_per_request"]:
-            assert r["shared_ld_wavefronts_per_request"] == round(h["shared_ld_wavefronts_per_request"])
+            assert r["shared_ld_wavefronts_per_request"] == round(
+                h["shared_ld_wavefronts_per_request"]
+            )
     assert runs[0].status("duration_us") == "needs a GPU"
     assert runs[0].status("ld_sectors_per_request") == "simulated"
 

@@ -1,6 +1,7 @@
 """The simulator accepts code a GPU compiler rejects: compile every kernel in course/kernels
 to PTX for real targets (sm_90 and sm_75), in a subprocess with the simulator off.
 Needs no GPU and no driver, only the numba-cuda[cu12] toolkit wheels."""
+
 import json
 import os
 import pkgutil
@@ -39,8 +40,13 @@ print("JSON" + json.dumps(out))
 def compile_off_simulator(script: str, *args: str, timeout: int = 600):
     """Run ``script`` in a subprocess with the simulator off (numba's real CUDA compiler)."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    return subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("modname", MODULES)
@@ -128,7 +134,7 @@ def test_v5_loads_16_bytes_from_global_and_shared_memory_and_writes_out_its_step
     # (128, 128, 16, 8, 8): 256 threads, A runs 128*4/256 = 2, B runs 16*32/256 = 2
     assert c["vec"]["ldg4"] == 4 and c["scalar"]["ldg4"] == 0, c
     assert c["vec"]["sts4"] == 2 == c["scalar"]["sts4"], c
-    assert c["vec"]["fma"] == 16 * 64 and c["vec"]["lds4"] == 16 * 4, c   # 16 steps written out
+    assert c["vec"]["fma"] == 16 * 64 and c["vec"]["lds4"] == 16 * 4, c  # 16 steps written out
     assert c["narrow"]["fma"] == 2 * 64 and c["narrow"]["ldg4"] == 2 + 4, c
     assert all(v["local"] == 0 and v["atom"] > 0 for v in c.values()), c
 
@@ -150,7 +156,7 @@ def test_flash_tuned_reads_q_k_p_and_v_16_bytes_at_a_time():
     """flash_fwd_tuned's inner loops use load4 on its float64 pair slots: per unrolled step
     RPT Q + SPT K loads (scores) and RPT / 2 P + 2 x OPP / 2 V loads (output) are LDS.128;
     at D = 32 a thread owns one V pair, which stays an 8-byte load (ld.shared.f64)."""
-    from course.kernels.attention_common import RPT, SPT, ROW_LANES
+    from course.kernels.attention_common import ROW_LANES, RPT, SPT
 
     proc = compile_off_simulator(FLASH_TUNED_PTX)
     line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")]
@@ -200,8 +206,13 @@ def test_flash_mma_keeps_scores_and_output_in_registers():
     ldmatrix (Q once and K four times per 16 of d; V four times per 16 of d)."""
     for D, c in _mma_counts("lto").items():
         D = int(D)
-        assert c == {"mma.sync": D, "ldmatrix": 9 * D // 16, "ld.local": 0, "st.local": 0,
-                     "call.uni": 0}, (D, c)
+        assert c == {
+            "mma.sync": D,
+            "ldmatrix": 9 * D // 16,
+            "ld.local": 0,
+            "st.local": 0,
+            "call.uni": 0,
+        }, (D, c)
 
 
 def test_mma_register_check_can_fail():

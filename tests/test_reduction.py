@@ -1,21 +1,23 @@
 """Lesson 02: every reduction variant is right on random odd sizes (int32 exact, float32 within
 the order-of-summation bound); the checks accept the reference solutions and reject the
 classic wrong kernels (mutants), each named after its bug."""
+
 import math
 
 import numpy as np
 import pytest
+from conftest import rejects
 from numba import cuda
 
 import course
-from conftest import rejects
 from course.exercises import reduction as ex
 from course.kernels import reduction as lesson
 
 WARP = pytest.mark.skipif(
     not lesson.warp_intrinsics_available(),
     reason="warp intrinsics (cuda.syncwarp / cuda.shfl_down_sync) are missing in this "
-           "simulator: course.sim.warp has not installed them")
+    "simulator: course.sim.warp has not installed them",
+)
 
 
 def random_input(n, dtype, rng):
@@ -29,8 +31,8 @@ def assert_sum(got, x):
     assert np.asarray(got).dtype == x.dtype
     if x.dtype.kind == "i":
         assert int(got) == int(ref)
-    else:   # tree depth log2(n) + a few, times float32 roundoff, times sum|x|
-        bound = (math.log2(x.size) + 40) * 2.0 ** -24 * np.abs(x).sum(dtype=np.float64)
+    else:  # tree depth log2(n) + a few, times float32 roundoff, times sum|x|
+        bound = (math.log2(x.size) + 40) * 2.0**-24 * np.abs(x).sum(dtype=np.float64)
         assert abs(float(got) - ref) <= bound, (got, ref, bound)
 
 
@@ -54,9 +56,10 @@ def test_variant_sums_random_odd_sizes(variant, dtype):
 def test_grid_stride_any_grid_and_elements_per_thread():
     rng = np.random.default_rng()
     x = random_input(1001, "int32", rng)
-    for ept in (1, 3, 50, 4000):      # 16 blocks ... a single block
-        assert_sum(lesson.VARIANTS["grid_stride"](x, threads_per_block=32,
-                                                  elements_per_thread=ept), x)
+    for ept in (1, 3, 50, 4000):  # 16 blocks ... a single block
+        assert_sum(
+            lesson.VARIANTS["grid_stride"](x, threads_per_block=32, elements_per_thread=ept), x
+        )
 
 
 @WARP
@@ -68,8 +71,14 @@ def test_single_pass_repeated_calls_reuse_the_ticket_counter(dtype):
     x = random_input(n, dtype, rng)
     # many blocks ... a single block, both load depths; a second call finds count[0] at 0
     for loads, ept in ((8, 1), (8, 4000), (4, 3), (4, 16)):
-        r = lesson.Reducer("single_pass", n, dtype, threads_per_block=64,
-                           elements_per_thread=ept, loads_in_flight=loads)
+        r = lesson.Reducer(
+            "single_pass",
+            n,
+            dtype,
+            threads_per_block=64,
+            elements_per_thread=ept,
+            loads_in_flight=loads,
+        )
         d_x = cuda.to_device(x)
         for _ in range(2):
             assert_sum(r(d_x).copy_to_host()[0], x)
@@ -84,12 +93,11 @@ def test_single_pass_repeated_calls_reuse_the_ticket_counter(dtype):
 def test_single_pass_counter_left_wrong_gives_no_answer():
     # Proof the reset matters: with count[0] not at 0, no block draws the last ticket.
     x = np.ones(999, np.int32)
-    r = lesson.Reducer("single_pass", x.size, np.int32, threads_per_block=32,
-                       elements_per_thread=4)
-    blocks = r.stages[0][0]                                   # 8
-    r.count.copy_to_device(np.array([blocks], np.int32))     # as if a reset were missing
+    r = lesson.Reducer("single_pass", x.size, np.int32, threads_per_block=32, elements_per_thread=4)
+    blocks = r.stages[0][0]  # 8
+    r.count.copy_to_device(np.array([blocks], np.int32))  # as if a reset were missing
     r.out.copy_to_device(np.array([-1], np.int32))
-    assert r(cuda.to_device(x)).copy_to_host()[0] == -1     # out[0] never written
+    assert r(cuda.to_device(x)).copy_to_host()[0] == -1  # out[0] never written
     assert int(r.count.copy_to_host()[0]) == 2 * blocks
     r.count.copy_to_device(np.zeros(1, np.int32))
     assert r(cuda.to_device(x)).copy_to_host()[0] == 999
@@ -149,6 +157,7 @@ def test_float32_tolerance_is_stated_and_derived():
 
 # -- reduce_sequential (kernel 3): the solution and its mutants ---------------------------
 
+
 @cuda.jit
 def solution_sequential(g_idata, g_odata):
     sdata = cuda.shared.array(0, dtype=g_idata.dtype)
@@ -190,7 +199,7 @@ def tail_block_skipped(g_idata, g_odata):
     sdata = cuda.shared.array(0, dtype=g_idata.dtype)
     tid = cuda.threadIdx.x
     if (cuda.blockIdx.x + 1) * cuda.blockDim.x > g_idata.size:
-        return                                   # "the last, partial block has nothing to do"
+        return  # "the last, partial block has nothing to do"
     sdata[tid] = g_idata[cuda.blockIdx.x * cuda.blockDim.x + tid]
     cuda.syncthreads()
     s = cuda.blockDim.x // 2
@@ -209,7 +218,7 @@ def tail_not_zeroed(g_idata, g_odata):
     tid = cuda.threadIdx.x
     i = cuda.blockIdx.x * cuda.blockDim.x + tid
     if i < g_idata.size:
-        sdata[tid] = g_idata[i]                  # past n: whatever the last block left there
+        sdata[tid] = g_idata[i]  # past n: whatever the last block left there
     cuda.syncthreads()
     s = cuda.blockDim.x // 2
     while s > 0:
@@ -245,13 +254,17 @@ def test_reduce_sequential_accepts_solution():
     assert result.passed, repr(result)
 
 
-@pytest.mark.parametrize("mutant", [missing_syncthreads, tail_block_skipped, tail_not_zeroed,
-                                    hard_coded_block_size], ids=lambda k: k.__name__)
+@pytest.mark.parametrize(
+    "mutant",
+    [missing_syncthreads, tail_block_skipped, tail_not_zeroed, hard_coded_block_size],
+    ids=lambda k: k.__name__,
+)
 def test_reduce_sequential_rejects(mutant):
     assert rejects("reduce_sequential", mutant)
 
 
 # -- reduce_first_add (kernel 4) ----------------------------------------------------------
+
 
 @cuda.jit
 def first_add_missing_syncthreads_after_load(g_idata, g_odata):
@@ -280,7 +293,7 @@ def first_add_skips_tail(g_idata, g_odata):
     tid = cuda.threadIdx.x
     i = cuda.blockIdx.x * (cuda.blockDim.x * 2) + tid
     mysum = g_idata.dtype.type(0)
-    if i + cuda.blockDim.x < g_idata.size:       # both or nothing: drops a lone i < n
+    if i + cuda.blockDim.x < g_idata.size:  # both or nothing: drops a lone i < n
         mysum = g_idata[i] + g_idata[i + cuda.blockDim.x]
     sdata[tid] = mysum
     cuda.syncthreads()
@@ -321,14 +334,21 @@ def test_reduce_first_add_accepts_module_kernel_4():
     assert result.passed, repr(result)
 
 
-@pytest.mark.parametrize("mutant", [first_add_missing_syncthreads_after_load,
-                                    first_add_skips_tail, first_add_hard_coded_block_size],
-                         ids=lambda k: k.__name__)
+@pytest.mark.parametrize(
+    "mutant",
+    [
+        first_add_missing_syncthreads_after_load,
+        first_add_skips_tail,
+        first_add_hard_coded_block_size,
+    ],
+    ids=lambda k: k.__name__,
+)
 def test_reduce_first_add_rejects(mutant):
     assert rejects("reduce_first_add", mutant)
 
 
 # -- reduce_grid_stride (kernel 7) ---------------------------------------------------------
+
 
 @cuda.jit
 def solution_grid_stride(x, out):
@@ -365,7 +385,7 @@ def racing_accumulation(x, out):
         cuda.syncthreads()
         s >>= 1
     if tid == 0:
-        out[0] += sdata[0]                       # not atomic: blocks race on a GPU
+        out[0] += sdata[0]  # not atomic: blocks race on a GPU
 
 
 @cuda.jit
@@ -409,7 +429,7 @@ def grid_stride_skips_tail(x, out):
     sdata = cuda.shared.array(0, dtype=x.dtype)
     tid = cuda.threadIdx.x
     acc = x.dtype.type(0)
-    full = (x.size // cuda.blockDim.x) * cuda.blockDim.x      # whole blocks only
+    full = (x.size // cuda.blockDim.x) * cuda.blockDim.x  # whole blocks only
     for j in range(cuda.grid(1), full, cuda.blockDim.x * cuda.gridDim.x):
         acc += x[j]
     sdata[tid] = acc
@@ -433,9 +453,16 @@ def test_reduce_grid_stride_accepts_module_kernel_7():
     assert course.check("reduce_grid_stride", lesson.reduce7, record=False).passed
 
 
-@pytest.mark.parametrize("mutant", [racing_accumulation, grid_stride_missing_syncthreads,
-                                    grid_stride_hard_coded_block_size, grid_stride_skips_tail],
-                         ids=lambda k: k.__name__)
+@pytest.mark.parametrize(
+    "mutant",
+    [
+        racing_accumulation,
+        grid_stride_missing_syncthreads,
+        grid_stride_hard_coded_block_size,
+        grid_stride_skips_tail,
+    ],
+    ids=lambda k: k.__name__,
+)
 def test_reduce_grid_stride_rejects(mutant):
     assert rejects("reduce_grid_stride", mutant)
 

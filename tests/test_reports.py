@@ -3,19 +3,26 @@ TFLOP/s is at most the measured FP32 rate and every row's GB/s at most the measu
 bandwidth of the same run (2 % for the noise of measuring the ceiling itself).  Tensor-core
 rows (wmma, mma, and the peers that use tensor cores) are bounded by a peak the run does not
 measure: they are held to the datasheet's dense float16 peak of the H100/H200 SXM instead."""
+
 import json
 
 import pytest
-
 from conftest import REPO
 
-REPORTS = sorted(p for p in (REPO / "assets" / "benchmarks").glob("*-20*.json")
-                 if not p.name.startswith(("notebook-memory-",     # no timings in those
-                                           "matmul-shapes-sweep")))  # raw sweeps: below
+REPORTS = sorted(
+    p
+    for p in (REPO / "assets" / "benchmarks").glob("*-20*.json")
+    if not p.name.startswith(
+        (
+            "notebook-memory-",  # no timings in those
+            "matmul-shapes-sweep",
+        )
+    )
+)  # raw sweeps: below
 SWEEPS = sorted((REPO / "assets" / "benchmarks").glob("matmul-shapes-sweep*.json"))
-FP32_PEAK = 67.0            # TFLOP/s, H100 SXM datasheet (CUDA cores, FP32); H200 the same
+FP32_PEAK = 67.0  # TFLOP/s, H100 SXM datasheet (CUDA cores, FP32); H200 the same
 SLACK = 1.02
-FP16_DENSE_PEAK = 989.4     # TFLOP/s, H100 and H200 SXM datasheets (tensor cores, no sparsity)
+FP16_DENSE_PEAK = 989.4  # TFLOP/s, H100 and H200 SXM datasheets (tensor cores, no sparsity)
 
 
 @pytest.mark.parametrize("path", REPORTS, ids=lambda p: p.stem)
@@ -25,7 +32,7 @@ def test_no_row_beats_the_measured_ceiling(path):
     for r in data["rows"]:
         if r.get("gbps") and c.get("copy_gbps") and r["kind"] == "numba":
             assert r["gbps"] <= c["copy_gbps"] * SLACK, (r["name"], r["gbps"], c["copy_gbps"])
-        tensor_cores = "mma" in r["name"] or r["kind"] != "numba"   # wmma and mma
+        tensor_cores = "mma" in r["name"] or r["kind"] != "numba"  # wmma and mma
         if r.get("tflops") and c.get("fp32_tflops") and not tensor_cores:
             assert r["tflops"] <= c["fp32_tflops"] * SLACK, (r["name"], r["tflops"], c)
         if r.get("tflops"):
@@ -64,12 +71,19 @@ def test_flops_performed_by_brute_force():
         assert flops_performed("naive", m, n) == 2 * m * n * n
         tri = sum(1 for y in range(n) for x in range(n) if x <= y)
         assert flops_performed("symmetric", m, n) == flops_performed("tiled", m, n) == 2 * m * tri
-        for kind, blk in (("register", REGISTER_TILES[4][0]), ("register8", REGISTER_TILES[8][0]),
-                          ("syrk", SYRK_DEFAULT[0])):
+        for kind, blk in (
+            ("register", REGISTER_TILES[4][0]),
+            ("register8", REGISTER_TILES[8][0]),
+            ("syrk", SYRK_DEFAULT[0]),
+        ):
             t = math.ceil(n / blk)
-            entries = sum(1 for by in range(t) for bx in range(by + 1)
-                          for y in range(by * blk, min(n, by * blk + blk))
-                          for x in range(bx * blk, min(n, bx * blk + blk)))
+            entries = sum(
+                1
+                for by in range(t)
+                for bx in range(by + 1)
+                for y in range(by * blk, min(n, by * blk + blk))
+                for x in range(bx * blk, min(n, bx * blk + blk))
+            )
             assert flops_performed(kind, m, n) == 2 * m * entries
 
 
@@ -80,11 +94,14 @@ def _sweep_times(data: dict):
         if not isinstance(entry, dict):
             continue
         for key, val in entry.items():
-            if key.endswith("_err") or key == "mkn":     # relative errors, the shape
+            if key.endswith("_err") or key == "mkn":  # relative errors, the shape
                 continue
             if isinstance(val, dict):
-                yield from ((name, f"{key} {k}", v) for k, v in val.items()
-                            if k not in ("err", "config") and isinstance(v, (int, float)))
+                yield from (
+                    (name, f"{key} {k}", v)
+                    for k, v in val.items()
+                    if k not in ("err", "config") and isinstance(v, (int, float))
+                )
             elif isinstance(val, (int, float)) and key != "mkn":
                 yield name, key, val
 

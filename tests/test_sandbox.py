@@ -12,6 +12,7 @@ Then each class of reach, as a cell in a real sandboxed worker (``Child`` and
 output folder made after the sandbox, /tmp, home), the grader's environment, Unix sockets,
 the GPU measuring lock, writing outside the scratch, and a process left behind.
 """
+
 import copy
 import csv
 import json
@@ -24,48 +25,66 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from course.grading import notebook as nbk
 
-pytestmark = pytest.mark.xdist_group("grade-sandbox")   # one grading run, one worker
+pytestmark = pytest.mark.xdist_group("grade-sandbox")  # one grading run, one worker
 
 BASE = REPO / "tests" / "fixtures" / "submissions" / "correct" / "01_vector_add.ipynb"
 ADD_PASS = "@cuda.jit\ndef add(n, x, y):\n    pass\n"
-SLOW_TUNE = ("@cuda.jit\ndef add_fast(n, x, y):\n    threads = cuda.gridsize(1)\n"
-             "    chunk = (n + threads - 1) // threads\n    start = cuda.grid(1) * chunk\n"
-             "    for k in range(start, min(start + chunk, n)):\n        y[k] = x[k] + y[k]\n")
-GOOD_TUNE = ("@cuda.jit\ndef add_fast(n, x, y):\n"
-             "    for k in range(cuda.grid(1), n, cuda.gridsize(1)):\n        y[k] = x[k] + y[k]\n")
+SLOW_TUNE = (
+    "@cuda.jit\ndef add_fast(n, x, y):\n    threads = cuda.gridsize(1)\n"
+    "    chunk = (n + threads - 1) // threads\n    start = cuda.grid(1) * chunk\n"
+    "    for k in range(start, min(start + chunk, n)):\n        y[k] = x[k] + y[k]\n"
+)
+GOOD_TUNE = (
+    "@cuda.jit\ndef add_fast(n, x, y):\n"
+    "    for k in range(cuda.grid(1), n, cuda.gridsize(1)):\n        y[k] = x[k] + y[k]\n"
+)
 MARK = "course-sandbox-attack-7f3a"
 
 
 def _grid_stride(body: str) -> str:
-    return ("@cuda.jit\ndef add(n, x, y):\n    for i in range(cuda.grid(1), n, "
-            f"cuda.gridsize(1)):\n{body}")
+    return (
+        "@cuda.jit\ndef add(n, x, y):\n    for i in range(cuda.grid(1), n, "
+        f"cuda.gridsize(1)):\n{body}"
+    )
 
 
 ATTACKS = {
     # the tune cell patches the measurement of its own process (issue: forged tune figure)
-    "forge_tune": {"tune_vector_add": SLOW_TUNE + """
+    "forge_tune": {
+        "tune_vector_add": SLOW_TUNE
+        + """
 import course.exercises.tune as t
 t.Tune.measure_on = lambda self, fn, case, args: {"used": 1, "moved": 1, "read_used": 1,
     "replays": 0, "atomics": 0, "ms": 1e-6, "median_ms": 1e-6, "max_ms": 1e-6}
 t.Tune.judge_figures = lambda self, *a, **k: __import__("course.grading.report",
     fromlist=["x"]).CaseResult("tune target", "")
-"""},
+"""
+    },
     # bodies the simulator runs and a GPU compiler rejects
-    "dict_body": {"vector_add": _grid_stride("        d = {'x': x[i], 'y': y[i]}\n"
-                                             "        y[i] = d['x'] + d['y']\n")},
-    "list_body": {"vector_add": _grid_stride("        l = [x[i], y[i]]\n"
-                                             "        y[i] = l[0] + l[1]\n")},
+    "dict_body": {
+        "vector_add": _grid_stride(
+            "        d = {'x': x[i], 'y': y[i]}\n        y[i] = d['x'] + d['y']\n"
+        )
+    },
+    "list_body": {
+        "vector_add": _grid_stride("        l = [x[i], y[i]]\n        y[i] = l[0] + l[1]\n")
+    },
     "slice_body": {"vector_add": _grid_stride("        y[i:i+1] = x[i:i+1] + y[i:i+1]\n")},
     # correct at every case's size, idle at the measured one (n = 4096 in the simulator)
-    "skip_measured": {"tune_vector_add": GOOD_TUNE.replace(
-        "    for k", "    if n == 4096:\n        return\n    for k")},
+    "skip_measured": {
+        "tune_vector_add": GOOD_TUNE.replace(
+            "    for k", "    if n == 4096:\n        return\n    for k"
+        )
+    },
     # /proc/<pid>/root of every process it can see: append to the hidden cases, rewrite
     # other students' notebooks (the fixture writes their real paths in)
-    "proc_root": {"vector_add": ADD_PASS + f"""
+    "proc_root": {
+        "vector_add": ADD_PASS
+        + f"""
 import os, glob
 hits = []
 for root in glob.glob('/proc/[0-9]*/root'):
@@ -77,9 +96,12 @@ for root in glob.glob('/proc/[0-9]*/root'):
             hits.append(target)
         except OSError:
             pass
-"""},
+"""
+    },
     # a process in its own session that kills every process it can see, then outlives the run
-    "killer": {"vector_add": ADD_PASS + f"""
+    "killer": {
+        "vector_add": ADD_PASS
+        + f"""
 import subprocess, sys
 subprocess.Popen([sys.executable, '-c', 'import os, signal, time\\n'
     'time.sleep(1.5)\\n'
@@ -88,9 +110,12 @@ subprocess.Popen([sys.executable, '-c', 'import os, signal, time\\n'
     '        try: os.kill(int(p), signal.SIGKILL)\\n'
     '        except OSError: pass\\n'
     'time.sleep(600)  # {MARK}'], start_new_session=True)
-"""},
+"""
+    },
     # litter /tmp and the home folder's ceiling cache; fill the disk
-    "litter": {"vector_add": ADD_PASS + f"""
+    "litter": {
+        "vector_add": ADD_PASS
+        + f"""
 import os, pathlib, pwd
 home = pathlib.Path(pwd.getpwuid(os.getuid()).pw_dir)
 for path, text in ((pathlib.Path('/tmp/{MARK}'), 'x'),
@@ -106,13 +131,15 @@ try:
             f.write(b'0' * (1 << 20))
 except OSError:
     pass
-"""},
+"""
+    },
     # a correct kernel with a 50 MB comment
-    "huge_cell": {"vector_add": "# " + "x" * (50 << 20) + "\n" + _grid_stride(
-        "        y[i] = x[i] + y[i]\n")},
+    "huge_cell": {
+        "vector_add": "# " + "x" * (50 << 20) + "\n" + _grid_stride("        y[i] = x[i] + y[i]\n")
+    },
 }
 INNOCENT = ["victim1", "victim2", "victim3"]
-HARMFUL = ("killer", "litter", "proc_root")   # run only inside a sandbox
+HARMFUL = ("killer", "litter", "proc_root")  # run only inside a sandbox
 
 
 def _notebook(sources: dict, keep=()) -> dict:
@@ -130,7 +157,7 @@ def _notebook(sources: dict, keep=()) -> dict:
     return nb
 
 
-CORRECT = ("vector_add", "matrix_add")     # what the innocent students' rows are read for
+CORRECT = ("vector_add", "matrix_add")  # what the innocent students' rows are read for
 
 
 def _pids_with(marker: str) -> list[str]:
@@ -144,7 +171,7 @@ def _pids_with(marker: str) -> list[str]:
     return out
 
 
-@pytest.fixture(scope="session")   # once per worker, even if xdist interleaves modules
+@pytest.fixture(scope="session")  # once per worker, even if xdist interleaves modules
 def run(tmp_path_factory):
     from course.grading import isolate
 
@@ -158,50 +185,85 @@ def run(tmp_path_factory):
         # (the killer would end this test run); its tests skip through ``sandboxed``
         attacks = {k: v for k, v in ATTACKS.items() if k not in HARMFUL}
     for student, sources in attacks.items():
-        sources = {k: v.replace("ATTACK_HIDDEN", str(hidden)).replace("ATTACK_SUBS", str(subs))
-                   for k, v in sources.items()}
+        sources = {
+            k: v.replace("ATTACK_HIDDEN", str(hidden)).replace("ATTACK_SUBS", str(subs))
+            for k, v in sources.items()
+        }
         (subs / student).mkdir(parents=True)
         (subs / student / "01_vector_add.ipynb").write_text(json.dumps(_notebook(sources)))
     for v in INNOCENT:
         (subs / v).mkdir(parents=True)
         (subs / v / "01_vector_add.ipynb").write_text(json.dumps(_notebook({}, CORRECT)))
     # the submission tree's own attacks
-    tree = {"link_to_key": lambda p: p.symlink_to(REPO / "notebooks" / "01_vector_add.ipynb"),
-            "link_to_zero": lambda p: p.symlink_to("/dev/zero"),
-            "fifo": lambda p: os.mkfifo(p)}
+    tree = {
+        "link_to_key": lambda p: p.symlink_to(REPO / "notebooks" / "01_vector_add.ipynb"),
+        "link_to_zero": lambda p: p.symlink_to("/dev/zero"),
+        "fifo": lambda p: os.mkfifo(p),
+    }
     for student, make in tree.items():
         (subs / student).mkdir()
         make(subs / student / "01_vector_add.ipynb")
-    for student in ("alice", "bob"):      # a browser's re-download name in both folders
+    for student in ("alice", "bob"):  # a browser's re-download name in both folders
         (subs / student).mkdir()
-        (subs / student / "01_vector_add (1).ipynb").write_text(
-            json.dumps(_notebook({}, CORRECT)))
-    (subs / "mallory").mkdir()            # names another student in its file name
+        (subs / student / "01_vector_add (1).ipynb").write_text(json.dumps(_notebook({}, CORRECT)))
+    (subs / "mallory").mkdir()  # names another student in its file name
     (subs / "mallory" / "victim1_01_vector_add.ipynb").write_text(
-        json.dumps(_notebook({"vector_add": ADD_PASS})))
+        json.dumps(_notebook({"vector_add": ADD_PASS}))
+    )
     for student in ("carol", "carol."):
         (subs / student).mkdir()
         (subs / student / "01_vector_add.ipynb").write_text(json.dumps(_notebook({})))
-    before = {p: p.read_bytes() for p in subs.rglob("*.ipynb") if p.is_file()
-              and not p.is_symlink()}
+    before = {
+        p: p.read_bytes() for p in subs.rglob("*.ipynb") if p.is_file() and not p.is_symlink()
+    }
     hidden_before = {p.name: p.read_text() for p in hidden.glob("*.py")}
     out, fb = root / "out" / "grades.csv", root / "feedback"
-    tmp = root / "tmp"          # the run's own temp folder: what is left there is its own
+    tmp = root / "tmp"  # the run's own temp folder: what is left there is its own
     tmp.mkdir()
     env = dict(os.environ, COURSE_HIDDEN_DIR=str(hidden), TMPDIR=str(tmp))
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "course", "grade", str(subs), "--out", str(out),
-                        "--feedback", str(fb), "--timeout", "90", "--case-time-limit", "10",
-                        "--jobs", "2", "--seed", "4242"],
-                       cwd=REPO, env=env, text=True, capture_output=True, timeout=900)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "course",
+            "grade",
+            str(subs),
+            "--out",
+            str(out),
+            "--feedback",
+            str(fb),
+            "--timeout",
+            "90",
+            "--case-time-limit",
+            "10",
+            "--jobs",
+            "2",
+            "--seed",
+            "4242",
+        ],
+        cwd=REPO,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=900,
+    )
     took = time.perf_counter() - t0
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    time.sleep(2)       # a process that tried to outlive the run has had its chance
+    time.sleep(2)  # a process that tried to outlive the run has had its chance
     with open(out, newline="") as f:
         rows = {row["student"]: row for row in csv.DictReader(f)}
-    return {"rows": rows, "stdout": r.stdout, "feedback": sorted(p.name for p in fb.iterdir()),
-            "subs": subs, "before": before, "tmp": tmp, "hidden": hidden, "hidden_before": hidden_before,
-            "took": took}
+    return {
+        "rows": rows,
+        "stdout": r.stdout,
+        "feedback": sorted(p.name for p in fb.iterdir()),
+        "subs": subs,
+        "before": before,
+        "tmp": tmp,
+        "hidden": hidden,
+        "hidden_before": hidden_before,
+        "took": took,
+    }
 
 
 def sandboxed(run):
@@ -241,8 +303,9 @@ def test_the_killer_hurts_nobody_and_does_not_outlive_the_run(run):
     sandboxed(run)
     for v in INNOCENT:
         row = run["rows"][v]
-        assert row["status"] == "graded" and row["vector_add"] == "1" and \
-            row["matrix_add"] == "1", row
+        assert (
+            row["status"] == "graded" and row["vector_add"] == "1" and row["matrix_add"] == "1"
+        ), row
     assert not _pids_with(MARK), "a student's process outlived the grading run"
 
 
@@ -251,18 +314,24 @@ def test_nothing_is_left_on_disk(run):
     assert not Path(f"/tmp/{MARK}").exists()
     cache = Path.home() / ".cache" / "course" / "ceilings.json"
     assert not cache.exists() or MARK not in cache.read_text()
-    assert [p.name for p in run["tmp"].iterdir()] == []     # the GPU lock lives elsewhere
+    assert [p.name for p in run["tmp"].iterdir()] == []  # the GPU lock lives elsewhere
 
 
 def test_a_huge_cell_is_named_not_crashed(run):
     row = run["rows"]["huge_cell"]
-    assert row["vector_add"] == "0" and "cell too large (50.0 MB; limit 1 MB)" in \
-        row["reasons"], row
+    assert row["vector_add"] == "0" and "cell too large (50.0 MB; limit 1 MB)" in row["reasons"], (
+        row
+    )
 
 
-@pytest.mark.parametrize("student, why", [("link_to_key", "is a link, not a file"),
-                                          ("link_to_zero", "is a link, not a file"),
-                                          ("fifo", "not a regular file")])
+@pytest.mark.parametrize(
+    "student, why",
+    [
+        ("link_to_key", "is a link, not a file"),
+        ("link_to_zero", "is a link, not a file"),
+        ("fifo", "not a regular file"),
+    ],
+)
 def test_links_and_pipes_are_rows_not_points(run, student, why):
     row = run["rows"][student]
     assert row["total"] == "0" and row["status"] == "invalid" and why in row["reasons"], row
@@ -279,8 +348,11 @@ def test_rows_are_keyed_by_the_students_folder(run):
 
 
 def test_every_submission_has_a_row(run):
-    expected = set(ATTACKS) | set(INNOCENT) | {"link_to_key", "link_to_zero", "fifo", "alice",
-                                               "bob", "mallory", "carol", "carol."}
+    expected = (
+        set(ATTACKS)
+        | set(INNOCENT)
+        | {"link_to_key", "link_to_zero", "fifo", "alice", "bob", "mallory", "carol", "carol."}
+    )
     assert set(run["rows"]) == expected
 
 
@@ -288,8 +360,11 @@ def test_every_submission_has_a_row(run):
 # each class of reach, as a cell in a real sandboxed worker (seconds, not a grading run)
 
 TAG = f"course-sandbox-reach-{os.getpid()}"
-PLANTED_ENV = {"AWS_SECRET_ACCESS_KEY": "aws-" + TAG, "JUPYTERHUB_API_TOKEN": "hub-" + TAG,
-               "COURSE_LEADERBOARD_ADMIN_TOKEN": "admin-" + TAG}
+PLANTED_ENV = {
+    "AWS_SECRET_ACCESS_KEY": "aws-" + TAG,
+    "JUPYTERHUB_API_TOKEN": "hub-" + TAG,
+    "COURSE_LEADERBOARD_ADMIN_TOKEN": "admin-" + TAG,
+}
 
 
 def _listen(path: Path):
@@ -321,18 +396,21 @@ class Cells:
         from course.grading.child import Child
 
         tmp = Path(tempfile.mkdtemp(dir=run_dir)) / "worker"
-        self.child = Child("course.grading.worker", tmp, time.monotonic() + 120, 4096, 120,
-                           isolation)
+        self.child = Child(
+            "course.grading.worker", tmp, time.monotonic() + 120, 4096, 120, isolation
+        )
         self.child.greeted()
         self.step = 0
 
     def __call__(self, source: str):
         self.step += 1
-        reply, _ = self.child.ask({"op": "run", "step": self.step, "label": "cell",
-                                   "source": source}, "ran", self.step)
+        reply, _ = self.child.ask(
+            {"op": "run", "step": self.step, "label": "cell", "source": source}, "ran", self.step
+        )
         assert reply["error"] is None, reply["error"]
-        reply, _ = self.child.ask({"op": "value", "step": self.step, "name": "result"},
-                                  "value", self.step)
+        reply, _ = self.child.ask(
+            {"op": "value", "step": self.step, "name": "result"}, "value", self.step
+        )
         return reply.get("value")
 
 
@@ -343,12 +421,16 @@ def reach(tmp_path_factory):
     worker started in it with cloud and service tokens in the grader's environment."""
     from course.grading import gpu_lock, isolate
 
-    root = tmp_path_factory.mktemp("reach")       # in /tmp
+    root = tmp_path_factory.mktemp("reach")  # in /tmp
     later = [REPO / f".{TAG}-out", root / "out-later"]
-    inside = REPO / "data" / f".{TAG}"            # inside a folder the sandbox mounts
-    secrets = {"repo root": REPO / f".{TAG}-secret", "tmp": root / "secret",
-               "home": Path.home() / f".{TAG}-secret", "covered in data": inside / "secret",
-               **{f"output made later {i}": d / "grades.csv" for i, d in enumerate(later)}}
+    inside = REPO / "data" / f".{TAG}"  # inside a folder the sandbox mounts
+    secrets = {
+        "repo root": REPO / f".{TAG}-secret",
+        "tmp": root / "secret",
+        "home": Path.home() / f".{TAG}-secret",
+        "covered in data": inside / "secret",
+        **{f"output made later {i}": d / "grades.csv" for i, d in enumerate(later)},
+    }
     inside.mkdir()
     run_dir = root / "run"
     run_dir.mkdir()
@@ -357,7 +439,7 @@ def reach(tmp_path_factory):
         iso, said = isolate.make([inside, *later], run_dir)
         if iso is None:
             pytest.skip(said)
-        for d in later:                           # the outputs appear after the sandbox
+        for d in later:  # the outputs appear after the sandbox
             d.mkdir()
         for p in secrets.values():
             p.write_text(TAG)
@@ -369,8 +451,14 @@ def reach(tmp_path_factory):
         cells = Cells(iso, run_dir)
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-        yield {"cells": cells, "secrets": secrets, "sockets": paths, "lock": lock,
-               "iso": iso, "said": said}
+        yield {
+            "cells": cells,
+            "secrets": secrets,
+            "sockets": paths,
+            "lock": lock,
+            "iso": iso,
+            "said": said,
+        }
         cells.child.stop()
     finally:
         for k, v in saved.items():
@@ -386,7 +474,7 @@ def reach(tmp_path_factory):
 @pytest.mark.timeout(120)
 def test_files_outside_the_tree_are_not_there(reach):
     secrets = reach["secrets"]
-    assert all(p.read_text() == TAG for p in secrets.values())     # the grader reads them
+    assert all(p.read_text() == TAG for p in secrets.values())  # the grader reads them
     got = reach["cells"](f"""
 import os
 def read(p):
@@ -394,12 +482,12 @@ def read(p):
         return open(p).read()
     except OSError as e:
         return type(e).__name__
-result = {{k: read(p) for k, p in {({k: str(p) for k, p in secrets.items()})!r}.items()}}
-result['public'] = sorted(os.listdir({str(REPO / 'data')!r}))
+result = {{k: read(p) for k, p in { ({k: str(p) for k, p in secrets.items()})!r}.items()}}
+result['public'] = sorted(os.listdir({str(REPO / "data")!r}))
 result['root'] = sorted(os.listdir({str(REPO)!r}))
 """)
     public = got.pop("public")
-    assert "faces" in public and f".{TAG}" in public       # data/ is there, its cover too
+    assert "faces" in public and f".{TAG}" in public  # data/ is there, its cover too
     assert not ({"instructor", "tests", "README.md"} & set(got.pop("root")))
     assert got == {k: "FileNotFoundError" for k in secrets}, got
 
@@ -432,7 +520,7 @@ def test_the_environment_is_an_allowlist_even_without_a_sandbox(monkeypatch, tmp
 @pytest.mark.timeout(120)
 def test_unix_sockets_outside_do_not_connect(reach):
     paths = reach["sockets"]
-    assert all(_connects(p) for p in paths.values())        # they listen, for the grader
+    assert all(_connects(p) for p in paths.values())  # they listen, for the grader
     got = reach["cells"](f"""
 import socket
 def connect(p):
@@ -442,7 +530,7 @@ def connect(p):
             return 'connected'
         except OSError as e:
             return type(e).__name__
-result = {{k: connect(p) for k, p in {({k: str(p) for k, p in paths.items()})!r}.items()}}
+result = {{k: connect(p) for k, p in { ({k: str(p) for k, p in paths.items()})!r}.items()}}
 """)
     assert got == {k: "FileNotFoundError" for k in paths}, got
 
@@ -451,16 +539,26 @@ result = {{k: connect(p) for k, p in {({k: str(p) for k, p in paths.items()})!r}
 def test_the_gpu_measuring_lock_is_out_of_reach(reach):
     lock = reach["lock"]
     assert lock.exists() and stat.S_IMODE(lock.parent.stat().st_mode) == 0o700
-    got = reach["cells"](f"import os\nresult = [os.path.lexists({str(lock)!r}), "
-                         f"os.path.lexists({str(lock.parent)!r})]")
+    got = reach["cells"](
+        f"import os\nresult = [os.path.lexists({str(lock)!r}), "
+        f"os.path.lexists({str(lock.parent)!r})]"
+    )
     assert got == [False, False]
 
 
 @pytest.mark.timeout(120)
 def test_nothing_but_the_scratch_is_writable(reach):
-    targets = [REPO / "course" / TAG, REPO / "data" / TAG, REPO / TAG, Path(sys.prefix) / TAG,
-               Path(sys.base_prefix) / TAG, Path("/") / TAG, Path("/etc") / TAG,
-               Path("/usr") / TAG, Path("/dev") / TAG]
+    targets = [
+        REPO / "course" / TAG,
+        REPO / "data" / TAG,
+        REPO / TAG,
+        Path(sys.prefix) / TAG,
+        Path(sys.base_prefix) / TAG,
+        Path("/") / TAG,
+        Path("/etc") / TAG,
+        Path("/usr") / TAG,
+        Path("/dev") / TAG,
+    ]
     got = reach["cells"](f"""
 import os
 def write(p):
@@ -489,10 +587,10 @@ except OSError as e:
 """)
     assert got.pop("scratch") == ["written"] * 4
     assert got.pop("writable mounts") == []
-    assert got.pop("sysctl") != "written"       # read-only, though the sandbox may be root
+    assert got.pop("sysctl") != "written"  # read-only, though the sandbox may be root
     # inside, /tmp is the sandbox's own scratch tmpfs: a checkout under /tmp is covered by it
     assert all(v != "written" for t, v in got.items() if not t.startswith("/tmp/")), got
-    assert not any(t.exists() for t in targets)         # nor anything on the host's disk
+    assert not any(t.exists() for t in targets)  # nor anything on the host's disk
     assert not (reach["iso"].run_dir / "scratch" / TAG).exists()
 
 
@@ -513,7 +611,7 @@ import time
 time.sleep(0.5)
 result = 1
 """)
-        assert len(_pids_with(marker)) == 2        # running, seen from outside
+        assert len(_pids_with(marker)) == 2  # running, seen from outside
     finally:
         cells.child.stop()
     t0 = time.monotonic()
@@ -526,7 +624,7 @@ def test_the_tree_binds_no_home_root_or_checkout(tmp_path):
     from course.grading import isolate
     from course.platform import resources
 
-    hide = [REPO / "data", tmp_path]                # inside a mounted folder / outside all
+    hide = [REPO / "data", tmp_path]  # inside a mounted folder / outside all
     ops = isolate.plan(hide, tmp_path / "run")
     binds = [p for kind, p, _ in ops if kind == "bind"]
     for p in binds:
@@ -535,8 +633,11 @@ def test_the_tree_binds_no_home_root_or_checkout(tmp_path):
     assert resources.PACKAGE in binds and Path(sys.base_prefix).resolve() in binds
     assert [p for kind, p, _ in ops if kind == "cover"] == [(REPO / "data").resolve()]
     assert not any(str(p).startswith(("/home", "/run", "/var")) for p in binds)
-    assert not any(p == Path("/etc") or (isolate._inside(p, Path("/etc")) and
-                   p.name in ("shadow", "passwd", "ssh")) for p in binds)
+    assert not any(
+        p == Path("/etc")
+        or (isolate._inside(p, Path("/etc")) and p.name in ("shadow", "passwd", "ssh"))
+        for p in binds
+    )
 
 
 def test_the_lock_waits_until_its_deadline_and_no_longer(monkeypatch, tmp_path):
@@ -550,7 +651,7 @@ def test_the_lock_waits_until_its_deadline_and_no_longer(monkeypatch, tmp_path):
     with gpu_lock.device_lock():
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    fd = os.open(path, os.O_RDWR)                   # another measurement holds it
+    fd = os.open(path, os.O_RDWR)  # another measurement holds it
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
         t0 = time.monotonic()
@@ -560,8 +661,8 @@ def test_the_lock_waits_until_its_deadline_and_no_longer(monkeypatch, tmp_path):
         assert 0.3 <= time.monotonic() - t0 < 2
     finally:
         os.close(fd)
-    with gpu_lock.device_lock(deadline=time.monotonic() + 0.3):   # free again: taken
+    with gpu_lock.device_lock(deadline=time.monotonic() + 0.3):  # free again: taken
         pass
-    os.chmod(path.parent, 0o777)                    # a folder others may write: closed
+    os.chmod(path.parent, 0o777)  # a folder others may write: closed
     gpu_lock.lock_path()
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700

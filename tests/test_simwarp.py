@@ -1,7 +1,8 @@
 """Warp intrinsics in the simulator (course/sim/warp.py): each checked against its definition."""
+
 import numpy as np
 import pytest
-from numba import cuda, int32, float32
+from numba import cuda, float32, int32
 
 import course
 
@@ -15,6 +16,7 @@ LOW = 0x0000FFFF
 # ---------------------------------------------------------------------------------------
 # kernels: each thread of a 64-thread block (2 warps) calls one intrinsic; threads whose
 # lane is not in `mask` skip it (and write -999)
+
 
 @cuda.jit
 def k_shfl(mode, mask, arg, vals, out):
@@ -58,14 +60,16 @@ def shfl_reference(mode, mask, arg, vals):
         b = arg & 31
         src = {0: b, 1: lane - b, 2: lane + b, 3: lane ^ b}[mode]
         if not 0 <= src < 32 or not (mask >> src) & 1:
-            src = lane                     # out of range (or not participating): own value
+            src = lane  # out of range (or not participating): own value
         out[i] = vals[base + src]
     return out
 
 
 @pytest.mark.parametrize("mask", [FULL, EVEN, LOW, 0x80000001])
-@pytest.mark.parametrize("mode,arg", [(0, 0), (0, 5), (0, 37), (1, 1), (1, 16), (2, 1),
-                                      (2, 8), (2, 31), (3, 1), (3, 16), (3, 31)])
+@pytest.mark.parametrize(
+    "mode,arg",
+    [(0, 0), (0, 5), (0, 37), (1, 1), (1, 16), (2, 1), (2, 8), (2, 31), (3, 1), (3, 16), (3, 31)],
+)
 def test_shuffles_match_their_definition(mode, arg, mask):
     vals = np.arange(64, dtype=np.int32) * 7 + 3
     out = np.zeros(64, dtype=np.int32)
@@ -84,7 +88,7 @@ def test_shuffle_float64_values_keep_their_type():
 def test_votes_match_their_definition(mask):
     rng = np.random.default_rng(mask)
     preds = (rng.random(64) < 0.5).astype(np.int32)
-    preds[32:] = 1                              # second warp: all true
+    preds[32:] = 1  # second warp: all true
     out = np.zeros((64, 6), dtype=np.int64)
     k_vote[1, 64](mask, preds, out)
     for i in range(64):
@@ -93,10 +97,10 @@ def test_votes_match_their_definition(mask):
             continue
         ballot = sum(1 << l for l in range(32) if (mask >> l) & 1 and preds[base + l])
         assert out[i, 0] & FULL == ballot, i
-        assert out[i, 0] == np.uint32(ballot).view(np.int32)     # int32 like on a GPU
+        assert out[i, 0] == np.uint32(ballot).view(np.int32)  # int32 like on a GPU
         assert out[i, 1] == (ballot == mask)
         assert out[i, 2] == (ballot != 0)
-        assert out[i, 3] & mask == mask      # lanes outside the mask may have exited
+        assert out[i, 3] & mask == mask  # lanes outside the mask may have exited
         assert out[i, 4] == lane
         assert out[i, 5] == bin(ballot).count("1")
 
@@ -113,7 +117,7 @@ def test_last_warp_of_an_odd_block_has_only_its_lanes():
     k_partial_block[1, 40](out)
     assert (out[:32] == FULL).all() and (out[32:40] == 0xFF).all()
     assert list(out[40:72]) == [i + 4 if i % 32 < 28 else i for i in range(32)]
-    assert list(out[72:80]) == [36, 37, 38, 39, 36, 37, 38, 39]   # lanes 4-7 read own value
+    assert list(out[72:80]) == [36, 37, 38, 39, 36, 37, 38, 39]  # lanes 4-7 read own value
 
 
 @cuda.jit
@@ -175,7 +179,7 @@ def test_no_deadlock_when_lanes_have_exited():
     out = np.zeros(32, dtype=np.int64)
     exits_early[1, 32](20, out)
     assert list(out[:19]) == [10 * (i + 1) for i in range(19)]
-    assert out[19] == 190                                   # lane 20 exited: own value
+    assert out[19] == 190  # lane 20 exited: own value
     out = np.zeros(64, dtype=np.int64)
     exits_then_syncthreads[1, 64](out)
     assert list(out[::2]) == [i ^ 2 for i in range(0, 64, 2)]
@@ -185,7 +189,7 @@ def test_no_deadlock_when_lanes_have_exited():
 def shuffle_vs_syncthreads(out):
     i = cuda.threadIdx.x
     if i < 16:
-        out[i] = cuda.shfl_sync(FULL, i, 0)     # lanes 16-31 never come: they wait below
+        out[i] = cuda.shfl_sync(FULL, i, 0)  # lanes 16-31 never come: they wait below
     cuda.syncthreads()
 
 
@@ -203,11 +207,14 @@ def mixed_intrinsics(out):
         out[i] = cuda.ballot_sync(FULL, True)
 
 
-@pytest.mark.parametrize("kernel,words", [
-    (shuffle_vs_syncthreads, "deadlock"),
-    (caller_not_in_mask, "not in the mask"),
-    (mixed_intrinsics, "different warp intrinsics"),
-])
+@pytest.mark.parametrize(
+    "kernel,words",
+    [
+        (shuffle_vs_syncthreads, "deadlock"),
+        (caller_not_in_mask, "not in the mask"),
+        (mixed_intrinsics, "different warp intrinsics"),
+    ],
+)
 def test_misuse_raises_instead_of_hanging(kernel, words):
     out = np.zeros(32, dtype=np.int64)
     with pytest.raises(Exception, match=words):
@@ -240,7 +247,7 @@ def test_install_is_idempotent_and_bit_helpers_see_32_bits():
     simwarp.install()
     m = FakeCUDAModule((1, 1, 1), (1, 1, 1), 0)
     assert m.popc(np.int32(-1)) == 32 and m.popc(-1) == 32 and m.popc(5) == 2
-    assert m.ffs(np.int32(-2 ** 31)) == 32 and m.ffs(0) == 0 and m.ffs(12) == 3
+    assert m.ffs(np.int32(-(2**31))) == 32 and m.ffs(0) == 0 and m.ffs(12) == 3
     assert m.clz(np.int32(1)) == 31 and m.clz(np.int64(1)) == 63
     assert m.brev(np.uint32(1)) == 1 << 31
 
@@ -249,7 +256,7 @@ def test_install_is_idempotent_and_bit_helpers_see_32_bits():
 def one_lane_crashes(out):
     i = cuda.threadIdx.x
     if i == 3:
-        out[i + 1000] = 1                       # IndexError in lane 3 only
+        out[i + 1000] = 1  # IndexError in lane 3 only
     out[i] = cuda.shfl_sync(FULL, i, 3)
     cuda.syncthreads()
 

@@ -3,6 +3,7 @@
 Its expensive fixtures (a whole class graded, a leaderboard served) are session-scoped "once
 per worker"; if the grouping silently stops working (pytest 9 with xdist 3.8 did), each runs
 once on every worker, at the same time, and the suite takes twice as long."""
+
 import pytest
 
 pytestmark = pytest.mark.xdist_group("suite-setup")
@@ -17,4 +18,5 @@ def test_a_marked_module_is_kept_on_one_worker(request, i):
         pytest.skip("xdist runs with another --dist")
     assert request.node.nodeid.endswith("@suite-setup"), (
         "xdist did not group this module's tests (its node id has no @group suffix): "
-        "pin a pytest/pytest-xdist pair that keeps xdist_group")
+        "pin a pytest/pytest-xdist pair that keeps xdist_group"
+    )

@@ -5,6 +5,7 @@ restores its arrays from pristine copies, and its outputs are sampled at positio
 from the judge's seed after the run (course/grading/sampled.py).  Kernels that skip work on
 later runs get no figure; so does a figure past the measured ceilings (Tune.judge_figures).
 """
+
 import importlib
 
 import numpy as np
@@ -19,7 +20,7 @@ from course.grading.settings import GradeSettings
 from course.grading.unit import extract
 
 check_mod = importlib.import_module("course.grading.check")
-cases_mod = importlib.import_module("course.grading.cases")   # the case engine below it
+cases_mod = importlib.import_module("course.grading.cases")  # the case engine below it
 sim_only = pytest.mark.skipif(course.MODE == "gpu", reason="the simulator's sizes and runs")
 
 
@@ -94,14 +95,14 @@ def _measure(spec, kernels, sim_runs=2, seed=5):
     plan = sampled.plan(spec, prep)
     plan.sim_runs = sim_runs
     figures, returned, samples, trespass = measurer.measure_launch(
-        runs, None, prep.staged(case), dict(plan.request(), domains=plan.domains))
+        runs, None, prep.staged(case), dict(plan.request(), domains=plan.domains)
+    )
     assert runs.n == 1 + sim_runs
     assert trespass is None
-    return cases_mod.judge_measured(spec, case, prep, returned, figures, plan=plan,
-                                    samples=samples)
+    return cases_mod.judge_measured(spec, case, prep, returned, figures, plan=plan, samples=samples)
 
 
-ADD = get("tune_vector_add")          # measured in the simulator at n = 4096, 128 threads
+ADD = get("tune_vector_add")  # measured in the simulator at n = 4096, 128 threads
 
 
 @sim_only
@@ -114,8 +115,7 @@ def test_an_honest_kernel_passes_every_judged_run():
 @pytest.mark.parametrize("later, where", [(add_nothing, "y["), (add_half, "y[")])
 def test_a_kernel_that_does_the_work_only_on_the_first_run_gets_no_figure(later, where):
     res = _measure(ADD, [add_all, later])
-    assert not res.passed and res.message.startswith("no figure: timed run 2 of 3"), \
-        res.message
+    assert not res.passed and res.message.startswith("no figure: timed run 2 of 3"), res.message
     assert where in res.message and not res.figures
 
 
@@ -123,20 +123,19 @@ def test_a_kernel_that_does_the_work_only_on_the_first_run_gets_no_figure(later,
 def test_sampled_positions_catch_part_of_a_large_output(monkeypatch):
     """Outputs larger than the sample: positions drawn from the judge's seed after the run,
     a different set every run; half an output unwritten is found at once."""
-    monkeypatch.setattr(timed, "SAMPLES", 64)            # 64 of the 4096 elements per run
+    monkeypatch.setattr(timed, "SAMPLES", 64)  # 64 of the 4096 elements per run
     res = _measure(ADD, [add_all, add_all, add_half])
     assert res.message.startswith("no figure: timed run 3 of 3"), res.message
     a = timed.positions(7, 0, 0, 4096)
     assert len(a) == 64 and np.array_equal(a, timed.positions(7, 0, 0, 4096))
-    assert not np.array_equal(a, timed.positions(7, 1, 0, 4096))       # run by run
-    assert not np.array_equal(a, timed.positions(8, 0, 0, 4096))       # the judge's seed
+    assert not np.array_equal(a, timed.positions(7, 1, 0, 4096))  # run by run
+    assert not np.array_equal(a, timed.positions(8, 0, 0, 4096))  # the judge's seed
     dom = np.arange(100, 200)
-    assert set(timed.positions(7, 0, 0, 4096, dom)) <= set(dom)        # judged rows only
+    assert set(timed.positions(7, 0, 0, 4096, dom)) <= set(dom)  # judged rows only
 
 
 @sim_only
-def test_without_restoring_the_arrays_honest_and_stale_kernels_would_be_misjudged(
-        monkeypatch):
+def test_without_restoring_the_arrays_honest_and_stale_kernels_would_be_misjudged(monkeypatch):
     """The mutant: runs on the previous run's buffers.  y = x + y then accumulates, and a
     kernel that reads its output finds numbers: the judge notices both."""
     monkeypatch.setattr(timed.Arrays, "restore", lambda self: None)
@@ -154,9 +153,9 @@ def test_the_memoizing_kernel_computes_every_run_through_course_check(monkeypatc
     assert timed_case.name.startswith("tune target") and not timed_case.passed
     assert "not there yet" in timed_case.message and "measured 1.125" in timed_case.message
     spec = get("tune_matmul")
-    stale = check_mod.measure(spec, stale_matmul, 3)            # course.check's measurement
+    stale = check_mod.measure(spec, stale_matmul, 3)  # course.check's measurement
     assert "no figure" not in stale.message and stale.figures, stale.message
-    monkeypatch.setattr(timed.Arrays, "restore", lambda self: None)      # the mutant
+    monkeypatch.setattr(timed.Arrays, "restore", lambda self: None)  # the mutant
     stale = check_mod.measure(spec, stale_matmul, 3)
     assert stale.message.startswith("no figure: timed run 2 of 3"), stale.message
 
@@ -167,9 +166,11 @@ def test_the_graders_judge_judges_every_run_the_measurer_makes(monkeypatch):
     makes three judged runs of the stale kernel (right only on a poisoned C), and the
     judge checks that all three came back (fewer: no figure)."""
     monkeypatch.setattr(sampled, "SIM_RUNS", 2)
-    error, cases = session.judge_unit(get("tune_matmul"), extract(stale_matmul),
-                                      GradeSettings(seed=3, mode="sim", timeout=120.0,
-                                                    memory_mb=16384))
+    error, cases = session.judge_unit(
+        get("tune_matmul"),
+        extract(stale_matmul),
+        GradeSettings(seed=3, mode="sim", timeout=120.0, memory_mb=16384),
+    )
     assert not error and all(c.passed for c in cases[:-1]), error
     assert "no figure" not in cases[-1].message and cases[-1].figures, cases[-1].message
 
@@ -194,8 +195,9 @@ class FakeMeasurer:
         self.edit(out)
         for k, v in out.items():
             dt, shape = expect[k]
-            assert v.dtype == dt and all(s in a if isinstance(a, range) else s == a
-                                         for s, a in zip(v.shape, shape))
+            assert v.dtype == dt and all(
+                s in a if isinstance(a, range) else s == a for s, a in zip(v.shape, shape)
+            )
         return {"op": "measured", "figures": {"used": 1, "moved": 1}, "error": None}, out
 
 
@@ -205,6 +207,7 @@ def test_the_session_judge_refuses_a_run_whose_samples_are_wrong(monkeypatch):
 
     def stale_run_2(out):
         out["sample:y"][1, 5] = 0.0
+
     res = session._judge_measure(FakeMeasurer(lambda out: None), ADD, jd)
     assert "no figure" not in res.message, res.message
     res = session._judge_measure(FakeMeasurer(stale_run_2), ADD, jd)
@@ -212,6 +215,7 @@ def test_the_session_judge_refuses_a_run_whose_samples_are_wrong(monkeypatch):
 
     def one_run_only(out):
         out["sample:y"] = out["sample:y"][:1]
+
     res = session._judge_measure(FakeMeasurer(one_run_only), ADD, jd)
     assert "did not all come back" in res.message
 
@@ -222,10 +226,10 @@ def test_writing_past_an_array_or_into_a_pristine_copy_fails_the_measurement():
     prep = judge.prepare(ADD, case, cases_mod.measured_rng(1), guard=False)
     arrays = timed.Arrays(prep.buffers(), prep.shapes, prep.scalars())
     assert arrays.trespass() is None
-    arrays.flat["y"][4096 + 17] = 1.0                        # the tail after y
+    arrays.flat["y"][4096 + 17] = 1.0  # the tail after y
     assert "past the end of y" in arrays.trespass()
     arrays = timed.Arrays(prep.buffers(), prep.shapes, prep.scalars())
-    arrays.pristine["x"][3] = 2.0                            # the copy runs restore from
+    arrays.pristine["x"][3] = 2.0  # the copy runs restore from
     assert "pristine copy of x" in arrays.trespass()
 
 
@@ -240,18 +244,20 @@ def _ms_for(spec, rate, what):
     return (nbytes / (rate * 1e9) if what == "copy" else flops / (rate * 1e12)) * 1e3
 
 
-@pytest.mark.parametrize("name, rate, what, ok, words", [
-    ("tune_matmul", 27.6 * 50, "flops", False, "27.6x the FP32 rate"),
-    ("tune_matmul", 1.05 * 50, "flops", True, ""),
-    ("tune_vector_add", 1.2 * 3000, "copy", False, "1.2x the copy bandwidth"),
-    ("tune_vector_add", 1.05 * 3000, "copy", True, ""),
-    ("tune_covariance", 1.5 * 50, "flops", True, ""),       # a symmetric kernel: half the work
-    ("tune_covariance", 2.5 * 50, "flops", False, "the FP32 rate"),
-    ("flash_attention", 1.2 * 990, "flops", False, "tensor-core rate"),
-    ("flash_attention", 500, "flops", True, ""),            # above FP32: tensor cores may
-])
-def test_a_figure_past_the_ceiling_fails_with_no_figure_and_no_rank(name, rate, what, ok,
-                                                                    words):
+@pytest.mark.parametrize(
+    "name, rate, what, ok, words",
+    [
+        ("tune_matmul", 27.6 * 50, "flops", False, "27.6x the FP32 rate"),
+        ("tune_matmul", 1.05 * 50, "flops", True, ""),
+        ("tune_vector_add", 1.2 * 3000, "copy", False, "1.2x the copy bandwidth"),
+        ("tune_vector_add", 1.05 * 3000, "copy", True, ""),
+        ("tune_covariance", 1.5 * 50, "flops", True, ""),  # a symmetric kernel: half the work
+        ("tune_covariance", 2.5 * 50, "flops", False, "the FP32 rate"),
+        ("flash_attention", 1.2 * 990, "flops", False, "tensor-core rate"),
+        ("flash_attention", 500, "flops", True, ""),  # above FP32: tensor cores may
+    ],
+)
+def test_a_figure_past_the_ceiling_fails_with_no_figure_and_no_rank(name, rate, what, ok, words):
     spec = get(name)
     ms = _ms_for(spec, rate, what)
     res = spec.judge_figures({"ms": ms, "median_ms": ms}, "gpu", CEIL)
@@ -268,8 +274,10 @@ def test_the_measured_launch_is_found_by_its_field_not_its_name():
     like it stays a test case (it was found by the name's prefix)."""
     from course.exercises.outcome import TIMED, CaseResult, split_timed
 
-    made = [cases_mod.measure_failed("it broke"),
-            get("tune_vector_add").judge_figures({"ms": 1.0, "median_ms": 1.0}, "gpu", CEIL)]
+    made = [
+        cases_mod.measure_failed("it broke"),
+        get("tune_vector_add").judge_figures({"ms": 1.0, "median_ms": 1.0}, "gpu", CEIL),
+    ]
     assert all(c.timed for c in made)
     impostor = CaseResult(f"{TIMED} (GPU)", "grid (1,), block (32,)")
     tests, timed = split_timed(case_events([impostor, made[1]]))
@@ -292,9 +300,10 @@ def test_a_figure_past_the_ceiling_is_not_ranked_on_the_leaderboard():
     test = case_events([_passed_case()])[0]
     out = verdict("", [test, case_events([res])[0]])
     assert out["status"] == "rejected" and "mean_ms" not in out and test["passed"]
-    honest = cases_mod.judge_measured(spec, case, prep, done, dict(figures, ms=100 * ms,
-                                      mean_ms=100 * ms), "gpu", CEIL)
-    assert honest.figures["ms"] == 100 * ms                      # believed: ranked
+    honest = cases_mod.judge_measured(
+        spec, case, prep, done, dict(figures, ms=100 * ms, mean_ms=100 * ms), "gpu", CEIL
+    )
+    assert honest.figures["ms"] == 100 * ms  # believed: ranked
     assert verdict("", [test, case_events([honest])[0]])["status"] == "done"
 
 
@@ -322,6 +331,7 @@ def test_the_attention_boards_judged_rows_come_from_the_judges_seed():
     from the judge's seed of that submission, so a kernel that computes only the rows it
     guesses is wrong somewhere (it was the board's shape before: the same rows every run)."""
     from course.exercises import Case
+
     spec = get("flash_attention")
     case = Case("large", {"bh": 2, "n": 40_000, "d": 2, "big": 1.0}, (1,), (1,))
 
@@ -329,5 +339,6 @@ def test_the_attention_boards_judged_rows_come_from_the_judges_seed():
         inputs = spec.make_inputs(case, np.random.default_rng(seed))
         out = spec.reference(case, inputs)["O"]
         return {tuple(ix) for ix in np.argwhere(~np.isnan(out[:, :, 0]))}
+
     first, again, other = judged(1), judged(1), judged(2)
     assert first == again and first != other and len(first) > 20

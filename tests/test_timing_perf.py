@@ -1,12 +1,13 @@
 """Timing (simulator wall time, marked), perf arithmetic, reports, tables, plots."""
+
 import math
 
 import pytest
 
-from course.measure import perf, tables
-from course.show import plots
 from course.bench import Report
+from course.measure import perf, tables
 from course.measure.timing import Timing, benchmark
+from course.show import plots
 
 
 def test_benchmark_in_simulator_is_marked_and_warms_up():
@@ -62,14 +63,16 @@ def test_report_markdown_and_files(tmp_path):
 
 def test_bench_vector_add_runs_in_simulator(tmp_path):
     from course.bench import run
+
     paths = run(["vector_add"], tmp_path)
     text = paths[0].read_text()
     assert "grid_stride" in text and "lecture one_thread" in text and "GT 750M" in text
 
 
 def test_speedup_table():
-    t = tables.speedup_table({"a": 4.0, "b": 2.0, "c": 1.0}, nbytes=4e6,
-                             lecture={"a": {"G80": 8.0}})
+    t = tables.speedup_table(
+        {"a": 4.0, "b": 2.0, "c": 1.0}, nbytes=4e6, lecture={"a": {"G80": 8.0}}
+    )
     md = t.markdown()
     assert "| c | 1 | 4 | 2 | 4 | - |" in md and "G80" in md
     with pytest.raises(ValueError):
@@ -104,9 +107,12 @@ def test_bench_rows_name_their_low_occupancy_instead_of_printing_it(capsys):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", NumbaPerformanceWarning)
         rep.caught = caught
-        warnings.warn(NumbaPerformanceWarning("Grid size 3 will likely result in GPU "
-                                              "under-utilization due to low occupancy."),
-                      stacklevel=1)
+        warnings.warn(
+            NumbaPerformanceWarning(
+                "Grid size 3 will likely result in GPU under-utilization due to low occupancy."
+            ),
+            stacklevel=1,
+        )
         row = rep.add("one block", benchmark(lambda: None, repeat=1, warmup=0), note="lecture")
         plain = rep.add("big grid", benchmark(lambda: None, repeat=1, warmup=0))
     assert "grid 3 on purpose" in row["note"] and row["note"].startswith("lecture")

@@ -1,5 +1,6 @@
 """The lint, format and type gate (``.ci/lint``, called by ``.ci/run``): a planted error of
 each kind fails it, and the same files made right pass it."""
+
 import os
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ CLEAN = '''"""A module."""
 def area(w: int, h: int) -> int:
     return w * h
 '''
-LINT = CLEAN.replace('"""A module."""\n', '"""A module."""\n\nimport os\n')    # F401
+LINT = CLEAN.replace('"""A module."""\n', '"""A module."""\n\nimport os\n')  # F401
 FORMAT = CLEAN.replace("return w * h", "return w*h")
 TYPES = CLEAN.replace("return w * h", 'return f"{w}x{h}"')
 
@@ -33,8 +34,14 @@ def _lint(tmp_path, source: str) -> subprocess.CompletedProcess:
     (proj / "course" / "__init__.py").write_text('"""Package."""\n')
     (proj / "course" / "grading" / "planted.py").write_text(source)
     env = dict(os.environ, MYPY_CACHE_DIR=str(tmp_path / "mypy-cache"))
-    return subprocess.run(["bash", ".ci/lint", str(BIN)], cwd=proj, capture_output=True,
-                          text=True, timeout=300, env=env)
+    return subprocess.run(
+        ["bash", ".ci/lint", str(BIN)],
+        cwd=proj,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 def test_ci_run_calls_the_lint_gate_after_the_readme_command():
@@ -46,8 +53,11 @@ def test_ci_run_calls_the_lint_gate_after_the_readme_command():
 def test_the_gate_passes_clean_code_and_fails_each_planted_error(tmp_path):
     ok = _lint(tmp_path, CLEAN)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    for source, words in ((LINT, "F401"), (FORMAT, "would be reformatted"),
-                          (TYPES, "Incompatible return value")):
+    for source, words in (
+        (LINT, "F401"),
+        (FORMAT, "would be reformatted"),
+        (TYPES, "Incompatible return value"),
+    ):
         r = _lint(tmp_path, source)
         assert r.returncode == 1 and words in r.stdout + r.stderr, (words, r.stdout, r.stderr)
 

@@ -1,4 +1,5 @@
 """course.sim.trace: known answers for every counter, planted races found, correct kernels clean."""
+
 import time
 
 import numpy as np
@@ -16,6 +17,7 @@ TPB = 128
 
 # ---------------------------------------------------------------------------------------
 # global memory: coalescing
+
 
 @cuda.jit
 def copy(x, out):
@@ -40,11 +42,11 @@ def test_coalesced_copy_touches_the_minimum_sectors():
     x = np.random.default_rng(0).random(1000).astype(np.float32)
     out = np.zeros_like(x)
     t = trace.run(copy, 8, TPB, x, out)
-    np.testing.assert_array_equal(out, x)                       # it really ran
+    np.testing.assert_array_equal(out, x)  # it really ran
     for name in ("x", "out"):
         c = t.coalescing_counts()[name]
         assert c["sectors"] == c["min_sectors"]
-        assert c["requests"] == -(-1000 // 32)                  # the last warp is partial
+        assert c["requests"] == -(-1000 // 32)  # the last warp is partial
     c = t.coalescing_counts()["x"]
     assert c["sectors"] == 1000 * 4 // 32 and c["lines"] == -(-1000 * 4 // 128)
 
@@ -58,11 +60,12 @@ def test_stride_32_float_access_is_32_sectors_per_request():
     assert c["min_sectors"] == 4 * 4
     assert "32" in str(t.coalescing())
     c = trace.run(read_same, 1, TPB, x, out).coalescing_counts()["x"]
-    assert c["sectors"] == c["requests"] == 4                   # broadcast: one sector
+    assert c["sectors"] == c["requests"] == 4  # broadcast: one sector
 
 
 # ---------------------------------------------------------------------------------------
 # shared memory: bank conflicts
+
 
 @cuda.jit
 def shared_stride(stride, out):
@@ -79,15 +82,16 @@ def test_bank_conflicts_known_answers(stride, ways):
     t = trace.run(shared_stride, 1, 32, stride, out)
     c = t.bank_counts()["s"]
     assert c["max_ways"] == ways
-    assert c["replays"] == 2 * (ways - 1)                       # one write + one read request
+    assert c["replays"] == 2 * (ways - 1)  # one write + one read request
     if stride == 0:
-        assert t.races()                                        # 32 lanes write s[0]
+        assert t.races()  # 32 lanes write s[0]
     else:
         assert not t.problems()
 
 
 # ---------------------------------------------------------------------------------------
 # races, uninitialized reads, partial barriers
+
 
 @cuda.jit
 def reduce_ok(x, out):
@@ -232,27 +236,38 @@ def _data(n=300, hist=False):
     return rng.integers(0, 16, n).astype(np.int32) if hist else rng.random(n).astype(np.float32)
 
 
-@pytest.mark.parametrize("kernel,args", [
-    (reduce_ok, lambda: (_data(), np.zeros(3, np.float32))),
-    (histogram_ok, lambda: (_data(hist=True), np.zeros(16, np.int32))),
-    (warp_reduce_syncwarp, lambda: (_data(32), np.zeros(1, np.float32))),
-    (warp_shuffle_sum, lambda: (_data(256), np.zeros(1, np.float32))),
-    (copy, lambda: (_data(), np.zeros(300, np.float32))),
-])
+@pytest.mark.parametrize(
+    "kernel,args",
+    [
+        (reduce_ok, lambda: (_data(), np.zeros(3, np.float32))),
+        (histogram_ok, lambda: (_data(hist=True), np.zeros(16, np.int32))),
+        (warp_reduce_syncwarp, lambda: (_data(32), np.zeros(1, np.float32))),
+        (warp_shuffle_sum, lambda: (_data(256), np.zeros(1, np.float32))),
+        (copy, lambda: (_data(), np.zeros(300, np.float32))),
+    ],
+)
 def test_correct_kernels_are_never_reported(kernel, args):
     for _ in range(2):
         x, out = args()
-        t = trace.run(kernel, -(-x.size // TPB) if kernel is not warp_reduce_syncwarp else 1,
-                      TPB if kernel is not warp_reduce_syncwarp else 32, x, out)
+        t = trace.run(
+            kernel,
+            -(-x.size // TPB) if kernel is not warp_reduce_syncwarp else 1,
+            TPB if kernel is not warp_reduce_syncwarp else 32,
+            x,
+            out,
+        )
         assert t.problems() == [], t.summary()
 
 
-@pytest.mark.parametrize("kernel,hist,kind,words", [
-    (reduce_missing_syncthreads, False, "race", ["sdata[", "line 11 of", "thread "]),
-    (histogram_not_atomic, True, "race", ["h[", "h[x[i]] += 1", "writes"]),
-    (histogram_not_zeroed, True, "uninitialized", ["h[", "atomic"]),
-    (global_total_not_atomic, False, "race", ["different blocks", "out[0]"]),
-])
+@pytest.mark.parametrize(
+    "kernel,hist,kind,words",
+    [
+        (reduce_missing_syncthreads, False, "race", ["sdata[", "line 11 of", "thread "]),
+        (histogram_not_atomic, True, "race", ["h[", "h[x[i]] += 1", "writes"]),
+        (histogram_not_zeroed, True, "uninitialized", ["h[", "atomic"]),
+        (global_total_not_atomic, False, "race", ["different blocks", "out[0]"]),
+    ],
+)
 def test_planted_bugs_are_found_on_every_run(kernel, hist, kind, words):
     for _ in range(3):
         x = _data(hist=hist)
@@ -316,13 +331,14 @@ def test_tracing_4096_threads_takes_seconds():
 # ---------------------------------------------------------------------------------------
 # inside course.check: repeat runs are traced
 
+
 @cuda.jit
 def add_with_shared_scratch_race(n, x, y):
     scratch = cuda.shared.array(1, float32)
     start, stride = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, n, stride):
-        scratch[0] = x[i]                  # every thread writes the same cell: a race
-        y[i] = x[i] + y[i]                 # ...that never changes the result
+        scratch[0] = x[i]  # every thread writes the same cell: a race
+        y[i] = x[i] + y[i]  # ...that never changes the result
 
 
 @cuda.jit
@@ -337,8 +353,11 @@ def test_check_fails_a_race_that_the_values_hide():
     assert not r.passed
     bad = [c for c in r.cases if not c.passed]
     assert len(bad) == 1 and "race found by course.sim.trace" in bad[0].message
-    assert "scratch[0]" in bad[0].message and "line 6 of add_with_shared_scratch_race" in \
-        bad[0].message and bad[0].message.count("thread ") >= 2
+    assert (
+        "scratch[0]" in bad[0].message
+        and "line 6 of add_with_shared_scratch_race" in bad[0].message
+        and bad[0].message.count("thread ") >= 2
+    )
     assert course.check("debug_grid_stride", add_grid_stride, record=False).passed
 
 
@@ -350,7 +369,7 @@ def test_recording_traces_launches_made_elsewhere():
         copy[2, 64](x, y)
     assert [t.block for t in traces] == [(TPB, 1, 1), (64, 1, 1)]
     np.testing.assert_array_equal(y, x)
-    copy[1, TPB](x, y)                     # patched launch is restored
+    copy[1, TPB](x, y)  # patched launch is restored
     assert len(traces) == 2
 
 
@@ -376,6 +395,7 @@ def test_two_shared_arrays_stay_distinct_under_the_tracer():
 # ---------------------------------------------------------------------------------------
 # arrays derived from a traced array: mapped to the base addresses, or the launch stops
 
+
 def _kernel(body: str, params: str = "x, out", name: str = "k"):
     """A jitted kernel from source lines (a real file, so the tracer can name its lines)."""
     import linecache
@@ -392,10 +412,25 @@ def _kernel(body: str, params: str = "x, out", name: str = "k"):
 DIRECT = "i = cuda.grid(1)\nout[i] = x[(i * 5) % x.size]\n"
 
 
-@pytest.mark.parametrize("view", [
-    "x.T", "x.real", "x.reshape(x.size)", "x.ravel()", "x.view(np.float32)", "x.transpose()",
-    "x.squeeze()", "np.swapaxes(x, 0, 0)", "x[0:x.size]", "x[:]", "x.flat", "np.transpose(x)",
-    "x.reshape(8, 32).T.T.reshape(256)", "x.reshape(8, 32)[0:8, :].ravel()"])
+@pytest.mark.parametrize(
+    "view",
+    [
+        "x.T",
+        "x.real",
+        "x.reshape(x.size)",
+        "x.ravel()",
+        "x.view(np.float32)",
+        "x.transpose()",
+        "x.squeeze()",
+        "np.swapaxes(x, 0, 0)",
+        "x[0:x.size]",
+        "x[:]",
+        "x.flat",
+        "np.transpose(x)",
+        "x.reshape(8, 32).T.T.reshape(256)",
+        "x.reshape(8, 32)[0:8, :].ravel()",
+    ],
+)
 def test_accesses_through_a_derived_array_land_on_the_base_addresses(view):
     x, out = _data(256), np.zeros(256, np.float32)
     want = trace.run(_kernel(DIRECT), 2, TPB, x, out).coalescing_counts()["x"]
@@ -407,32 +442,38 @@ def test_accesses_through_a_derived_array_land_on_the_base_addresses(view):
 
 def test_a_transposed_view_counts_the_strided_addresses_it_touches():
     x, out = _data(32 * 32), np.zeros(32 * 32, np.float32)
-    t = trace.run(_kernel("i = cuda.grid(1)\nout[i] = x.reshape(32, 32).T[i // 32, i % 32]\n"),
-                  8, TPB, x, out)
+    t = trace.run(
+        _kernel("i = cuda.grid(1)\nout[i] = x.reshape(32, 32).T[i // 32, i % 32]\n"), 8, TPB, x, out
+    )
     np.testing.assert_array_equal(out, x.reshape(32, 32).T.ravel())
     c = t.coalescing_counts()["x"]
-    assert c["sectors"] == 32 * c["requests"]                  # a column: 32 sectors each
-    w = trace.run(_kernel("i = cuda.grid(1)\nv = x.reshape(32, 32)[i // 32]\nv[i % 32] = 0\n"),
-                  8, TPB, x, out).coalescing_counts()["x"]
-    assert w["sectors"] == w["min_sectors"] == 4 * w["requests"]     # rows: coalesced
+    assert c["sectors"] == 32 * c["requests"]  # a column: 32 sectors each
+    w = trace.run(
+        _kernel("i = cuda.grid(1)\nv = x.reshape(32, 32)[i // 32]\nv[i % 32] = 0\n"), 8, TPB, x, out
+    ).coalescing_counts()["x"]
+    assert w["sectors"] == w["min_sectors"] == 4 * w["requests"]  # rows: coalesced
 
 
-@pytest.mark.parametrize("how,body", [
-    ("np.asarray", "v = np.asarray(x)\nout[0] = v[0]"),
-    (".sum", "out[0] = x.sum()"),
-    (".item", "out[0] = x.item(0)"),
-    (".copy", "out[0] = x.copy()[0]"),
-    (".imag", "out[0] = x.imag[0]"),
-    ("a copy, not a view", "out[0] = x[np.arange(4)][0]"),
-    ("items of 8 bytes", "out[0] = x.view(np.float64)[0]"),
-    ("a copy, not a view", "out[0] = x.reshape(16, 16).T.ravel()[0]"),
-    ("a copy, not a view", "out[0] = x.reshape(16, 16).T.reshape(256)[0]"),
-    (".flat[slice", "out[0] = x.flat[0:4][0]"),
-])
+@pytest.mark.parametrize(
+    "how,body",
+    [
+        ("np.asarray", "v = np.asarray(x)\nout[0] = v[0]"),
+        (".sum", "out[0] = x.sum()"),
+        (".item", "out[0] = x.item(0)"),
+        (".copy", "out[0] = x.copy()[0]"),
+        (".imag", "out[0] = x.imag[0]"),
+        ("a copy, not a view", "out[0] = x[np.arange(4)][0]"),
+        ("items of 8 bytes", "out[0] = x.view(np.float64)[0]"),
+        ("a copy, not a view", "out[0] = x.reshape(16, 16).T.ravel()[0]"),
+        ("a copy, not a view", "out[0] = x.reshape(16, 16).T.reshape(256)[0]"),
+        (".flat[slice", "out[0] = x.flat[0:4][0]"),
+    ],
+)
 def test_a_way_in_the_tracer_cannot_map_stops_the_kernel(how, body):
     x, out = _data(256), np.zeros(1, np.float32)
-    with pytest.raises(trace.TraceBypass, match=r"reads x through .*cannot count; index x") \
-            as stopped:
+    with pytest.raises(
+        trace.TraceBypass, match=r"reads x through .*cannot count; index x"
+    ) as stopped:
         trace.run(_kernel(body), 1, 32, x, out)
     assert how in str(stopped.value)
 
@@ -454,26 +495,31 @@ def test_shared_arrays_and_atomics_through_views_are_counted():
     np.testing.assert_allclose(out, 3 * x)
     c = t.bank_counts()["s"]
     assert c["requests"] == 6 and c["max_ways"] == 32 and c["replays"] == 2 * 31
-    atomics = _kernel("""
+    atomics = _kernel(
+        """
         i = cuda.grid(1)
         cuda.atomic.add(out.T, (i % 4, 0), 1)      # out[0, i % 4]
         cuda.atomic.add(out[1:].T, (i % 4, 0), 1)  # out[1, i % 4]
-    """, "out")
+    """,
+        "out",
+    )
     h = np.zeros((2, 4), np.int32)
     t = trace.run(atomics, 1, 64, h)
     np.testing.assert_array_equal(h, 16)
     kinds = [(r[3], r[4]) for r in t.records]
     assert len(kinds) == 128 and {k for _o, k in kinds} == {trace.ATOMIC}
-    assert {o for o, _k in kinds} == set(range(0, 32, 4))       # the 8 cells' addresses
+    assert {o for o, _k in kinds} == set(range(0, 32, 4))  # the 8 cells' addresses
 
 
 # ---------------------------------------------------------------------------------------
 # tune exercises: a bypass of the tracer earns no point, honest kernels still do
 
+
 def _chunked_add(view: str):
     """The given slow chunked add, read and written through ``view`` of x and y, plus one
     coalesced read of x (so the traced figure is not empty): the red team's kernel."""
-    return _kernel(f"""
+    return _kernel(
+        f"""
         threads = cuda.gridsize(1)
         chunk = (n + threads - 1) // threads
         start = cuda.grid(1) * chunk
@@ -485,15 +531,28 @@ def _chunked_add(view: str):
         if i < n:
             if x[i] == -12345.5:
                 y[0] = 0.0
-    """, "n, x, y", "add_fast")
+    """,
+        "n, x, y",
+        "add_fast",
+    )
 
 
 def _tune_case(result):
     return next(c for c in result.cases if "tune target" in c.name)
 
 
-@pytest.mark.parametrize("view", ["{a}.T", "{a}.real", "{a}.reshape(n)", "{a}.transpose()",
-                                  "{a}.view(np.float32)", "{a}[0:n]", "{a}.flat"])
+@pytest.mark.parametrize(
+    "view",
+    [
+        "{a}.T",
+        "{a}.real",
+        "{a}.reshape(n)",
+        "{a}.transpose()",
+        "{a}.view(np.float32)",
+        "{a}[0:n]",
+        "{a}.flat",
+    ],
+)
 def test_tune_vector_add_through_a_view_is_measured_as_what_it_does(view):
     r = course.check("tune_vector_add", _chunked_add(view), record=False)
     assert not r.passed and all(c.passed for c in r.cases if c is not _tune_case(r))
@@ -505,8 +564,12 @@ def test_tune_vector_add_through_np_asarray_fails_with_the_reason():
     assert not r.passed and "reads x through np.asarray" in str(r)
 
 
-@pytest.mark.parametrize("name,body,fails", [
-    ("tune_matmul", """
+@pytest.mark.parametrize(
+    "name,body,fails",
+    [
+        (
+            "tune_matmul",
+            """
         col, row = cuda.grid(2)
         At, Bt = A.T, B.T
         if row < C.shape[0] and col < C.shape[1]:
@@ -514,8 +577,12 @@ def test_tune_vector_add_through_np_asarray_fails_with_the_reason():
             for k in range(A.shape[1]):
                 acc += At[k, row] * Bt[col, k]
             C[row, col] = acc
-    """, "bytes read per FLOP"),
-    ("tune_reduction", """
+    """,
+            "bytes read per FLOP",
+        ),
+        (
+            "tune_reduction",
+            """
         sdata = cuda.shared.array(0, dtype=g_idata.dtype)
         st = sdata.T
         tid = cuda.threadIdx.x
@@ -533,8 +600,12 @@ def test_tune_vector_add_through_np_asarray_fails_with_the_reason():
             s *= 2
         if tid == 0:
             g_odata[cuda.blockIdx.x] = sdata[0]
-    """, "replays"),
-    ("tune_histogram", """
+    """,
+            "replays",
+        ),
+        (
+            "tune_histogram",
+            """
         t = cuda.threadIdx.x
         ch_per_block = (data.shape[1] + cuda.gridDim.x - 1) // cuda.gridDim.x
         rows_per_block = (data.shape[0] + cuda.gridDim.y - 1) // cuda.gridDim.y
@@ -547,12 +618,17 @@ def test_tune_vector_add_through_np_asarray_fails_with_the_reason():
             r = k // n_ch
             c = k - r * n_ch
             cuda.atomic.add(ht, (int32(data[r0 + r, c0 + c]), c0 + c), 1)
-    """, "atomic operations per input element"),
-])
+    """,
+            "atomic operations per input element",
+        ),
+    ],
+)
 def test_tune_kernels_working_through_views_earn_no_point(name, body, fails):
-    params = {"tune_matmul": ("A, B, C", "matmul_fast"),
-              "tune_reduction": ("g_idata, g_odata", "reduce_fast"),
-              "tune_histogram": ("data, hist", "histogram_fast")}[name]
+    params = {
+        "tune_matmul": ("A, B, C", "matmul_fast"),
+        "tune_reduction": ("g_idata, g_odata", "reduce_fast"),
+        "tune_histogram": ("data, hist", "histogram_fast"),
+    }[name]
     r = course.check(name, _kernel(body, *params), record=False)
     assert not r.passed and all(c.passed for c in r.cases if c is not _tune_case(r))
     assert fails in _tune_case(r).message and "not there yet" in _tune_case(r).message
@@ -572,7 +648,7 @@ def dynamic_float64(x, out):
     s = cuda.shared.array(0, dtype=x.dtype)
     t = cuda.threadIdx.x
     s[t] = x[t]
-    s[3] = x[t]                            # every thread writes s[3]: a race
+    s[3] = x[t]  # every thread writes s[3]: a race
     cuda.syncthreads()
     out[t] = s[t]
 

@@ -5,6 +5,7 @@ solutions included.  The README's one link opens ``colab/open_course.ipynb`` ins
 installs the course and writes the student copies into the student's Google Drive.  Colab
 itself is not here: its cell runs with a stand-in ``google.colab``.
 """
+
 import json
 import re
 import subprocess
@@ -12,16 +13,18 @@ import sys
 import types
 
 import pytest
-
 from conftest import REPO
+
 from course.grading import distribute, student
 from course.grading import notebook as nbk
 from course.platform import hosting
 
 SOLUTION = "### BEGIN SOLUTION"
 URL = re.compile(r"https?://[^\s)\"'<>\]]+")
-GITHUB = re.compile(r"(?:colab\.research\.google\.com/github|github\.com)/([\w.-]+/[\w.-]+)"
-                    r"/blob/([\w.-]+)/([^\s)\"'#?]+)")
+GITHUB = re.compile(
+    r"(?:colab\.research\.google\.com/github|github\.com)/([\w.-]+/[\w.-]+)"
+    r"/blob/([\w.-]+)/([^\s)\"'#?]+)"
+)
 
 
 def _texts():
@@ -45,30 +48,33 @@ def test_no_link_or_route_points_a_student_at_a_solution():
             if m and m.group(1) == hosting.REPOSITORY:
                 target = REPO / m.group(3)
                 assert target.is_file(), f"{where}: {url} opens {m.group(3)}, not in the repository"
-                assert SOLUTION not in target.read_text(), \
+                assert SOLUTION not in target.read_text(), (
                     f"{where}: {url} opens {m.group(3)}, which holds the solutions"
+                )
                 opened.append(m.group(3))
-            assert not re.search(r"/notebooks/\d\d_\w+\.ipynb", url), \
+            assert not re.search(r"/notebooks/\d\d_\w+\.ipynb", url), (
                 f"{where}: {url} opens a lesson notebook of the repository (the instructor's)"
+            )
     assert hosting.COLAB_START in opened, "the README links the Colab start notebook"
 
 
 def test_the_committed_start_notebook_is_the_generated_one():
     committed = json.loads((REPO / hosting.COLAB_START).read_text())
-    assert committed == distribute.colab_start_notebook(), \
+    assert committed == distribute.colab_start_notebook(), (
         "colab/open_course.ipynb is stale: run python -m course colab --write"
+    )
     assert SOLUTION not in json.dumps(committed) and not nbk.exercise_cells(nbk.cells(committed))
     fork = json.dumps(distribute.colab_start_notebook("me/fork", "dev"))
     assert "me/fork@dev" in fork and hosting.REPOSITORY not in fork
 
 
-def test_the_start_cell_installs_the_course_and_writes_student_copies_to_drive(tmp_path,
-                                                                              monkeypatch,
-                                                                              capsys):
+def test_the_start_cell_installs_the_course_and_writes_student_copies_to_drive(
+    tmp_path, monkeypatch, capsys
+):
     drive = tmp_path / "drive" / "MyDrive" / "numba-course"
     calls, mounts = [], []
 
-    def fake_run(cmd, **kw):          # pip is recorded; `course notebooks` really runs
+    def fake_run(cmd, **kw):  # pip is recorded; `course notebooks` really runs
         calls.append(cmd)
         if cmd[1:4] == ["-m", "course", "notebooks"]:
             assert distribute.notebooks_main(cmd[4:]) == 0
@@ -89,13 +95,15 @@ def test_the_start_cell_installs_the_course_and_writes_student_copies_to_drive(t
     assert calls[0][-1] == hosting.requirement()
     assert mounts == ["/content/drive"]
     written = sorted((drive / "notebooks").glob("*.ipynb"))
-    assert [p.name for p in written] == \
-        sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb"))
+    assert [p.name for p in written] == sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb"))
     for p in written:
         assert SOLUTION not in p.read_text() and student.is_student_copy(nbk.load(p)), p.name
     lines = [l for l in capsys.readouterr().out.splitlines() if "Google Drive" in l]
-    assert len(lines) == len(written) and \
-        "File > Open notebook > Google Drive > numba-course/notebooks/01_vector_add.ipynb" in lines[1]
+    assert (
+        len(lines) == len(written)
+        and "File > Open notebook > Google Drive > numba-course/notebooks/01_vector_add.ipynb"
+        in lines[1]
+    )
 
 
 def test_drive_links_open_each_lesson_by_its_drive_id(tmp_path, monkeypatch):

@@ -2,12 +2,13 @@
 report (assets/profiles/validation-*.json, measured by Nsight Compute on an H100) is traced
 again here, and its counts must equal the measured ones. A tracer change that drifts from
 the hardware fails this test."""
+
 import json
 
 import pytest
+from conftest import REPO
 
 import course
-from conftest import REPO
 from course.bench.validation import counted
 from course.hardware.validation import MATCHED, matches
 
@@ -23,13 +24,17 @@ def test_there_is_a_committed_hardware_report():
     assert {"01", "02", "03", "04", "06", "07", "09"} <= lessons
 
 
-@pytest.mark.parametrize("row", json.loads(REPORTS[-1].read_text())["rows"] if REPORTS else [],
-                         ids=lambda r: r["case"])
+@pytest.mark.parametrize(
+    "row", json.loads(REPORTS[-1].read_text())["rows"] if REPORTS else [], ids=lambda r: r["case"]
+)
 def test_traced_counts_equal_the_measured(row):
     traced = counted(row["case"])
     for key in MATCHED:
         assert matches(row["measured"].get(key), traced.get(key)), (
-            key, row["measured"].get(key), traced.get(key))
+            key,
+            row["measured"].get(key),
+            traced.get(key),
+        )
 
 
 def test_matches_is_strict():

@@ -1,11 +1,12 @@
 """Lesson 01: every variant is right on random odd sizes; the checks accept the reference
 solutions and reject the classic wrong kernels (mutants), each named after its bug."""
+
 import numpy as np
 import pytest
+from conftest import rejects
 from numba import cuda
 
 import course
-from conftest import rejects
 from course.kernels import vector_add as lesson
 
 
@@ -40,11 +41,13 @@ def test_lecture_size_on_gpu():
     n = (1 << 26) + 3
     x, y = (rng.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
     for variant in ("many_blocks", "grid_stride"):
-        np.testing.assert_allclose(lesson.VARIANTS[variant](x, y), lesson.reference(x, y),
-                                   rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(
+            lesson.VARIANTS[variant](x, y), lesson.reference(x, y), rtol=1e-6, atol=1e-6
+        )
 
 
 # -- vector_add: the solution and its mutants --------------------------------------------
+
 
 @cuda.jit
 def solution_add(n, x, y):
@@ -60,7 +63,7 @@ def reads_x_off_by_one(n, x, y):
     index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     stride = cuda.blockDim.x * cuda.gridDim.x
     for i in range(index, n, stride):
-        y[i] = x[n - i] + y[i]          # forgot the - 1: reads x[n] at i = 0
+        y[i] = x[n - i] + y[i]  # forgot the - 1: reads x[n] at i = 0
 
 
 @cuda.jit
@@ -125,10 +128,18 @@ def never_writes(n, x, y):
 
 # the lecture's add_grid_stride (x forwards) is in the package every student has: it must
 # not be the exercise's answer
-VECTOR_ADD_MUTANTS = [lesson.add_grid_stride, reads_x_off_by_one, no_bounds_guard,
-                      one_element_per_thread, off_by_one, single_block_stride,
-                      hard_coded_block_dim, writes_only_even_indices, modifies_the_input,
-                      never_writes]
+VECTOR_ADD_MUTANTS = [
+    lesson.add_grid_stride,
+    reads_x_off_by_one,
+    no_bounds_guard,
+    one_element_per_thread,
+    off_by_one,
+    single_block_stride,
+    hard_coded_block_dim,
+    writes_only_even_indices,
+    modifies_the_input,
+    never_writes,
+]
 
 
 def test_vector_add_accepts_the_solution():
@@ -151,6 +162,7 @@ def test_mutant_messages_say_what_went_wrong():
 
 
 # -- matrix_add ------------------------------------------------------------------------
+
 
 @cuda.jit
 def swapped_indices(A, B, C):
@@ -198,8 +210,10 @@ def test_matrix_add_accepts_the_solution():
     assert result.passed, repr(result)
 
 
-@pytest.mark.parametrize("mutant", [lesson.matrix_add, swapped_indices, guard_only_on_x,
-                                    ignores_block_index_y, subtracts],
-                         ids=lambda k: k.py_func.__name__)
+@pytest.mark.parametrize(
+    "mutant",
+    [lesson.matrix_add, swapped_indices, guard_only_on_x, ignores_block_index_y, subtracts],
+    ids=lambda k: k.py_func.__name__,
+)
 def test_matrix_add_rejects_mutant(mutant):
     assert rejects("matrix_add", mutant)

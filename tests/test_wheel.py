@@ -11,6 +11,7 @@ instructor names.  This is the suite's only run of lesson 01 (test_notebooks.py 
 this test), and its only wheel build: the JupyterHub image's build context (the wheel alone,
 .dockerignore) is listed and scanned from the same build.
 """
+
 import json
 import os
 import shutil
@@ -21,13 +22,20 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 pytestmark = pytest.mark.slow
 
-SOURCES = ["pyproject.toml", "setup.py", "README.md", "course", "notebooks", "data",
-           "instructor", "assets"]
+SOURCES = [
+    "pyproject.toml",
+    "setup.py",
+    "README.md",
+    "course",
+    "notebooks",
+    "data",
+    "instructor",
+    "assets",
+]
 
 
 def _sh(cmd, **kw):
@@ -53,7 +61,7 @@ def _dependency_lines():
     return lines
 
 
-@pytest.fixture(scope="session")   # once per worker, even if xdist interleaves modules
+@pytest.fixture(scope="session")  # once per worker, even if xdist interleaves modules
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
@@ -61,26 +69,47 @@ def installed(tmp_path_factory):
     for name in SOURCES:
         p = REPO / name
         if p.is_dir():
-            shutil.copytree(p, src / name, ignore=shutil.ignore_patterns(
-                "__pycache__", "*.egg-info", "screenshots", "benchmarks", "checks"))
+            shutil.copytree(
+                p,
+                src / name,
+                ignore=shutil.ignore_patterns(
+                    "__pycache__", "*.egg-info", "screenshots", "benchmarks", "checks"
+                ),
+            )
         else:
             shutil.copy(p, src / name)
-    _sh([sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", tmp / "dist", src],
-        timeout=300)
+    _sh(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", tmp / "dist", src],
+        timeout=300,
+    )
     wheel = next((tmp / "dist").glob("course-*.whl"))
     venv = tmp / "venv"
     _sh([sys.executable, "-m", "venv", "--without-pip", venv], timeout=120)
     py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    _sh([sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "--no-index",
-         "-q", wheel], timeout=300)
+    _sh(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            py,
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            wheel,
+        ],
+        timeout=300,
+    )
     purelib = _sh([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip()
     with open(os.path.join(purelib, "_course_test_deps.pth"), "w") as f:
         f.write("\n".join(_dependency_lines()) + "\n")
     work = tmp / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(COURSE_PROGRESS_FILE=str(tmp / "progress.json"), NUMBA_ENABLE_CUDASIM="1",
-               MPLBACKEND="Agg")
+    env.update(
+        COURSE_PROGRESS_FILE=str(tmp / "progress.json"), NUMBA_ENABLE_CUDASIM="1", MPLBACKEND="Agg"
+    )
     # the compile gate's NVRTC/NVVM come from this environment's nvidia wheels, which the
     # .pth above puts on sys.path but not where their loader looks: say where they are
     libs = [str(p) for d in site.getsitepackages() for p in Path(d).glob("nvidia/*/lib")]
@@ -93,16 +122,21 @@ def test_wheel_carries_the_course_files(installed):
 
     _py, _work, _env, wheel = installed
     names = set(zipfile.ZipFile(wheel).namelist())
-    for must in ["course/_files/notebooks/01_vector_add.ipynb",
-                 "course/_files/data/faces/lfw_faces_25x25.npy",
-                 "course/_files/assets/profiles/nvidia-h100-80gb-hbm3-breakdown.json",
-                 "course/_files/assets/reduction-trees.png", "course/platform/resources.py",
-                 "course/grading/student.py", "course/leaderboard/templates/board.html"]:
+    for must in [
+        "course/_files/notebooks/01_vector_add.ipynb",
+        "course/_files/data/faces/lfw_faces_25x25.npy",
+        "course/_files/assets/profiles/nvidia-h100-80gb-hbm3-breakdown.json",
+        "course/_files/assets/reduction-trees.png",
+        "course/platform/resources.py",
+        "course/grading/student.py",
+        "course/leaderboard/templates/board.html",
+    ]:
         assert must in names, must
     assert not [n for n in names if "/instructor/" in n or "_files/instructor" in n]
 
 
 # -- the student distribution: what it must never hold ------------------------------------
+
 
 def _solution_free(files: dict[str, str]) -> list[str]:
     """Problems with a distribution given as {name: text}: a solution region in a notebook,
@@ -115,10 +149,16 @@ def _solution_free(files: dict[str, str]) -> list[str]:
     sources = sorted((REPO / "notebooks").glob("*.ipynb"))
     problems = []
     # a hidden file's secret is its data: the lines of its functions that hold numbers
-    hidden = {p.name: [l.strip() for l in p.read_text().split("\ndef ", 1)[-1].splitlines()
-                       if len(l.strip()) > 12 and not l.strip().startswith("#")
-                       and any(ch.isdigit() for ch in l)]
-              for p in (REPO / "instructor" / "hidden").glob("*.py")}
+    hidden = {
+        p.name: [
+            l.strip()
+            for l in p.read_text().split("\ndef ", 1)[-1].splitlines()
+            if len(l.strip()) > 12
+            and not l.strip().startswith("#")
+            and any(ch.isdigit() for ch in l)
+        ]
+        for p in (REPO / "instructor" / "hidden").glob("*.py")
+    }
     for name, text in files.items():
         if name.endswith(".ipynb") and (nbk.BEGIN in text or nbk.END in text):
             problems.append(f"{name}: a solution region")
@@ -139,8 +179,11 @@ def _wheel_texts(wheel) -> dict[str, str]:
     import zipfile
 
     z = zipfile.ZipFile(wheel)
-    return {n: z.read(n).decode("utf-8", "replace") for n in z.namelist()
-            if n.endswith((".py", ".ipynb", ".md", ".json", ".txt", "METADATA"))}
+    return {
+        n: z.read(n).decode("utf-8", "replace")
+        for n in z.namelist()
+        if n.endswith((".py", ".ipynb", ".md", ".json", ".txt", "METADATA"))
+    }
 
 
 def _build_context(root: Path) -> list[str]:
@@ -149,8 +192,11 @@ def _build_context(root: Path) -> list[str]:
     matching pattern decides)."""
     import fnmatch
 
-    rules = [l.strip() for l in (root / ".dockerignore").read_text().splitlines()
-             if l.strip() and not l.lstrip().startswith("#")]
+    rules = [
+        l.strip()
+        for l in (root / ".dockerignore").read_text().splitlines()
+        if l.strip() and not l.lstrip().startswith("#")
+    ]
     out = []
     for p in sorted(root.rglob("*")):
         if not p.is_file():
@@ -161,8 +207,9 @@ def _build_context(root: Path) -> list[str]:
         keep = True
         for rule in rules:
             pattern = rule.lstrip("!").rstrip("/")
-            if any(fnmatch.fnmatch(x, pattern) and x.count("/") == pattern.count("/")
-                   for x in prefixes):
+            if any(
+                fnmatch.fnmatch(x, pattern) and x.count("/") == pattern.count("/") for x in prefixes
+            ):
                 keep = rule.startswith("!")
         if keep:
             out.append(rel)
@@ -184,19 +231,34 @@ def test_the_scan_finds_what_it_looks_for():
     found = _solution_free({"a/01_vector_add.ipynb": nb, "b/matrix_add.py": hidden})
     assert any("solution region" in f for f in found), found
     assert any("instructor/hidden/matrix_add.py" in f for f in found), found
-    reversed_add = ("    index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x\n"
-                    "    stride = cuda.blockDim.x * cuda.gridDim.x\n"
-                    "    for i in range(index, n, stride):\n"
-                    "        y[i] = x[n - 1 - i] + y[i]\n")
+    reversed_add = (
+        "    index = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x\n"
+        "    stride = cuda.blockDim.x * cuda.gridDim.x\n"
+        "    for i in range(index, n, stride):\n"
+        "        y[i] = x[n - 1 - i] + y[i]\n"
+    )
     assert _solution_free({"course/k.py": reversed_add}), "an exercise answer in course/"
 
 
 def test_the_jupyterhub_build_context_is_the_student_wheel_alone(installed, tmp_path):
     _py, _work, _env, wheel = installed
     root = tmp_path / "context"
-    shutil.copytree(REPO, root, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".whl", "__pycache__", "*.egg-info", "assets", "data", "tests",
-        "dist", ".course-*"))
+    shutil.copytree(
+        REPO,
+        root,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            ".whl",
+            "__pycache__",
+            "*.egg-info",
+            "assets",
+            "data",
+            "tests",
+            "dist",
+            ".course-*",
+        ),
+    )
     (root / "dist").mkdir()
     shutil.copy(wheel, root / "dist" / wheel.name)
     context = _build_context(root)
@@ -223,35 +285,38 @@ def test_installed_course_finds_its_files_in_the_package(installed):
     assert "site-packages" in out["file"] and str(REPO) not in out["file"]
     assert out["installed"] and out["root"].endswith(os.path.join("course", "_files"))
     assert out["faces"] == [100, 25, 25]
-    assert out["hidden"] == "None" and out["profile"]     # no hidden case in a wheel
+    assert out["hidden"] == "None" and out["profile"]  # no hidden case in a wheel
 
 
 def _answered(student_nb: Path) -> None:
     """Put the instructor's solution into each exercise cell of a student copy (what a
     student who solved the lesson has), matched by cell id."""
     nb = json.loads(student_nb.read_text())
-    mine = {c.get("id"): c["source"] for c in
-            json.loads((REPO / "notebooks" / student_nb.name).read_text())["cells"]}
+    mine = {
+        c.get("id"): c["source"]
+        for c in json.loads((REPO / "notebooks" / student_nb.name).read_text())["cells"]
+    }
     for c in nb["cells"]:
         if c["cell_type"] == "code" and c["metadata"].get("course", {}).get("exercise"):
             src = "".join(mine[c["id"]])
-            c["source"] = "\n".join(l for l in src.splitlines()
-                                    if not l.lstrip().startswith("###"))
+            c["source"] = "\n".join(l for l in src.splitlines() if not l.lstrip().startswith("###"))
     student_nb.write_text(json.dumps(nb))
 
 
 def test_lesson_01_runs_from_the_installed_package(installed):
     py, work, env, _ = installed
-    said = _sh([py, "-m", "course", "notebooks", "--to", work / "course"], cwd=work, env=env,
-               timeout=120)
+    said = _sh(
+        [py, "-m", "course", "notebooks", "--to", work / "course"], cwd=work, env=env, timeout=120
+    )
     n = len(list((REPO / "notebooks").glob("*.ipynb")))
     assert f"{n} notebook(s) written" in said
     assert (work / "course" / "assets" / "reduction-trees.png").exists()
     copies = {p.name: p.read_text() for p in (work / "course" / "notebooks").glob("*.ipynb")}
-    assert len(copies) == n and _solution_free(copies) == []      # the defaults: no solution
+    assert len(copies) == n and _solution_free(copies) == []  # the defaults: no solution
     assert "# YOUR CODE HERE" in copies["01_vector_add.ipynb"]
-    again = _sh([py, "-m", "course", "notebooks", "--to", work / "course"], cwd=work, env=env,
-                timeout=120)
+    again = _sh(
+        [py, "-m", "course", "notebooks", "--to", work / "course"], cwd=work, env=env, timeout=120
+    )
     assert "0 notebook(s) written" in again and f"{n} already there kept" in again
     script = textwrap.dedent("""
         import sys, nbformat
@@ -272,11 +337,12 @@ def test_lesson_01_runs_from_the_installed_package(installed):
     """)
     nb_dir = work / "course" / "notebooks"
     _answered(nb_dir / "01_vector_add.ipynb")
-    out = _sh([py, "-c", script, nb_dir / "01_vector_add.ipynb", nb_dir], cwd=work, env=env,
-              timeout=900)
+    out = _sh(
+        [py, "-c", script, nb_dir / "01_vector_add.ipynb", nb_dir], cwd=work, env=env, timeout=900
+    )
     line = next(l for l in out.splitlines() if l.startswith("PASSES"))
     assert int(line.split()[1]) >= 5 and line.split()[3] == "0", out[-2000:]
-    assert line.split()[5] == "1", out[-2000:]          # predict_launch: no key here
+    assert line.split()[5] == "1", out[-2000:]  # predict_launch: no key here
 
 
 def test_a_check_with_hidden_cases_runs_from_the_installed_package(installed):
@@ -293,7 +359,7 @@ def test_a_check_with_hidden_cases_runs_from_the_installed_package(installed):
         r = course.check("vector_add", add, hidden=True, record=False)
         print("RESULT", r.passed, len(r.hidden))
     """)
-    (work / "check_add.py").write_text(script)     # a file: the check reads the kernel's source
+    (work / "check_add.py").write_text(script)  # a file: the check reads the kernel's source
     for instructor, expect in ((None, 0), (REPO, 6)):
         e = dict(env, **({"COURSE_INSTRUCTOR_DIR": str(instructor)} if instructor else {}))
         out = _sh([py, "check_add.py"], cwd=work, env=e, timeout=600)

@@ -1,10 +1,11 @@
 """Lesson 03: window-average variants, the counted reads, the exercise and its mutants."""
+
 import numpy as np
 import pytest
+from conftest import rejects
 from numba import cuda, float32
 
 import course
-from conftest import rejects
 from course.kernels import window
 
 SIZES = [1, 2, 31, 127, 129, 301]
@@ -29,8 +30,9 @@ def test_shared_x4_grid_stride_loop_on_odd_sizes(blocks):
         x = rng.uniform(-1, 1, n + 2).astype(np.float32)
         d_in, d_out = cuda.to_device(x), cuda.to_device(np.full(n, np.nan, np.float32))
         window.launch("shared_x4", n, d_in, d_out, threads_per_block=32, blocks=blocks)
-        np.testing.assert_allclose(d_out.copy_to_host(), window.reference(x), rtol=1e-6,
-                                   atol=1e-6, err_msg=f"n={n}")
+        np.testing.assert_allclose(
+            d_out.copy_to_host(), window.reference(x), rtol=1e-6, atol=1e-6, err_msg=f"n={n}"
+        )
 
 
 @pytest.mark.skipif(course.MODE != "sim", reason="counting arrays need the simulator")
@@ -67,14 +69,14 @@ def test_bad_input_raises():
 def test_lecture_counts_reads_per_block():
     """3 * 128 global reads per block for v1, 130 for v2 (and 3 * 128 from shared)."""
     # counting needs the simulator: on a GPU this runs in a simulator subprocess
-    counts = window.in_simulator("course.kernels.window", "count_block_reads",
-                                 threads_per_blk=128)
+    counts = window.in_simulator("course.kernels.window", "count_block_reads", threads_per_blk=128)
     assert counts["global"] == {"global": 3 * 128, "shared": 0}
     assert counts["shared"] == {"global": 130, "shared": 3 * 128}
 
 
 # ---------------------------------------------------------------------------------------
 # exercise: reference solution and mutants
+
 
 @cuda.jit
 def solution(N, input, output):
@@ -181,9 +183,18 @@ def test_solution_passes():
     assert result.passed, repr(result)
 
 
-@pytest.mark.parametrize("mutant", [missing_syncthreads, missing_halo, hardcoded_block_size,
-                                    missing_bounds_guard, halo_guard_drops_last_block,
-                                    integer_division], ids=lambda k: k.__name__)
+@pytest.mark.parametrize(
+    "mutant",
+    [
+        missing_syncthreads,
+        missing_halo,
+        hardcoded_block_size,
+        missing_bounds_guard,
+        halo_guard_drops_last_block,
+        integer_division,
+    ],
+    ids=lambda k: k.__name__,
+)
 def test_mutant_is_rejected(mutant):
     assert rejects("window_average_shared", mutant)
 
@@ -194,5 +205,10 @@ def test_lecture_size_on_gpu():
     x = np.random.default_rng(1).uniform(-1, 1, n + 2).astype(np.float32)
     for name, fn in window.VARIANTS.items():
         for tpb in (128, 256, 1024):
-            np.testing.assert_allclose(fn(x, threads_per_block=tpb), window.reference(x),
-                                       rtol=1e-6, atol=1e-6, err_msg=name)
+            np.testing.assert_allclose(
+                fn(x, threads_per_block=tpb),
+                window.reference(x),
+                rtol=1e-6,
+                atol=1e-6,
+                err_msg=name,
+            )

@@ -4,6 +4,7 @@ A reply that announces an array it was not asked for, another dtype or shape, or
 than the array it was asked for is refused after the small .npy header and before any of
 its data is read or allocated: a worker announcing 3 GB costs the judge nothing.
 """
+
 import io
 import json
 import os
@@ -24,8 +25,9 @@ EXPECT = {"y": (np.dtype(np.float32), (4096,))}
 
 def _npy_header(dtype: str, shape: tuple, fortran: bool = False) -> bytes:
     buf = io.BytesIO()
-    np.lib.format.write_array_header_1_0(buf, {"descr": dtype, "fortran_order": fortran,
-                                                "shape": shape})
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": dtype, "fortran_order": fortran, "shape": shape}
+    )
     return buf.getvalue()
 
 
@@ -45,6 +47,7 @@ def _judge_end(payload: bytes, expect, deadline_s: float = 5.0):
 
     def write():
         os.write(w, payload)
+
     t = threading.Thread(target=write, daemon=True)
     t.start()
     chan = Channel(r, ww, time.monotonic() + deadline_s)
@@ -65,37 +68,38 @@ def test_an_honest_reply_round_trips():
     chan = Channel(r, w, time.monotonic() + 5)
     header, arrays = chan.recv(allowed({"y": y}))
     assert header["op"] == "launched" and np.array_equal(arrays["y"], y)
-    arrays["y"][0] = 1.0                      # the judge may work on what it got
+    arrays["y"][0] = 1.0  # the judge may work on what it got
     os.close(r)
     os.close(w)
 
 
-@pytest.mark.parametrize("what, blob, words", [
-    ("another shape", (_npy_header("<f4", (4097,)), 4097 * 4), "(4097,)"),
-    ("another dtype", (_npy_header("<f8", (2048,)), 2048 * 8), "float64"),
-    ("fortran order", (_npy_header("<f4", (4096,), True), 4096 * 4), "not the float32"),
-    ("a 3 GB array", (_npy_header("<f4", (750_000_000,)), 3_000_000_000), "bytes"),
-])
+@pytest.mark.parametrize(
+    "what, blob, words",
+    [
+        ("another shape", (_npy_header("<f4", (4097,)), 4097 * 4), "(4097,)"),
+        ("another dtype", (_npy_header("<f8", (2048,)), 2048 * 8), "float64"),
+        ("fortran order", (_npy_header("<f4", (4096,), True), 4096 * 4), "not the float32"),
+        ("a 3 GB array", (_npy_header("<f4", (750_000_000,)), 3_000_000_000), "bytes"),
+    ],
+)
 def test_a_reply_with_the_right_name_but_another_array_is_refused_before_its_data(
-        what, blob, words):
+    what, blob, words
+):
     npy, nbytes = blob
     t0 = time.monotonic()
-    got = _judge_end(_reply(["y"], [(len(npy) + nbytes, npy)]), EXPECT)    # no data follows
+    got = _judge_end(_reply(["y"], [(len(npy) + nbytes, npy)]), EXPECT)  # no data follows
     assert isinstance(got, WireError) and not got.timed_out, (what, got)
     assert words in str(got), str(got)
-    assert time.monotonic() - t0 < 2          # refused at once, not after waiting for data
+    assert time.monotonic() - t0 < 2  # refused at once, not after waiting for data
 
 
 def test_a_reply_announcing_more_bytes_than_its_array_or_another_name_is_refused():
     npy = _npy_header("<f4", (4096,))
-    assert "announces" in str(_judge_end(_reply(["y"], [(len(npy) + 4096 * 4 + 8, npy)]),
-                                         EXPECT))
-    assert "not asked for" in str(_judge_end(_reply(["z"], [(len(npy) + 4096 * 4, npy)]),
-                                             EXPECT))
+    assert "announces" in str(_judge_end(_reply(["y"], [(len(npy) + 4096 * 4 + 8, npy)]), EXPECT))
+    assert "not asked for" in str(_judge_end(_reply(["z"], [(len(npy) + 4096 * 4, npy)]), EXPECT))
     assert "announces 2 arrays" in str(_judge_end(_reply(["y", "y"], []), EXPECT))
     # the worker's replies carry no arrays: the judge's end expects none by default
-    assert "at most 0 asked for" in str(_judge_end(_reply(["y"], [(len(npy) + 16384, npy)]),
-                                                   None))
+    assert "at most 0 asked for" in str(_judge_end(_reply(["y"], [(len(npy) + 16384, npy)]), None))
 
 
 def test_a_deeply_nested_header_is_a_wire_error_not_a_crash():
@@ -144,18 +148,26 @@ print('GROWTH', hwm() - before)
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc (Linux)")
 def test_a_reply_announcing_3_gb_costs_the_judge_almost_nothing():
     """The leaderboard's service died reading such a reply (6.3 GB for 3 GB announced)."""
-    out = subprocess.run([sys.executable, "-c", PEAK], capture_output=True, text=True,
-                         timeout=60, env=dict(os.environ, NUMBA_ENABLE_CUDASIM="1"))
+    out = subprocess.run(
+        [sys.executable, "-c", PEAK],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, NUMBA_ENABLE_CUDASIM="1"),
+    )
     lines = dict(l.split(" ", 1) for l in out.stdout.splitlines() if " " in l)
     assert "REFUSED" in lines, out.stdout + out.stderr
     assert int(lines["GROWTH"]) < 50 << 20, lines
 
 
-@pytest.mark.parametrize("reply,words", [
-    ({"op": "ran", "error": ["not", "text"], "have": "kernel"}, "error message was not text"),
-    ({"op": "ran", "error": None, "have": "passed"}, "did not say whether `add`"),
-    ({"op": "ran", "error": None}, "did not say whether `add`"),
-])
+@pytest.mark.parametrize(
+    "reply,words",
+    [
+        ({"op": "ran", "error": ["not", "text"], "have": "kernel"}, "error message was not text"),
+        ({"op": "ran", "error": None, "have": "passed"}, "did not say whether `add`"),
+        ({"op": "ran", "error": None}, "did not say whether `add`"),
+    ],
+)
 def test_a_worker_reply_that_does_not_fit_never_becomes_a_record(reply, words):
     """The worker's ``ran`` reply is checked before it becomes ``session.Ran`` (typed); a
     reply that does not fit is tampering, whatever else it carries."""
@@ -164,7 +176,6 @@ def test_a_worker_reply_that_does_not_fit_never_becomes_a_record(reply, words):
 
     with pytest.raises(Tampered, match=words):
         Ran.read(reply, "add")
-    ran = Ran.read({"op": "ran", "error": "boom", "have": "kernel", "unit": {"src": "x"}},
-                   "add")
+    ran = Ran.read({"op": "ran", "error": "boom", "have": "kernel", "unit": {"src": "x"}}, "add")
     assert (ran.error, ran.have, ran.unit) == ("boom", "kernel", {"src": "x"})
-    assert Ran.read({"op": "ran", "error": None}, None).have is None     # a setup cell
+    assert Ran.read({"op": "ran", "error": None}, None).have is None  # a setup cell

@@ -10,6 +10,7 @@ beside the floor (bytes / measured copy bandwidth, FLOPs / measured FP32 rate) a
 (CuPy, PyTorch) and writes a markdown table, a JSON file and a bar chart to
 ``assets/benchmarks/``.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -26,7 +27,7 @@ from ..platform import runtime
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "benchmarks"
 
 
-ONLY_BY_NAME = ("leaderboard", "grading")   # minutes of serving or grading: when asked for
+ONLY_BY_NAME = ("leaderboard", "grading")  # minutes of serving or grading: when asked for
 
 
 def lessons() -> list[str]:
@@ -47,12 +48,12 @@ class Report:
         self.ceilings = perf.measured_ceilings()
         self.rows: list[dict] = []
         self.notes: list[str] = []
-        self.sections: list[tuple[str, str]] = []   # (title, markdown) after the notes
-        self.data: dict = {}                         # a lesson's own results, in the JSON
-        self.files: dict = {}                        # suffix -> bytes saved beside it
+        self.sections: list[tuple[str, str]] = []  # (title, markdown) after the notes
+        self.data: dict = {}  # a lesson's own results, in the JSON
+        self.files: dict = {}  # suffix -> bytes saved beside it
         self.date = time.strftime("%Y-%m-%d")
 
-    caught: list = []          # warnings recorded while this report's rows were timed
+    caught: list = []  # warnings recorded while this report's rows were timed
 
     def _low_occupancy(self) -> list[str]:
         """Grid sizes numba warned about since the last row (other warnings are printed)."""
@@ -68,8 +69,11 @@ class Report:
                 if m.group(1) not in grids:
                     grids.append(m.group(1))
             else:
-                print(warnings.formatwarning(w.message, w.category, w.filename, w.lineno),
-                      file=sys.stderr, end="")
+                print(
+                    warnings.formatwarning(w.message, w.category, w.filename, w.lineno),
+                    file=sys.stderr,
+                    end="",
+                )
         return grids
 
     @classmethod
@@ -85,14 +89,28 @@ class Report:
         rep.files = {}
         return rep
 
-    def add(self, name: str, timing, *, nbytes: float = 0, flops: float = 0,
-            size: str = "", kind: str = "numba", note: str = "") -> dict:
+    def add(
+        self,
+        name: str,
+        timing,
+        *,
+        nbytes: float = 0,
+        flops: float = 0,
+        size: str = "",
+        kind: str = "numba",
+        note: str = "",
+    ) -> dict:
         """Add one measured row; ``nbytes``/``flops``: the minimum the operation must do."""
         ms = timing.median_ms
         c = self.ceilings
         row = {
-            "name": name, "kind": kind, "size": size, "median_ms": ms,
-            "min_ms": timing.min_ms, "max_ms": timing.max_ms, "n": len(timing.times_ms),
+            "name": name,
+            "kind": kind,
+            "size": size,
+            "median_ms": ms,
+            "min_ms": timing.min_ms,
+            "max_ms": timing.max_ms,
+            "n": len(timing.times_ms),
             "gbps": perf.gbps(nbytes, ms) if nbytes else None,
             "tflops": perf.tflops(flops, ms) if flops else None,
             "floor_ms": perf.floor_ms(nbytes, flops, c) if (nbytes or flops) else None,
@@ -100,15 +118,24 @@ class Report:
         }
         grids = self._low_occupancy()
         if grids:
-            row["note"] = "; ".join(x for x in (note, f"grid {', '.join(grids)} on purpose "
-                                                "(numba's low-occupancy warning silenced)") if x)
+            row["note"] = "; ".join(
+                x
+                for x in (
+                    note,
+                    f"grid {', '.join(grids)} on purpose (numba's low-occupancy warning silenced)",
+                )
+                if x
+            )
         row["pct_copy"] = perf.percent(row["gbps"], c["copy_gbps"]) if row["gbps"] else None
         row["pct_fp32"] = perf.percent(row["tflops"], c["fp32_tflops"]) if row["tflops"] else None
         self.rows.append(row)
         if not self.quiet:
-            print(f"  {name:<34} {size:<22} {_fmt(ms, 4)} ms"
-                  + (f"  {row['gbps']:8.1f} GB/s" if row["gbps"] else "")
-                  + (f"  {row['tflops']:7.2f} TFLOP/s" if row["tflops"] else ""), flush=True)
+            print(
+                f"  {name:<34} {size:<22} {_fmt(ms, 4)} ms"
+                + (f"  {row['gbps']:8.1f} GB/s" if row["gbps"] else "")
+                + (f"  {row['tflops']:7.2f} TFLOP/s" if row["tflops"] else ""),
+                flush=True,
+            )
         return row
 
     def add_peer(self, lib_name: str, name: str, fn, **kw) -> dict | None:
@@ -129,31 +156,36 @@ class Report:
     # -- output ------------------------------------------------------------------------
     def markdown(self) -> str:
         c, i = self.ceilings, self.info
-        lines = [f"# {self.title}", "",
-                 f"- device: **{i.get('name')}** (cc {i.get('compute_capability')}, "
-                 f"{i.get('sm_count')} SMs), mode {i.get('mode')}, date {self.date}",
-                 f"- measured ceilings: copy {c['copy_gbps']} GB/s (read + write, best of "
-                 f"cudaMemcpy / numba copy kernel / torch copy_: {c.get('copy_method')}), "
-                 f"FP32 {c['fp32_tflops']} TFLOP/s (best of numba FMA kernel / cuBLAS SGEMM: "
-                 f"{c.get('fp32_method')})",
-                 f"- software: numba {i['numba']}, numba-cuda {i['numba_cuda']}, "
-                 f"numpy {i['numpy']}, Python {i['python']}",
-                 "- time: device time per call, median of repeated runs after warm-up (CUDA "
-                 f"events; calls under {_timing.BATCH_BELOW_MS:g} ms are queued up to {_timing.BATCH} "
-                 f"at a time - as many as the host enqueues in time - behind a "
-                 f"{_timing.HOLD_US / 1000:g} ms hold kernel, "
-                 "so numba's ~20 us host launch overhead is not counted); "
-                 "floor = max(bytes / copy bandwidth, FLOPs / FP32 rate)", "",
-                 "| variant | kind | size | median ms | min-max ms | GB/s | % copy | TFLOP/s "
-                 "| % FP32 | x floor | note |",
-                 "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+        lines = [
+            f"# {self.title}",
+            "",
+            f"- device: **{i.get('name')}** (cc {i.get('compute_capability')}, "
+            f"{i.get('sm_count')} SMs), mode {i.get('mode')}, date {self.date}",
+            f"- measured ceilings: copy {c['copy_gbps']} GB/s (read + write, best of "
+            f"cudaMemcpy / numba copy kernel / torch copy_: {c.get('copy_method')}), "
+            f"FP32 {c['fp32_tflops']} TFLOP/s (best of numba FMA kernel / cuBLAS SGEMM: "
+            f"{c.get('fp32_method')})",
+            f"- software: numba {i['numba']}, numba-cuda {i['numba_cuda']}, "
+            f"numpy {i['numpy']}, Python {i['python']}",
+            "- time: device time per call, median of repeated runs after warm-up (CUDA "
+            f"events; calls under {_timing.BATCH_BELOW_MS:g} ms are queued up to {_timing.BATCH} "
+            f"at a time - as many as the host enqueues in time - behind a "
+            f"{_timing.HOLD_US / 1000:g} ms hold kernel, "
+            "so numba's ~20 us host launch overhead is not counted); "
+            "floor = max(bytes / copy bandwidth, FLOPs / FP32 rate)",
+            "",
+            "| variant | kind | size | median ms | min-max ms | GB/s | % copy | TFLOP/s "
+            "| % FP32 | x floor | note |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
         for r in self.rows:
             xfloor = r["median_ms"] / r["floor_ms"] if r["floor_ms"] else None
             lines.append(
                 f"| {r['name']} | {r['kind']} | {r['size']} | {_fmt(r['median_ms'], 4)} | "
                 f"{_fmt(r['min_ms'], 3)}-{_fmt(r['max_ms'], 3)} | {_fmt(r['gbps'], 4)} | "
                 f"{_fmt(r['pct_copy'], 3)} | {_fmt(r['tflops'], 3)} | {_fmt(r['pct_fp32'], 3)} | "
-                f"{_fmt(xfloor, 3)} | {r['note']} |")
+                f"{_fmt(xfloor, 3)} | {r['note']} |"
+            )
         if self.notes:
             lines += ["", "Notes:", ""] + [f"- {n}" for n in self.notes]
         for title, text in self.sections:
@@ -168,16 +200,28 @@ class Report:
         stem = outdir / f"{self.lesson}-{runtime.device_slug(self.info.get('name'))}-{self.date}"
         md, js, png = stem.with_suffix(".md"), stem.with_suffix(".json"), stem.with_suffix(".png")
         md.write_text(self.markdown())
-        js.write_text(json.dumps({"lesson": self.lesson, "title": self.title, "date": self.date,
-                                  "device": self.info, "ceilings": self.ceilings,
-                                  "rows": self.rows, "notes": self.notes,
-                                  "sections": self.sections, "data": self.data},
-                                 indent=1, default=str))
+        js.write_text(
+            json.dumps(
+                {
+                    "lesson": self.lesson,
+                    "title": self.title,
+                    "date": self.date,
+                    "device": self.info,
+                    "ceilings": self.ceilings,
+                    "rows": self.rows,
+                    "notes": self.notes,
+                    "sections": self.sections,
+                    "data": self.data,
+                },
+                indent=1,
+                default=str,
+            )
+        )
         extra = []
         for suffix, data in self.files.items():
             extra.append(stem.with_suffix(suffix))
             extra[-1].write_bytes(data)
-        if not self.rows:              # nothing timed (e.g. the leaderboard in the simulator)
+        if not self.rows:  # nothing timed (e.g. the leaderboard in the simulator)
             return [md, js, *extra]
         self.plot(png)
         return [md, js, png, *extra]
@@ -186,12 +230,19 @@ class Report:
         from ..show import plots
 
         fig, ax = plots.figure(figsize=(8, 0.45 * len(self.rows) + 1.5))
-        plots.time_bars([r["name"] + (f" ({r['note']})" if r["kind"] == "lecture" else "")
-                         + (f" [{r['size']}]" if r["size"] else "") for r in self.rows],
-                        [r["median_ms"] for r in self.rows],
-                        floors=[r["floor_ms"] for r in self.rows],
-                        kinds=[r["kind"] for r in self.rows], axes=ax,
-                        title=f"{self.title} - {self.info.get('name')} ({self.date})")
+        plots.time_bars(
+            [
+                r["name"]
+                + (f" ({r['note']})" if r["kind"] == "lecture" else "")
+                + (f" [{r['size']}]" if r["size"] else "")
+                for r in self.rows
+            ],
+            [r["median_ms"] for r in self.rows],
+            floors=[r["floor_ms"] for r in self.rows],
+            kinds=[r["kind"] for r in self.rows],
+            axes=ax,
+            title=f"{self.title} - {self.info.get('name')} ({self.date})",
+        )
         fig.savefig(path, dpi=110, bbox_inches="tight")
         plots.close(fig)
 
@@ -223,14 +274,17 @@ def run(names: list[str] | None = None, outdir: Path | None = None) -> list[Path
     if unknown:
         raise SystemExit(f"no benchmark for {unknown}; known: {', '.join(lessons())}")
     if runtime.MODE != "gpu":
-        print("warning: simulator mode - these are CPU wall times at simulator sizes, not GPU "
-              "numbers; the report will say so.", flush=True)
+        print(
+            "warning: simulator mode - these are CPU wall times at simulator sizes, not GPU "
+            "numbers; the report will say so.",
+            flush=True,
+        )
     written = []
     for name in names:
         mod = importlib.import_module(f"{__name__}.{name}")
         print(f"== {name}: {mod.TITLE}", flush=True)
         report = Report(name, mod.TITLE)
-        with warnings.catch_warnings(record=True) as caught:   # attached to the rows' notes
+        with warnings.catch_warnings(record=True) as caught:  # attached to the rows' notes
             warnings.simplefilter("always", NumbaPerformanceWarning)
             report.caught = caught
             mod.run(report)

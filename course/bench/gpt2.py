@@ -10,6 +10,7 @@ weights in the same run; each build's per-kernel
 table (``course.measure.timeline``: CUDA events around every launch); the logits against
 PyTorch's.  The simulator runs a micro config instead (times marked simulated).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,12 +22,12 @@ from ..measure.timing import benchmark
 from ..platform import runtime
 
 TITLE = "11 GPT-2 forward pass (CS 483 final report)"
-BUILDS = {"optimized (matmul_v5 tiled per shape, fused epilogues, flash attention)": {},
-          "matmul_v4 (one tile for every shape), fused epilogues": {"matmul": "v4"},
-          "unfused (matmul_v4, then bias/GELU and residual passes)": {"matmul": "v4",
-                                                                       "fuse": False},
-          "naive (matmul_v1, three-kernel attention)": {"matmul": "v1_naive",
-                                                        "attention": "naive"}}
+BUILDS = {
+    "optimized (matmul_v5 tiled per shape, fused epilogues, flash attention)": {},
+    "matmul_v4 (one tile for every shape), fused epilogues": {"matmul": "v4"},
+    "unfused (matmul_v4, then bias/GELU and residual passes)": {"matmul": "v4", "fuse": False},
+    "naive (matmul_v1, three-kernel attention)": {"matmul": "v1_naive", "attention": "naive"},
+}
 OPTIMIZED, FUSED_V4, UNFUSED, NAIVE = BUILDS
 
 
@@ -46,53 +47,80 @@ def run(report) -> None:
         for label, opts in BUILDS.items():
             model = G.Model(params, cfg, B, T, **opts)
             d_tok = model.tokens(tokens)
-            slow = "naive" in label and lecture    # the simulator: one run (the default)
-            t = benchmark(lambda: model(d_tok), repeat=(3 if slow else 10) if gpu else None,
-                          warmup=(1 if slow else 2) if gpu else None, batch=1)
-            report.add(f"GPT-2 forward, {label}", t, flops=fl["matmul"] + fl["attention"],
-                       size=size, note="FLOPs: the matmuls and the causal half of attention")
+            slow = "naive" in label and lecture  # the simulator: one run (the default)
+            t = benchmark(
+                lambda: model(d_tok),
+                repeat=(3 if slow else 10) if gpu else None,
+                warmup=(1 if slow else 2) if gpu else None,
+                batch=1,
+            )
+            report.add(
+                f"GPT-2 forward, {label}",
+                t,
+                flops=fl["matmul"] + fl["attention"],
+                size=size,
+                note="FLOPs: the matmuls and the causal half of attention",
+            )
             tl = Timeline()
             model(d_tok, run=tl.run)
             logits[label] = model.logits.copy_to_host()
-            entry["builds"][label] = {"median_ms": t.median_ms, "kernels": tl.table(),
-                                      "launches": sum(len(v) for v in tl.rows.values())}
-            report.section(f"{label}, {size}: per-kernel time (CUDA events around every "
-                           f"launch; {entry['builds'][label]['launches']} launches)",
-                           tl.markdown())
-            model = None              # free its device arrays before the next build
+            entry["builds"][label] = {
+                "median_ms": t.median_ms,
+                "kernels": tl.table(),
+                "launches": sum(len(v) for v in tl.rows.values()),
+            }
+            report.section(
+                f"{label}, {size}: per-kernel time (CUDA events around every "
+                f"launch; {entry['builds'][label]['launches']} launches)",
+                tl.markdown(),
+            )
+            model = None  # free its device arrays before the next build
         opt, naive = logits[OPTIMIZED], logits[NAIVE]
         entry["naive_vs_optimized"] = _rel(naive, opt)
         entry["unfused_vs_fused"] = _rel(logits[UNFUSED], logits[FUSED_V4])
         fused, unfused = entry["builds"][FUSED_V4], entry["builds"][UNFUSED]
         v5 = entry["builds"][OPTIMIZED]
         entry["v4_vs_optimized"] = _rel(logits[FUSED_V4], opt)
-        report.note(f"{size}: matmul_v5 with the tile chosen per shape instead of v4's one tile: "
-                    f"{fused['median_ms']:.3g} -> {v5['median_ms']:.3g} ms; logits agree to "
-                    f"{entry['v4_vs_optimized']:.1e}")
-        report.note(f"{size}: fusing bias, GELU and the residual into matmul_v4's store: "
-                    f"{unfused['median_ms']:.3g} -> {fused['median_ms']:.3g} ms "
-                    f"({100 * (1 - fused['median_ms'] / unfused['median_ms']):.1f} % less), "
-                    f"{unfused['launches']} -> {fused['launches']} launches; logits agree to "
-                    f"{entry['unfused_vs_fused']:.1e}")
+        report.note(
+            f"{size}: matmul_v5 with the tile chosen per shape instead of v4's one tile: "
+            f"{fused['median_ms']:.3g} -> {v5['median_ms']:.3g} ms; logits agree to "
+            f"{entry['v4_vs_optimized']:.1e}"
+        )
+        report.note(
+            f"{size}: fusing bias, GELU and the residual into matmul_v4's store: "
+            f"{unfused['median_ms']:.3g} -> {fused['median_ms']:.3g} ms "
+            f"({100 * (1 - fused['median_ms'] / unfused['median_ms']):.1f} % less), "
+            f"{unfused['launches']} -> {fused['launches']} launches; logits agree to "
+            f"{entry['unfused_vs_fused']:.1e}"
+        )
         if torch is not None and gpu:
             fwd = torch_forward(params, cfg)
             tok = torch.as_tensor(tokens, device="cuda")
             torch.cuda.synchronize()
-            row = report.add("PyTorch eager float32 (TF32 off)",
-                             benchmark(lambda: fwd(tok), repeat=10, warmup=2, batch=1),
-                             kind="peer", flops=fl["matmul"] + fl["attention"], size=size)
+            row = report.add(
+                "PyTorch eager float32 (TF32 off)",
+                benchmark(lambda: fwd(tok), repeat=10, warmup=2, batch=1),
+                kind="peer",
+                flops=fl["matmul"] + fl["attention"],
+                size=size,
+            )
             entry["torch_ms"] = row["median_ms"]
             entry["ours_vs_torch_logits"] = _rel(opt, fwd(tok).cpu().numpy().reshape(opt.shape))
             entry["ratio_to_torch"] = entry["builds"][OPTIMIZED]["median_ms"] / row["median_ms"]
-            report.note(f"{size}: optimized / PyTorch = {entry['ratio_to_torch']:.2f}; logits "
-                        f"agree with PyTorch's to {entry['ours_vs_torch_logits']:.1e} (max |diff| "
-                        "/ max |logit|)")
-        report.note(f"{size}: naive and optimized logits agree to "
-                    f"{entry['naive_vs_optimized']:.1e}")
-    report.note("a forward's time: one whole forward between two CUDA events, the host's "
-                "launch time included (numba needs ~20-100 us of host time a launch, PyTorch "
-                "~5-10 us: at T = 64 that, not the GPU, sets the time); the per-kernel tables "
-                "are device time only")
+            report.note(
+                f"{size}: optimized / PyTorch = {entry['ratio_to_torch']:.2f}; logits "
+                f"agree with PyTorch's to {entry['ours_vs_torch_logits']:.1e} (max |diff| "
+                "/ max |logit|)"
+            )
+        report.note(
+            f"{size}: naive and optimized logits agree to {entry['naive_vs_optimized']:.1e}"
+        )
+    report.note(
+        "a forward's time: one whole forward between two CUDA events, the host's "
+        "launch time included (numba needs ~20-100 us of host time a launch, PyTorch "
+        "~5-10 us: at T = 64 that, not the GPU, sets the time); the per-kernel tables "
+        "are device time only"
+    )
     if not gpu:
         report.note("simulator: a micro GPT-2 (1 layer, 2 heads, d_model 32); CPU times")
 
@@ -116,7 +144,7 @@ def torch_forward(params: dict, cfg: G.Config):
         B, T = tok.shape
         x = (P["wte.weight"][tok] + P["wpe.weight"][:T]).view(B * T, C)
         for i in range(cfg.n_layer):
-            h = lambda n: P[f"h.{i}.{n}"]                           # noqa: E731
+            h = lambda n: P[f"h.{i}.{n}"]  # noqa: E731
             a = F.layer_norm(x, (C,), h("ln_1.weight"), h("ln_1.bias"), 1e-5)
             qkv = torch.addmm(h("attn.c_attn.bias"), a, h("attn.c_attn.weight"))
             q, k, v = (t.view(B, T, NH, C // NH).transpose(1, 2) for t in qkv.split(C, 1))
@@ -124,9 +152,9 @@ def torch_forward(params: dict, cfg: G.Config):
             y = y.transpose(1, 2).reshape(B * T, C)
             x = x + torch.addmm(h("attn.c_proj.bias"), y, h("attn.c_proj.weight"))
             m = F.layer_norm(x, (C,), h("ln_2.weight"), h("ln_2.bias"), 1e-5)
-            m = F.gelu(torch.addmm(h("mlp.c_fc.bias"), m, h("mlp.c_fc.weight")),
-                       approximate="tanh")
+            m = F.gelu(torch.addmm(h("mlp.c_fc.bias"), m, h("mlp.c_fc.weight")), approximate="tanh")
             x = x + torch.addmm(h("mlp.c_proj.bias"), m, h("mlp.c_proj.weight"))
         x = F.layer_norm(x, (C,), P["ln_f.weight"], P["ln_f.bias"], 1e-5)
         return x @ P["wte.weight"].T
+
     return fwd

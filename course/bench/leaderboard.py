@@ -14,6 +14,7 @@ then, as the instructor and as students would:
 It rehearses a class's GPU box before the term.  In the simulator the service tests but
 does not time: the report says so, and still counts that every queued submission came back.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,9 +35,11 @@ from ..platform import runtime
 
 TITLE = "Class leaderboard - the course's kernels on the seed boards, one vs a queue"
 QUEUED = 30 if runtime.MODE == "gpu" else 3
-UNIT_SOURCE = ("from numba import cuda\n\n\n@cuda.jit\ndef add_fast(n, x, y):\n"
-               "    for k in range(cuda.grid(1), n, cuda.gridsize(1)):\n"
-               "        y[k] = x[k] + y[k]\n")
+UNIT_SOURCE = (
+    "from numba import cuda\n\n\n@cuda.jit\ndef add_fast(n, x, y):\n"
+    "    for k in range(cuda.grid(1), n, cuda.gridsize(1)):\n"
+    "        y[k] = x[k] + y[k]\n"
+)
 
 
 @contextlib.contextmanager
@@ -49,18 +52,36 @@ def serving(folder: Path, admin: str):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, COURSE_LEADERBOARD_ADMIN_TOKEN=admin,
-               COURSE_LEADERBOARD_EXIT_WITH=str(os.getpid()))
+    env = dict(
+        os.environ,
+        COURSE_LEADERBOARD_ADMIN_TOKEN=admin,
+        COURSE_LEADERBOARD_EXIT_WITH=str(os.getpid()),
+    )
     log = open(folder / "serve.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "course", "leaderboard", "serve", "--db",
-                             str(folder / "lb.db"), "--port", str(port)], env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "course",
+            "leaderboard",
+            "serve",
+            "--db",
+            str(folder / "lb.db"),
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):
             if proc.poll() is not None:
-                raise RuntimeError("the leaderboard did not start:\n"
-                                   + (folder / "serve.log").read_text()[-2000:])
+                raise RuntimeError(
+                    "the leaderboard did not start:\n" + (folder / "serve.log").read_text()[-2000:]
+                )
             try:
                 urllib.request.urlopen(url + "/api/health", timeout=2)
                 break
@@ -99,8 +120,10 @@ def scrubbed(db: Path) -> bytes:
     src, dst = sqlite3.connect(db), sqlite3.connect(copy)
     src.backup(dst)
     src.close()
-    dst.execute("UPDATE submissions SET source = '', unit = NULL WHERE student NOT LIKE ?",
-                (COURSE_PREFIX + "%",))
+    dst.execute(
+        "UPDATE submissions SET source = '', unit = NULL WHERE student NOT LIKE ?",
+        (COURSE_PREFIX + "%",),
+    )
     dst.execute("DELETE FROM tokens")
     dst.commit()
     dst.execute("PRAGMA journal_mode=DELETE")
@@ -116,32 +139,61 @@ def _entries(report, url: str, admin: str) -> dict:
     out = {}
     for name, entry in ENTRIES.items():
         if entry.gpu_only and runtime.MODE != "gpu":
-            report.note(f"{name} on {entry.board}: not entered (it links CUDA C++; the "
-                        "simulator cannot run it).")
+            report.note(
+                f"{name} on {entry.board}: not entered (it links CUDA C++; the "
+                "simulator cannot run it)."
+            )
             continue
-        sub = send(entry.board, None, None, server=url, token=admin, timeout=1800,
-                   course_kernel=name)
-        out[name] = {k: getattr(sub, k) for k in ("status", "passed", "message", "mean_ms",
-                                                  "std_ms", "best_ms", "runs", "device")}
+        sub = send(
+            entry.board, None, None, server=url, token=admin, timeout=1800, course_kernel=name
+        )
+        out[name] = {
+            k: getattr(sub, k)
+            for k in (
+                "status",
+                "passed",
+                "message",
+                "mean_ms",
+                "std_ms",
+                "best_ms",
+                "runs",
+                "device",
+            )
+        }
         if sub.mean_ms is None:
             report.note(f"{name} on {entry.board}: {sub.status} - {sub.message}")
             continue
         work, bench = _BENCH[name]()
         board_t = Timing([sub.best_ms, sub.mean_ms, sub.mean_ms + (sub.std_ms or 0)])
-        report.add(f"{name} on the {entry.board} board", board_t, **work,
-                   note=f"board: mean {sub.mean_ms:.4g} ± {sub.std_ms:.2g} ms over {sub.runs} "
-                        f"runs (shown: best, mean, mean + std); {sub.message.split(';')[0]}")
+        report.add(
+            f"{name} on the {entry.board} board",
+            board_t,
+            **work,
+            note=f"board: mean {sub.mean_ms:.4g} ± {sub.std_ms:.2g} ms over {sub.runs} "
+            f"runs (shown: best, mean, mean + std); {sub.message.split(';')[0]}",
+        )
         diff = sub.mean_ms / float(np.mean(bench.times_ms)) - 1
-        report.add(f"{name}, bench timer", bench, **work,
-                   note=f"the board's mean is {diff:+.1%} of this one's")
-        out[name].update(bench_mean_ms=float(np.mean(bench.times_ms)),
-                         bench_median_ms=bench.median_ms, board_vs_bench=diff)
-        report.note(f"{name}: board {sub.mean_ms:.4g} ms vs bench timer "
-                    f"{np.mean(bench.times_ms):.4g} ms ({diff:+.1%}; target within 5 %).")
+        report.add(
+            f"{name}, bench timer",
+            bench,
+            **work,
+            note=f"the board's mean is {diff:+.1%} of this one's",
+        )
+        out[name].update(
+            bench_mean_ms=float(np.mean(bench.times_ms)),
+            bench_median_ms=bench.median_ms,
+            board_vs_bench=diff,
+        )
+        report.note(
+            f"{name}: board {sub.mean_ms:.4g} ms vs bench timer "
+            f"{np.mean(bench.times_ms):.4g} ms ({diff:+.1%}; target within 5 %)."
+        )
         if name == "flash_mma":
-            report.note("flash_mma runs on tensor cores (float16 mma.sync): its % FP32 and "
-                        "x floor are against the CUDA-core FP32 rate, which tensor cores "
-                        "pass; the H100's dense float16 peak is 989 TFLOP/s.")
+            report.note(
+                "flash_mma runs on tensor cores (float16 mma.sync): its % FP32 and "
+                "x floor are against the CUDA-core FP32 rate, which tensor cores "
+                "pass; the H100's dense float16 peak is 989 TFLOP/s."
+            )
     return out
 
 
@@ -151,12 +203,14 @@ def _bench_histogram() -> tuple[dict, Timing]:
     from ..kernels import histogram as H
     from . import histogram as BH
 
-    length, n_ch = BH.shape()                                  # the board's: 1,048,576 x 512
+    length, n_ch = BH.shape()  # the board's: 1,048,576 x 512
     d_bytes, _ = H.to_device(H.make_data(length, n_ch, "uniform", seed=1))
     hist = cuda.device_array((n_ch, H.NUM_BINS), np.int32)
     t = BH.time_variant("tuned", d_bytes, n_ch, hist, repeat=30)
-    return ({"nbytes": length * n_ch + n_ch * H.NUM_BINS * 4,
-             "size": f"{length:,} x {n_ch} uint8"}, t)
+    return (
+        {"nbytes": length * n_ch + n_ch * H.NUM_BINS * 4, "size": f"{length:,} x {n_ch} uint8"},
+        t,
+    )
 
 
 def _bench_flash() -> tuple[dict, Timing]:
@@ -165,11 +219,17 @@ def _bench_flash() -> tuple[dict, Timing]:
     from ..kernels.attention_common import device_inputs
     from .attention import LEADERBOARD
 
-    b, h, n, d = LEADERBOARD                                  # the board's shape
+    b, h, n, d = LEADERBOARD  # the board's shape
     q, k, v, o = device_inputs(LEADERBOARD, np.float16)
     t = benchmark(lambda: M.launch(q, k, v, o), repeat=30, warmup=1)
-    return ({"flops": A.flops(b, h, n, d, False, None),
-             "nbytes": A.traffic_bytes(b, h, n, d, 2)["flash"], "size": f"{b}x{h}x{n}x{d}"}, t)
+    return (
+        {
+            "flops": A.flops(b, h, n, d, False, None),
+            "nbytes": A.traffic_bytes(b, h, n, d, 2)["flash"],
+            "size": f"{b}x{h}x{n}x{d}",
+        },
+        t,
+    )
 
 
 _BENCH = {"histogram_tuned": _bench_histogram, "flash_mma": _bench_flash}
@@ -187,39 +247,65 @@ def _queue(report, url: str, tokens: dict) -> dict:
     run_cell(UNIT_SOURCE, "<course bench leaderboard>", ns)
     board = "tune_vector_add"
     unit = extract(ns["add_fast"], get(board).spec.launch_names)
-    alone = send(board, unit["source"], "add_fast", unit, server=url, token=tokens["s00"],
-                 out=io.StringIO())
+    alone = send(
+        board, unit["source"], "add_fast", unit, server=url, token=tokens["s00"], out=io.StringIO()
+    )
     t0 = time.monotonic()
-    ids = [send(board, unit["source"], "add_fast", unit, server=url,
-                token=tokens[f"s{i + 1:02d}"], wait=False).id for i in range(QUEUED)]
-    subs = [follow(sid, board, server=url, token=tokens[f"s{i + 1:02d}"], timeout=3600,
-                   poll_s=0.5) for i, sid in enumerate(ids)]
+    ids = [
+        send(
+            board,
+            unit["source"],
+            "add_fast",
+            unit,
+            server=url,
+            token=tokens[f"s{i + 1:02d}"],
+            wait=False,
+        ).id
+        for i in range(QUEUED)
+    ]
+    subs = [
+        follow(sid, board, server=url, token=tokens[f"s{i + 1:02d}"], timeout=3600, poll_s=0.5)
+        for i, sid in enumerate(ids)
+    ]
     wall = time.monotonic() - t0
     statuses = Counter(s.status for s in subs)
     done = statuses["done"]
     means = [s.mean_ms for s in subs if s.mean_ms is not None]
-    out = {"alone": {k: getattr(alone, k) for k in ("status", "mean_ms", "std_ms", "best_ms",
-                                                    "runs")},
-           "queued": len(ids), "done": done, "wall_s": wall,
-           "means_ms": means, "stds_ms": [s.std_ms for s in subs if s.std_ms]}
-    report.note(f"{QUEUED} submissions queued at once, each from its own student: all came "
-                f"back ({', '.join(f'{v} {k}' for k, v in sorted(statuses.items()))}) in "
-                f"{wall:.0f} s.")
+    out = {
+        "alone": {k: getattr(alone, k) for k in ("status", "mean_ms", "std_ms", "best_ms", "runs")},
+        "queued": len(ids),
+        "done": done,
+        "wall_s": wall,
+        "means_ms": means,
+        "stds_ms": [s.std_ms for s in subs if s.std_ms],
+    }
+    report.note(
+        f"{QUEUED} submissions queued at once, each from its own student: all came "
+        f"back ({', '.join(f'{v} {k}' for k, v in sorted(statuses.items()))}) in "
+        f"{wall:.0f} s."
+    )
     if alone.mean_ms is None or not means:
         report.note("Not timed (simulator): the queue's times cannot be compared here.")
         return out
-    report.add(f"{board} unit, alone (board)",
-               Timing([alone.best_ms, alone.mean_ms, alone.mean_ms + (alone.std_ms or 0)]),
-               **_vector_add_work(),
-               note=f"mean {alone.mean_ms:.4g} ± {alone.std_ms:.2g} ms over {alone.runs} runs")
-    report.add(f"{board} unit, {QUEUED} queued at once (board)", Timing(means),
-               **_vector_add_work(),
-               note=f"the {len(means)} submissions' means: {np.mean(means):.4g} ± "
-                    f"{np.std(means):.2g} ms; each one's own spread "
-                    f"{np.mean(out['stds_ms']):.2g} ms")
-    report.note(f"Queued vs alone: mean of the {len(means)} means {np.mean(means):.4g} ms "
-                f"(from {min(means):.4g} to {max(means):.4g}) vs {alone.mean_ms:.4g} ± "
-                f"{alone.std_ms:.2g} ms alone ({np.mean(means) / alone.mean_ms - 1:+.1%}).")
+    report.add(
+        f"{board} unit, alone (board)",
+        Timing([alone.best_ms, alone.mean_ms, alone.mean_ms + (alone.std_ms or 0)]),
+        **_vector_add_work(),
+        note=f"mean {alone.mean_ms:.4g} ± {alone.std_ms:.2g} ms over {alone.runs} runs",
+    )
+    report.add(
+        f"{board} unit, {QUEUED} queued at once (board)",
+        Timing(means),
+        **_vector_add_work(),
+        note=f"the {len(means)} submissions' means: {np.mean(means):.4g} ± "
+        f"{np.std(means):.2g} ms; each one's own spread "
+        f"{np.mean(out['stds_ms']):.2g} ms",
+    )
+    report.note(
+        f"Queued vs alone: mean of the {len(means)} means {np.mean(means):.4g} ms "
+        f"(from {min(means):.4g} to {max(means):.4g}) vs {alone.mean_ms:.4g} ± "
+        f"{alone.std_ms:.2g} ms alone ({np.mean(means) / alone.mean_ms - 1:+.1%})."
+    )
     return out
 
 

@@ -1,4 +1,5 @@
 """Lesson 04 benchmark: matmul v1, v1.5, v2, v3 at N = 4096 float32 beside cuBLAS SGEMM."""
+
 from __future__ import annotations
 
 import itertools
@@ -11,8 +12,9 @@ from ..measure.peers import cupy_sgemm, torch_sgemm
 from ..measure.timing import benchmark
 from ..platform import runtime
 
-TITLE = ("Lesson 04 - matmul v1 -> v3, v4 and v5, N = 4096 and GPT-2's shapes, float32 "
-         "(no tensor cores)")
+TITLE = (
+    "Lesson 04 - matmul v1 -> v3, v4 and v5, N = 4096 and GPT-2's shapes, float32 (no tensor cores)"
+)
 SWEEP = {"L": (32, 64, 128, 256), "V": (2, 4, 8), "S": (4, 8, 16, 32)}
 
 
@@ -24,8 +26,12 @@ def size() -> int:
 def time_variant(variant: str, n: int, repeat: int | None = None, data=None, **settings):
     """Timing (ms) of one variant at N x N on device arrays (launch only, no copies)."""
     A, B, d_A, d_B, d_C = data or matmul.inputs(n)
-    return benchmark(lambda: matmul.launch(variant, d_A, d_B, d_C, **settings),
-                     repeat=repeat, warmup=1 if repeat else None, label=variant)
+    return benchmark(
+        lambda: matmul.launch(variant, d_A, d_B, d_C, **settings),
+        repeat=repeat,
+        warmup=1 if repeat else None,
+        label=variant,
+    )
 
 
 def sweep(n: int, grid: dict = SWEEP, repeat: int = 5, data=None) -> dict:
@@ -35,8 +41,11 @@ def sweep(n: int, grid: dict = SWEEP, repeat: int = 5, data=None) -> dict:
     for L, V, S in itertools.product(grid["L"], grid["V"], grid["S"]):
         if matmul.v3_invalid(L, V, S):
             continue
-        t = benchmark(lambda: matmul.launch("v3_shared_tiled", *data[2:], L=L, V=V, S=S),
-                      repeat=repeat, warmup=1)
+        t = benchmark(
+            lambda: matmul.launch("v3_shared_tiled", *data[2:], L=L, V=V, S=S),
+            repeat=repeat,
+            warmup=1,
+        )
         out[f"{L},{V},{S}"] = t.gflops(matmul.flops(n, n, n))
     return out
 
@@ -48,17 +57,26 @@ def run(report) -> None:
     A, B, d_A, d_B, d_C = data
     check = n <= 1024 or runtime.MODE == "gpu"
     slow = runtime.MODE == "gpu"
-    rows = [("v1_naive", {"threads": (16, 16)}, 3), ("v1_5_thread_tile", {"V": 4}, 3),
-            ("v2_register_outer", {"V": 4}, 5),
-            ("v3_shared_tiled", {"L": matmul.L_DEFAULT, "V": matmul.V3_DEFAULT,
-                                 "S": matmul.S_DEFAULT}, 20),
-            ("v3_tuned", {"tile": matmul.TUNED_DEFAULT,
-                          "min_blocks": matmul.MIN_BLOCKS_DEFAULT}, 20),
-            ("v4", {"tile": matmul.V4_DEFAULT, "min_blocks": matmul.V4_MIN_BLOCKS}, 20)]
+    rows = [
+        ("v1_naive", {"threads": (16, 16)}, 3),
+        ("v1_5_thread_tile", {"V": 4}, 3),
+        ("v2_register_outer", {"V": 4}, 5),
+        (
+            "v3_shared_tiled",
+            {"L": matmul.L_DEFAULT, "V": matmul.V3_DEFAULT, "S": matmul.S_DEFAULT},
+            20,
+        ),
+        ("v3_tuned", {"tile": matmul.TUNED_DEFAULT, "min_blocks": matmul.MIN_BLOCKS_DEFAULT}, 20),
+        ("v4", {"tile": matmul.V4_DEFAULT, "min_blocks": matmul.V4_MIN_BLOCKS}, 20),
+    ]
     ref = matmul.reference(A[:256], B) if check else None
     for variant, settings, repeat in rows:
-        t = benchmark(lambda: matmul.launch(variant, d_A, d_B, d_C, **settings),
-                      repeat=repeat if slow else 2, warmup=1, label=variant)
+        t = benchmark(
+            lambda: matmul.launch(variant, d_A, d_B, d_C, **settings),
+            repeat=repeat if slow else 2,
+            warmup=1,
+            label=variant,
+        )
         err = ""
         if check:
             got = d_C.copy_to_host()[:256]
@@ -67,10 +85,12 @@ def run(report) -> None:
             err = "WRONG RESULT" if bad else "matches float64 (first 256 rows)"
         desc = ", ".join(f"{k}={v}" for k, v in settings.items())
         report.add(f"{variant} ({desc})", t, flops=fl, size=f"N = {n}", note=err)
-    report.add_peer("cupy", "cuBLAS SGEMM via CuPy (TF32 off)", cupy_sgemm(n), flops=fl,
-                    size=f"N = {n}")
-    report.add_peer("torch", "cuBLAS SGEMM via PyTorch (TF32 off)", torch_sgemm(n), flops=fl,
-                    size=f"N = {n}")
+    report.add_peer(
+        "cupy", "cuBLAS SGEMM via CuPy (TF32 off)", cupy_sgemm(n), flops=fl, size=f"N = {n}"
+    )
+    report.add_peer(
+        "torch", "cuBLAS SGEMM via PyTorch (TF32 off)", torch_sgemm(n), flops=fl, size=f"N = {n}"
+    )
     shapes_section(report)
     sgemm = [r for r in report.rows if r["kind"] == "peer" and r["size"] == f"N = {n}"]
     tuned = [r for r in report.rows if r["name"].startswith(("v3", "v4"))]
@@ -78,27 +98,49 @@ def run(report) -> None:
         best = max(r["tflops"] for r in sgemm)
         for r in tuned:
             target = 75 if r["name"].startswith("v4") else 50
-            report.note(f"{r['name']} reaches {100 * r['tflops'] / best:.1f}% of cuBLAS SGEMM "
-                        f"({best:.1f} TFLOP/s) at N = {n} (target >= {target}%)")
+            report.note(
+                f"{r['name']} reaches {100 * r['tflops'] / best:.1f}% of cuBLAS SGEMM "
+                f"({best:.1f} TFLOP/s) at N = {n} (target >= {target}%)"
+            )
 
 
 def save_sweep(results: dict, n: int, path) -> None:
     """Write a sweep (from :func:`sweep`) with its device and size as JSON."""
     info = runtime.device_info()
     best = max(results, key=results.get) if results else None
-    path.write_text(json.dumps({"device": info.get("name"), "mode": runtime.MODE, "n": n,
-                                "gflops": results, "best": best}, indent=1))
+    path.write_text(
+        json.dumps(
+            {
+                "device": info.get("name"),
+                "mode": runtime.MODE,
+                "n": n,
+                "gflops": results,
+                "best": best,
+            },
+            indent=1,
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------------
 # every GPT-2 shape: v5 swept per shape beside cuBLAS, Triton and v4
 
-SHAPES = {"square 4096": (4096, 4096, 4096), "qkv": (4096, 768, 2304),
-          "attention proj": (4096, 768, 768), "MLP fc": (4096, 768, 3072),
-          "MLP proj": (4096, 3072, 768), "logits": (4096, 768, 50257)}
+SHAPES = {
+    "square 4096": (4096, 4096, 4096),
+    "qkv": (4096, 768, 2304),
+    "attention proj": (4096, 768, 768),
+    "MLP fc": (4096, 768, 3072),
+    "MLP proj": (4096, 3072, 768),
+    "logits": (4096, 768, 50257),
+}
 SHAPES_T64 = {f"{k} (T 64)": (256, K, N) for k, (M, K, N) in SHAPES.items() if k != "square 4096"}
-TRITON_CONFIGS = [(128, 128, 32, 8, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4),
-                  (64, 64, 32, 4, 4), (128, 128, 16, 8, 4)]   # BM, BN, BK, warps, stages
+TRITON_CONFIGS = [
+    (128, 128, 32, 8, 3),
+    (128, 64, 32, 4, 4),
+    (64, 128, 32, 4, 4),
+    (64, 64, 32, 4, 4),
+    (128, 128, 16, 8, 4),
+]  # BM, BN, BK, warps, stages
 
 
 def _triton_kernel():
@@ -107,8 +149,24 @@ def _triton_kernel():
     import triton.language as tl
 
     @triton.jit
-    def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn, BM: tl.constexpr,
-           BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+    def mm(
+        a,
+        b,
+        c,
+        M,
+        N,
+        K,
+        sam,
+        sak,
+        sbk,
+        sbn,
+        scm,
+        scn,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+        BK: tl.constexpr,
+        GROUP: tl.constexpr,
+    ):
         pid = tl.program_id(0)
         npm, npn = tl.cdiv(M, BM), tl.cdiv(N, BN)
         in_group = GROUP * npn
@@ -129,17 +187,38 @@ def _triton_kernel():
             ap += BK * sak
             bp += BK * sbk
         cm, cn = pm * BM + tl.arange(0, BM), pn * BN + tl.arange(0, BN)
-        tl.store(c + cm[:, None] * scm + cn[None, :] * scn, acc,
-                 mask=(cm[:, None] < M) & (cn[None, :] < N))
+        tl.store(
+            c + cm[:, None] * scm + cn[None, :] * scn,
+            acc,
+            mask=(cm[:, None] < M) & (cn[None, :] < N),
+        )
 
     def run(A, B, C, cfg):
         BM, BN, BK, warps, stages = cfg
         M, K = A.shape
         N = B.shape[1]
         grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)
-        mm[grid](A, B, C, M, N, K, A.stride(0), A.stride(1), B.stride(0), B.stride(1),
-                 C.stride(0), C.stride(1), BM=BM, BN=BN, BK=BK, GROUP=8,
-                 num_warps=warps, num_stages=stages)
+        mm[grid](
+            A,
+            B,
+            C,
+            M,
+            N,
+            K,
+            A.stride(0),
+            A.stride(1),
+            B.stride(0),
+            B.stride(1),
+            C.stride(0),
+            C.stride(1),
+            BM=BM,
+            BN=BN,
+            BK=BK,
+            GROUP=8,
+            num_warps=warps,
+            num_stages=stages,
+        )
+
     return run
 
 
@@ -163,8 +242,8 @@ def peers_at(M, K, N, triton_configs=TRITON_CONFIGS, repeat=10) -> dict:
         return out
     torch.backends.cuda.matmul.allow_tf32 = False
     A, B, C = _torch_inputs(M, K, N)
-    ref = (A[:64].double() @ B.double())
-    err = lambda: float(((C[:64].double() - ref).norm() / ref.norm()).item())   # noqa: E731
+    ref = A[:64].double() @ B.double()
+    err = lambda: float(((C[:64].double() - ref).norm() / ref.norm()).item())  # noqa: E731
     t = perf.time_peer(torch, lambda: torch.matmul(A, B, out=C), repeat=repeat)
     out["cublas"] = {"ms": t.median_ms, "err": err()}
     try:
@@ -175,7 +254,7 @@ def peers_at(M, K, N, triton_configs=TRITON_CONFIGS, repeat=10) -> dict:
     for cfg in triton_configs:
         try:
             t = perf.time_peer(torch, lambda: run(A, B, C, cfg), repeat=repeat)
-        except Exception as e:                     # a config that does not fit this GPU
+        except Exception as e:  # a config that does not fit this GPU
             out.setdefault("triton_failed", []).append(f"{cfg}: {type(e).__name__}")
             continue
         e = err()
@@ -208,14 +287,18 @@ def sweep_shapes(shapes: dict | None = None, repeat: int = 10) -> dict:
         row["v4"] = t.median_ms
         row["v4_err"] = _rel_err(d_C.copy_to_host(), A, B)
         for (tile, per_sm), split, steps in itertools.product(
-                S.CANDIDATES, S.SPLITS if N < 50000 else (1,), S.STEPS):
+            S.CANDIDATES, S.SPLITS if N < 50000 else (1,), S.STEPS
+        ):
             if (split > 1 and K // split < 128) or tile[2] % steps:
                 continue
             key = S.key(tile, per_sm, split, steps)
             if True:
                 try:
-                    t = benchmark(lambda: v5.launch(d_A, d_B, d_C, tile, per_sm, split,
-                                                    steps=steps), repeat=repeat, warmup=1)
+                    t = benchmark(
+                        lambda: v5.launch(d_A, d_B, d_C, tile, per_sm, split, steps=steps),
+                        repeat=repeat,
+                        warmup=1,
+                    )
                 except Exception as e:
                     row.setdefault("failed", []).append(f"{key}: {type(e).__name__}: {e}"[:300])
                     continue
@@ -224,11 +307,14 @@ def sweep_shapes(shapes: dict | None = None, repeat: int = 10) -> dict:
         row.update(peers_at(M, K, N, repeat=repeat))
         best = min(row["v5"], key=row["v5"].get)
         fl = 2 * M * K * N
-        print(f"{name:24s} {M}x{K}x{N}: v4 {fl / row['v4'] / 1e9:6.1f}  best v5 "
-              f"{fl / row['v5'][best] / 1e9:6.1f} ({best})  cuBLAS "
-              f"{fl / row.get('cublas', {}).get('ms', np.nan) / 1e9:6.1f}  Triton "
-              f"{fl / row.get('triton', {}).get('ms', np.nan) / 1e9:6.1f} TFLOP/s", flush=True)
-        d_A = d_B = d_C = None    # free this shape's device arrays before the next
+        print(
+            f"{name:24s} {M}x{K}x{N}: v4 {fl / row['v4'] / 1e9:6.1f}  best v5 "
+            f"{fl / row['v5'][best] / 1e9:6.1f} ({best})  cuBLAS "
+            f"{fl / row.get('cublas', {}).get('ms', np.nan) / 1e9:6.1f}  Triton "
+            f"{fl / row.get('triton', {}).get('ms', np.nan) / 1e9:6.1f} TFLOP/s",
+            flush=True,
+        )
+        d_A = d_B = d_C = None  # free this shape's device arrays before the next
     return out
 
 
@@ -242,50 +328,89 @@ def shapes_section(report) -> None:
 
     gpu = runtime.MODE == "gpu"
     shapes = SHAPES if gpu else {"odd stand-in": (19, 13, 21)}
-    lines = ["| shape (M x K x N) | floor ms | cuBLAS | Triton | v4 | v5 | v5 setting | "
-             "v5 waves (fill) | v5 / Triton |", "|---|---:|---:|---:|---:|---:|---|---|---:|"]
+    lines = [
+        "| shape (M x K x N) | floor ms | cuBLAS | Triton | v4 | v5 | v5 setting | "
+        "v5 waves (fill) | v5 / Triton |",
+        "|---|---:|---:|---:|---:|---:|---|---|---:|",
+    ]
     report.data["shapes"] = {}
     for name, (M, K, N) in shapes.items():
         A, B, d_A, d_B, d_C = matmul.inputs(M, K, N)
         fl, nb = 2 * M * K * N, 4 * (M * K + K * N + M * N)
         size = f"{name} {M}x{K}x{N}"
-        tile, per_sm, split, steps = S.choose(M, K, N, atomic=True) if gpu else \
-            ((16, 16, 4, 4, 4), 1, 2, 4)
+        tile, per_sm, split, steps = (
+            S.choose(M, K, N, atomic=True) if gpu else ((16, 16, 4, 4, 4), 1, 2, 4)
+        )
         rows = {}
         sim = {} if gpu else {"tile": (16, 16, 4, 4, 4)}
-        t = benchmark(lambda: mt.launch("v4", d_A, d_B, d_C, **sim), repeat=20 if gpu else 1,
-                      warmup=2 if gpu else 0)
-        rows["v4"] = report.add(f"v4 at {name}", t, flops=fl, nbytes=nb, size=size,
-                                note=f"rel. error {_rel_err(d_C.copy_to_host(), A, B):.1e}")
-        t = benchmark(lambda: v5.launch(d_A, d_B, d_C, tile, per_sm, split, steps=steps),
-                      repeat=20 if gpu else 1, warmup=2 if gpu else 0)
+        t = benchmark(
+            lambda: mt.launch("v4", d_A, d_B, d_C, **sim),
+            repeat=20 if gpu else 1,
+            warmup=2 if gpu else 0,
+        )
+        rows["v4"] = report.add(
+            f"v4 at {name}",
+            t,
+            flops=fl,
+            nbytes=nb,
+            size=size,
+            note=f"rel. error {_rel_err(d_C.copy_to_host(), A, B):.1e}",
+        )
+        t = benchmark(
+            lambda: v5.launch(d_A, d_B, d_C, tile, per_sm, split, steps=steps),
+            repeat=20 if gpu else 1,
+            warmup=2 if gpu else 0,
+        )
         setting = f"{tile} {per_sm}/SM split {split} steps {steps}"
-        rows["v5"] = report.add(f"v5 at {name}", t, flops=fl, nbytes=nb, size=size,
-                                note=f"{setting}; rel. error "
-                                     f"{_rel_err(d_C.copy_to_host(), A, B):.1e}")
+        rows["v5"] = report.add(
+            f"v5 at {name}",
+            t,
+            flops=fl,
+            nbytes=nb,
+            size=size,
+            note=f"{setting}; rel. error {_rel_err(d_C.copy_to_host(), A, B):.1e}",
+        )
         peers = peers_at(M, K, N, repeat=20) if gpu else {}
-        for lib, label in (("cublas", "cuBLAS SGEMM via PyTorch (TF32 off)"),
-                           ("triton", 'Triton FP32 (input_precision="ieee"), best of '
-                                      f"{len(TRITON_CONFIGS)} configs")):
+        for lib, label in (
+            ("cublas", "cuBLAS SGEMM via PyTorch (TF32 off)"),
+            (
+                "triton",
+                f'Triton FP32 (input_precision="ieee"), best of {len(TRITON_CONFIGS)} configs',
+            ),
+        ):
             if lib in peers:
                 from ..measure.timing import Timing
 
-                rows[lib] = report.add(f"{label} at {name}", Timing([peers[lib]["ms"]]),
-                                       flops=fl, nbytes=nb, size=size, kind="peer",
-                                       note=f"rel. error {peers[lib]['err']:.1e}"
-                                            + (f"; config {peers[lib]['config']}"
-                                               if lib == "triton" else ""))
+                rows[lib] = report.add(
+                    f"{label} at {name}",
+                    Timing([peers[lib]["ms"]]),
+                    flops=fl,
+                    nbytes=nb,
+                    size=size,
+                    kind="peer",
+                    note=f"rel. error {peers[lib]['err']:.1e}"
+                    + (f"; config {peers[lib]['config']}" if lib == "triton" else ""),
+                )
         w = S.waves(M, N, tile[0], tile[1], per_sm, split)
         tf = {k: r["tflops"] for k, r in rows.items()}
         ratio = rows["triton"]["median_ms"] / rows["v5"]["median_ms"] if "triton" in rows else None
-        report.data["shapes"][name] = {"mkn": [M, K, N], "tflops": tf,
-                                       "ms": {k: r["median_ms"] for k, r in rows.items()},
-                                       "floor_ms": rows["v5"]["floor_ms"], "setting": setting,
-                                       "waves": w}
-        f = lambda x: "-" if x is None else f"{x:.1f}"     # noqa: E731
-        lines.append(f"| {name} {M} x {K} x {N} | {rows['v5']['floor_ms']:.3g} | "
-                     f"{f(tf.get('cublas'))} | {f(tf.get('triton'))} | {f(tf['v4'])} | "
-                     f"{f(tf['v5'])} | {setting} | {w['waves']:.2f} ({w['fill']:.0%}) | "
-                     f"{'-' if ratio is None else f'{ratio:.2f}'} |")
-    report.section("every GPT-2 shape: TFLOP/s (v5 / Triton > 1: v5 faster; floor = max(FLOPs "
-                   "/ FP32 rate, bytes / copy bandwidth))", "\n".join(lines))
+        report.data["shapes"][name] = {
+            "mkn": [M, K, N],
+            "tflops": tf,
+            "ms": {k: r["median_ms"] for k, r in rows.items()},
+            "floor_ms": rows["v5"]["floor_ms"],
+            "setting": setting,
+            "waves": w,
+        }
+        f = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
+        lines.append(
+            f"| {name} {M} x {K} x {N} | {rows['v5']['floor_ms']:.3g} | "
+            f"{f(tf.get('cublas'))} | {f(tf.get('triton'))} | {f(tf['v4'])} | "
+            f"{f(tf['v5'])} | {setting} | {w['waves']:.2f} ({w['fill']:.0%}) | "
+            f"{'-' if ratio is None else f'{ratio:.2f}'} |"
+        )
+    report.section(
+        "every GPT-2 shape: TFLOP/s (v5 / Triton > 1: v5 faster; floor = max(FLOPs "
+        "/ FP32 rate, bytes / copy bandwidth))",
+        "\n".join(lines),
+    )

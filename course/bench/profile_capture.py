@@ -7,6 +7,7 @@ Writes to ``assets/profiles/`` (device name and date in each file):
   kernels, device-to-host copy and the rest (launch overhead, allocation, Python) - for the
   mean face and for flash attention, the CS 483 report's "where the time goes" table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,15 +43,20 @@ def breakdown(fn, args, kernel_us: float) -> dict:
             best.append((time.perf_counter() - t0) * 1e3)
         return float(np.median(best))
 
-    fn(*args)                                   # compile and warm up
+    fn(*args)  # compile and warm up
     total = timed(lambda: fn(*args))
     h2d = timed(lambda: [cuda.to_device(a) for a in args])
     out = np.asarray(fn(*args))
     d_out = cuda.to_device(out)
     d2h = timed(lambda: d_out.copy_to_host())
     kernels = kernel_us / 1e3
-    return {"total_ms": total, "h2d_ms": h2d, "kernels_ms": kernels, "d2h_ms": d2h,
-            "rest_ms": max(0.0, total - h2d - kernels - d2h)}
+    return {
+        "total_ms": total,
+        "h2d_ms": h2d,
+        "kernels_ms": kernels,
+        "d2h_ms": d2h,
+        "rest_ms": max(0.0, total - h2d - kernels - d2h),
+    }
 
 
 def main(argv=None) -> int:
@@ -69,25 +75,31 @@ def main(argv=None) -> int:
     slug = device_slug(dev)
     opts.out.mkdir(parents=True, exist_ok=True)
     hist, qkv, D = inputs()
-    calls = {"histogram-two_phase": (histogram.VARIANTS["two_phase"], (hist,)),
-             "histogram-tuned": (histogram.VARIANTS["tuned"], (hist,)),
-             "attention-three_kernels": (attention.VARIANTS["naive_three_kernels"], qkv),
-             "attention-flash_tiled": (attention.VARIANTS["flash_tiled"], qkv),
-             "faces-mean_split": (faces.VARIANTS["mean_split"], (D,))}
+    calls = {
+        "histogram-two_phase": (histogram.VARIANTS["two_phase"], (hist,)),
+        "histogram-tuned": (histogram.VARIANTS["tuned"], (hist,)),
+        "attention-three_kernels": (attention.VARIANTS["naive_three_kernels"], qkv),
+        "attention-flash_tiled": (attention.VARIANTS["flash_tiled"], qkv),
+        "faces-mean_split": (faces.VARIANTS["mean_split"], (D,)),
+    }
     profiles = {}
     for name, (fn, args) in calls.items():
         t0 = time.perf_counter()
         p = course.profile(fn, *args, launches=10)
         p.save(opts.out / f"{slug}-{name}.json")
         profiles[name] = p
-        print(f"{name}: {time.perf_counter() - t0:.1f} s, {len(p.rows)} kernels"
-              + (f", error: {p.error}" if p.error else ""), flush=True)
+        print(
+            f"{name}: {time.perf_counter() - t0:.1f} s, {len(p.rows)} kernels"
+            + (f", error: {p.error}" if p.error else ""),
+            flush=True,
+        )
     parts = {}
     for name in ("faces-mean_split", "attention-flash_tiled"):
         fn, args = calls[name]
         us = sum(r.get("duration_us") or 0 for r in profiles[name].rows)
         parts[name] = breakdown(fn, args, us)
         print(name, parts[name], flush=True)
-    (opts.out / f"{slug}-breakdown.json").write_text(json.dumps(
-        {"device": dev, "date": time.strftime("%Y-%m-%d"), "calls": parts}, indent=1))
+    (opts.out / f"{slug}-breakdown.json").write_text(
+        json.dumps({"device": dev, "date": time.strftime("%Y-%m-%d"), "calls": parts}, indent=1)
+    )
     return 0

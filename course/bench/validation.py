@@ -9,6 +9,7 @@ so both sides see the very same grid, block and access pattern.  Compared per ke
 global load and store sectors per request, shared-memory wavefronts per request (loads,
 stores) and bank conflicts per request.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,6 +23,8 @@ from ..hardware.validation import COMPARED, MATCHED, matches
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "assets" / "profiles"
+
+
 def _rand(*shape, dtype=np.float32):
     return np.random.default_rng(7).uniform(0.5, 1.5, size=shape).astype(dtype)
 
@@ -34,8 +37,12 @@ def run(case: str) -> None:
 
     n = 2048
     if case.startswith("copy"):
-        stride, offset = {"copy coalesced": (1, 0), "copy stride 2": (2, 0),
-                          "copy stride 32": (32, 0), "copy misaligned": (1, 1)}[case]
+        stride, offset = {
+            "copy coalesced": (1, 0),
+            "copy stride 2": (2, 0),
+            "copy stride 32": (32, 0),
+            "copy misaligned": (1, 1),
+        }[case]
         x = cuda.to_device(_rand(n * stride + offset))
         profiling.copy_access[n // 256, 256](x, cuda.device_array(n, np.float32), stride, offset)
     elif case.startswith("reduction"):
@@ -58,13 +65,18 @@ def run(case: str) -> None:
         faces.launch_center(kind, cuda.to_device(_rand(m * nf)), cuda.to_device(_rand(nf)), m, nf)
     elif case == "covariance tiled":
         m, nf = 32, 40
-        faces.launch_cov("tiled", cuda.to_device(_rand(m * nf)),
-                         cuda.device_array(nf * nf, np.float32), m, nf, chunk_size=8)
+        faces.launch_cov(
+            "tiled",
+            cuda.to_device(_rand(m * nf)),
+            cuda.device_array(nf * nf, np.float32),
+            m,
+            nf,
+            chunk_size=8,
+        )
     elif case == "histogram privatized":
         data = np.random.default_rng(7).integers(0, 256, size=(512, 8), dtype=np.uint8)
         d, n_ch = histogram.to_device(data)
-        histogram.launch("two_phase", d, n_ch, channels_per_block=8, chunks=2,
-                         threads_per_block=64)
+        histogram.launch("two_phase", d, n_ch, channels_per_block=8, chunks=2, threads_per_block=64)
     else:
         raise ValueError(f"unknown case {case!r}")
     cuda.synchronize()
@@ -72,11 +84,16 @@ def run(case: str) -> None:
 
 # case -> (lesson, the kernel whose row is compared)
 CASES = {
-    "copy coalesced": ("01/06", "copy_access"), "copy stride 2": ("01/06", "copy_access"),
-    "copy stride 32": ("01/06", "copy_access"), "copy misaligned": ("01/06", "copy_access"),
-    "reduction kernel 2": ("02", "reduce2"), "reduction kernel 3": ("02", "reduce3"),
-    "window v1 (global)": ("03", "convolve_global"), "window v2 (shared)": ("03", "convolve_shared"),
-    "matmul v1": ("04", "matmul_v1"), "matmul v3": ("04", "v3"),
+    "copy coalesced": ("01/06", "copy_access"),
+    "copy stride 2": ("01/06", "copy_access"),
+    "copy stride 32": ("01/06", "copy_access"),
+    "copy misaligned": ("01/06", "copy_access"),
+    "reduction kernel 2": ("02", "reduce2"),
+    "reduction kernel 3": ("02", "reduce3"),
+    "window v1 (global)": ("03", "convolve_global"),
+    "window v2 (shared)": ("03", "convolve_shared"),
+    "matmul v1": ("04", "matmul_v1"),
+    "matmul v3": ("04", "v3"),
     "centering coalesced": ("06", "correction_kernel"),
     "centering non-coalesced": ("06", "correction_kernel_ortho"),
     "covariance tiled": ("07", "shared_covariance_kernel"),
@@ -111,8 +128,9 @@ def counted(case: str) -> dict:
 
 def main(argv=None) -> int:
     """``python -m course validate [--report FILE] [--out DIR]``"""
-    ap = argparse.ArgumentParser(prog="python -m course validate", description=__doc__.split(
-        "\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m course validate", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--report", type=Path, help="measured JSON to compare with the tracer")
     ap.add_argument("--out", type=Path, default=OUT)
     opts = ap.parse_args(argv)
@@ -128,21 +146,23 @@ def main(argv=None) -> int:
         rows = []
         for case, (lesson, kernel) in CASES.items():
             t0 = time.perf_counter()
-            rows.append({"case": case, "lesson": lesson, "kernel": kernel,
-                         "measured": counted(case)})
-            print(f"{case:26s} {time.perf_counter() - t0:5.1f} s  {rows[-1]['measured']}",
-                  flush=True)
+            rows.append(
+                {"case": case, "lesson": lesson, "kernel": kernel, "measured": counted(case)}
+            )
+            print(
+                f"{case:26s} {time.perf_counter() - t0:5.1f} s  {rows[-1]['measured']}", flush=True
+            )
         opts.out.mkdir(parents=True, exist_ok=True)
         path = opts.out / f"validation-{device_slug(dev)}-{time.strftime('%Y-%m-%d')}.json"
-        path.write_text(json.dumps({"device": dev, "date": time.strftime("%Y-%m-%d"),
-                                    "rows": rows}, indent=1))
+        path.write_text(
+            json.dumps({"device": dev, "date": time.strftime("%Y-%m-%d"), "rows": rows}, indent=1)
+        )
         print(f"wrote {path}")
         return 0
     data = json.loads(opts.report.read_text())
     for row in data["rows"]:
         row["traced"] = counted(row["case"])
-        row["match"] = {k: matches(row["measured"].get(k), row["traced"].get(k))
-                        for k in MATCHED}
+        row["match"] = {k: matches(row["measured"].get(k), row["traced"].get(k)) for k in MATCHED}
         print(f"{row['case']:26s} {'all match' if all(row['match'].values()) else row['match']}")
     opts.report.write_text(json.dumps(data, indent=1))
     from ..show.figures.profiles import draw_validation
@@ -165,31 +185,50 @@ def report_markdown(data: dict) -> str:
     """The committed report: per kernel, measured / traced for each compared count."""
     n = sum(all(r["match"].values()) for r in data["rows"])
     cols = MATCHED + ("shared_ld_wavefronts_per_request", "shared_st_wavefronts_per_request")
-    heads = ["ld sectors/req", "st sectors/req", "shared ld wavefronts", "shared st wavefronts",
-             "shared ld conflicts", "shared st conflicts", "shared ld wavefronts/req",
-             "shared st wavefronts/req"]
-    lines = [f"# The tracer against Nsight Compute ({data['device']}, {data['date']})", "",
-             "Each lesson kernel launched once with the same grid, block and inputs on both "
-             "sides; every cell reads *measured by Nsight Compute (`course.profile` on the GPU) "
-             "/ traced by `course.sim.trace` in the simulator*. Global memory: 32-byte sectors per "
-             "warp request, loads and stores. Shared memory: wavefronts and bank conflicts per "
-             f"launch, loads and stores. **{n} of {len(data['rows'])} kernels match on every "
-             "one of these counts.** Made by `python -m course validate` (GPU) and `python -m "
-             "course validate --report <json>` (simulator); `tests/test_validation.py` pins "
-             "the traced counts to these measured ones.", "",
-             "| kernel (lesson) | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
+    heads = [
+        "ld sectors/req",
+        "st sectors/req",
+        "shared ld wavefronts",
+        "shared st wavefronts",
+        "shared ld conflicts",
+        "shared st conflicts",
+        "shared ld wavefronts/req",
+        "shared st wavefronts/req",
+    ]
+    lines = [
+        f"# The tracer against Nsight Compute ({data['device']}, {data['date']})",
+        "",
+        "Each lesson kernel launched once with the same grid, block and inputs on both "
+        "sides; every cell reads *measured by Nsight Compute (`course.profile` on the GPU) "
+        "/ traced by `course.sim.trace` in the simulator*. Global memory: 32-byte sectors per "
+        "warp request, loads and stores. Shared memory: wavefronts and bank conflicts per "
+        f"launch, loads and stores. **{n} of {len(data['rows'])} kernels match on every "
+        "one of these counts.** Made by `python -m course validate` (GPU) and `python -m "
+        "course validate --report <json>` (simulator); `tests/test_validation.py` pins "
+        "the traced counts to these measured ones.",
+        "",
+        "| kernel (lesson) | " + " | ".join(heads) + " |",
+        "|---" * (len(heads) + 1) + "|",
+    ]
     for r in data["rows"]:
         m, t = r["measured"], r["traced"]
-        lines.append(f"| {r['case']} ({r['lesson']}) | " +
-                     " | ".join(_cell(m.get(k), t.get(k)) for k in cols) + " |")
-    lines += ["", "Where the per-request shared figures differ (the last two columns), the "
-              "totals still agree: the GPU also counts a shared-memory instruction that a warp "
-              "executes with every lane predicated off (the compiler turned a short `if` into "
-              "predication) as a request with no wavefront, which lowers the average. The "
-              "tracer records only the accesses lanes make, so it cannot see those requests.",
-              "", "What the tracer does not model at all: caches (L1/L2 hit rates, DRAM bytes), "
-              "the compiler's choice of instruction width (a 64- or 128-bit load is one request "
-              "on the GPU; none of these kernels uses one), timing, occupancy and warp stalls: "
-              "`course.profile` shows those only on a GPU and says *needs a GPU* in the "
-              "simulator."]
+        lines.append(
+            f"| {r['case']} ({r['lesson']}) | "
+            + " | ".join(_cell(m.get(k), t.get(k)) for k in cols)
+            + " |"
+        )
+    lines += [
+        "",
+        "Where the per-request shared figures differ (the last two columns), the "
+        "totals still agree: the GPU also counts a shared-memory instruction that a warp "
+        "executes with every lane predicated off (the compiler turned a short `if` into "
+        "predication) as a request with no wavefront, which lowers the average. The "
+        "tracer records only the accesses lanes make, so it cannot see those requests.",
+        "",
+        "What the tracer does not model at all: caches (L1/L2 hit rates, DRAM bytes), "
+        "the compiler's choice of instruction width (a 64- or 128-bit load is one request "
+        "on the GPU; none of these kernels uses one), timing, occupancy and warp stalls: "
+        "`course.profile` shows those only on a GPU and says *needs a GPU* in the "
+        "simulator.",
+    ]
     return "\n".join(lines) + "\n"

@@ -1,4 +1,5 @@
 """Lesson 03 benchmark: window average v1 (global) vs v2 (shared) vs v2 + constant weights."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,7 @@ def sizes() -> int:
     return runtime.size(lecture=1 << 26, sim=1024)
 
 
-GRID_THREADS_PER_SM = (1024, 2048, 4096)     # grids tried for the grid-stride variants
+GRID_THREADS_PER_SM = (1024, 2048, 4096)  # grids tried for the grid-stride variants
 
 
 def sweep(n: int, tpbs=TPBS) -> dict:
@@ -40,8 +41,16 @@ def sweep(n: int, tpbs=TPBS) -> dict:
             best = None
             for blocks in grids:
                 d_out.copy_to_device(np.full(n, np.nan, dtype=np.float32))  # stale results fail
-                t = benchmark(window.launch, variant, n, d_in, d_out, tpb, blocks,
-                              label=f"{variant} tpb={tpb} blocks={blocks}")
+                t = benchmark(
+                    window.launch,
+                    variant,
+                    n,
+                    d_in,
+                    d_out,
+                    tpb,
+                    blocks,
+                    label=f"{variant} tpb={tpb} blocks={blocks}",
+                )
                 got = d_out.copy_to_host()
                 err = np.abs(got - window.reference(x)).max()
                 if not err <= 1e-6:
@@ -57,20 +66,40 @@ def run(report) -> None:
 
     n = sizes()
     nbytes = window.moved_bytes(n)
-    report.note(f"bytes per call = 4 (N + 2) read + 4 N written = {nbytes / 1e6:.1f} MB; "
-                "the floor is that divided by the measured device-to-device copy bandwidth")
+    report.note(
+        f"bytes per call = 4 (N + 2) read + 4 N written = {nbytes / 1e6:.1f} MB; "
+        "the floor is that divided by the measured device-to-device copy bandwidth"
+    )
     results, (d_in, d_out) = sweep(n)
     for variant, by_tpb in results.items():
         best = min(by_tpb, key=lambda t: by_tpb[t][0].median_ms)
         for tpb, (t, blocks) in by_tpb.items():
-            notes = ([f"grid {blocks} blocks"] if blocks else []) + \
-                (["best block size"] if tpb == best else [])
-            report.add(f"{variant} (THREADS_PER_BLK={tpb})", t, nbytes=nbytes, size=f"N = {n}",
-                       note="; ".join(notes))
-    report.add_peer("cupy", "cupy (x[:-2] + x[1:-1] + x[2:]) / 3", _cupy_fn(n), nbytes=nbytes,
-                    size=f"N = {n}", note="three elementwise kernels")
-    report.add("copy (cudaMemcpy D2D) ceiling", _copy_timing(report, nbytes), nbytes=nbytes,
-               size=f"{nbytes / 1e6:.0f} MB", kind="peer", note="measured ceiling, scaled")
+            notes = ([f"grid {blocks} blocks"] if blocks else []) + (
+                ["best block size"] if tpb == best else []
+            )
+            report.add(
+                f"{variant} (THREADS_PER_BLK={tpb})",
+                t,
+                nbytes=nbytes,
+                size=f"N = {n}",
+                note="; ".join(notes),
+            )
+    report.add_peer(
+        "cupy",
+        "cupy (x[:-2] + x[1:-1] + x[2:]) / 3",
+        _cupy_fn(n),
+        nbytes=nbytes,
+        size=f"N = {n}",
+        note="three elementwise kernels",
+    )
+    report.add(
+        "copy (cudaMemcpy D2D) ceiling",
+        _copy_timing(report, nbytes),
+        nbytes=nbytes,
+        size=f"{nbytes / 1e6:.0f} MB",
+        kind="peer",
+        note="measured ceiling, scaled",
+    )
 
 
 def _cupy_fn(n):

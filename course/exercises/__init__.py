@@ -14,6 +14,7 @@ exercise and lives in ``course/grading``.  Each module that the lesson index
 (``course/lessons.py``) names defines ``EXERCISES = [...]``; :func:`get` finds an exercise
 by name.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -30,13 +31,13 @@ from ..platform import runtime
 class Case:
     """One input size + launch configuration of an exercise."""
 
-    name: str                      # what the report shows, e.g. "n = 33 (tpb + 1)"
-    params: dict                   # sizes the spec needs, e.g. {"n": 33}
-    grid: tuple                    # blocks per grid, e.g. (2,) or (3, 2)
-    block: tuple                   # threads per block, e.g. (32,) or (4, 3)
-    shared_bytes: int = 0          # dynamic shared memory per block (bytes)
-    repeats: int = 1               # > 1: run again with fresh poison, to expose races
-    hidden: bool = False           # only run by the grader
+    name: str  # what the report shows, e.g. "n = 33 (tpb + 1)"
+    params: dict  # sizes the spec needs, e.g. {"n": 33}
+    grid: tuple  # blocks per grid, e.g. (2,) or (3, 2)
+    block: tuple  # threads per block, e.g. (32,) or (4, 3)
+    shared_bytes: int = 0  # dynamic shared memory per block (bytes)
+    repeats: int = 1  # > 1: run again with fresh poison, to expose races
+    hidden: bool = False  # only run by the grader
 
     @property
     def launch(self) -> str:
@@ -64,8 +65,9 @@ class Tolerance:
         return f"{s} ({self.why})" if self.why else s
 
 
-FLOAT32_ELEMENTWISE = Tolerance(rtol=1e-6, atol=1e-6,
-                                why="one float32 operation per element vs a float64 reference")
+FLOAT32_ELEMENTWISE = Tolerance(
+    rtol=1e-6, atol=1e-6, why="one float32 operation per element vs a float64 reference"
+)
 EXACT = Tolerance()
 
 
@@ -85,12 +87,12 @@ class Exercise:
     """
 
     name: str
-    lesson: str                    # notebook stem, e.g. "01_vector_add"
-    signature: str                 # e.g. "@cuda.jit def add(n, x, y)"
-    goal: str                      # one sentence: what the kernel must do
-    inout: tuple = ()              # inputs the kernel writes in place
-    hints: dict = field(default_factory=dict)   # failure kind -> hint text
-    kind: str = "write"            # one of KINDS (contract: Exercise.kind)
+    lesson: str  # notebook stem, e.g. "01_vector_add"
+    signature: str  # e.g. "@cuda.jit def add(n, x, y)"
+    goal: str  # one sentence: what the kernel must do
+    inout: tuple = ()  # inputs the kernel writes in place
+    hints: dict = field(default_factory=dict)  # failure kind -> hint text
+    kind: str = "write"  # one of KINDS (contract: Exercise.kind)
     # module-level names of the student's that ``launch`` reads (tile sizes, ...): they
     # travel with the kernel's unit (course/grading/unit.py) when the student defines them
     launch_names = ()
@@ -133,6 +135,7 @@ class Exercise:
 # ---------------------------------------------------------------------------------------
 # helpers shared by exercise modules
 
+
 def sim() -> bool:
     """True when the check runs in the simulator (use small sizes)."""
     return runtime.MODE != "gpu"
@@ -152,8 +155,10 @@ def blocks_for(n: int, tpb: int) -> int:
 
 def prime_near(n: int) -> int:
     """The smallest prime >= n (for sizes that are multiples of nothing)."""
+
     def is_prime(k):
-        return k > 1 and all(k % d for d in range(2, int(k ** 0.5) + 1))
+        return k > 1 and all(k % d for d in range(2, int(k**0.5) + 1))
+
     while not is_prime(n):
         n += 1
     return n
@@ -161,6 +166,7 @@ def prime_near(n: int) -> int:
 
 # ---------------------------------------------------------------------------------------
 # registry
+
 
 def _modules():
     """The modules that define ``EXERCISES``, as the lesson index names them."""
@@ -197,13 +203,17 @@ def unknown_name(name, names) -> str:
     import difflib
 
     if not isinstance(name, str):
-        return (f"the exercise is named by a string, like course.check(\"vector_add\", add); "
-                f"got {type(name).__name__} {name!r}")
+        return (
+            f'the exercise is named by a string, like course.check("vector_add", add); '
+            f"got {type(name).__name__} {name!r}"
+        )
     key = name.strip().lower()
     close = difflib.get_close_matches(key, list(names), n=3, cutoff=0.6)
-    close += [n for n in sorted(names) if key and key in n and n not in close][:3 - len(close)]
+    close += [n for n in sorted(names) if key and key in n and n not in close][: 3 - len(close)]
     if close:
         also = f" (also close: {', '.join(repr(c) for c in close[1:])})" if close[1:] else ""
         return f"no exercise called {name!r}: did you mean {close[0]!r}?{also}"
-    return (f"no exercise called {name!r}: each notebook's check cells name its exercises; "
-            "course.exercises.all_exercises() lists them all")
+    return (
+        f"no exercise called {name!r}: each notebook's check cells name its exercises; "
+        "course.exercises.all_exercises() lists them all"
+    )

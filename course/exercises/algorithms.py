@@ -5,6 +5,7 @@ predicate ``x > 0`` (an int32 count, exact), and a max reduction whose given ker
 each thread's running max at 0 - the wrong identity, which only data with no positive value
 shows.  The bytes of ``saxpy_slow`` vs ``saxpy_fast`` are ``predict_saxpy`` in predict.py.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -23,9 +24,14 @@ def _float_cases(signs: tuple) -> list[Case]:
     out = []
     for i, c in enumerate(size_cases(1, out_blocks=False, grid_stride=True)):
         sign = signs[i % len(signs)]
-        out.append(replace(c, name=c.name.replace("int32", "float32") + f", {sign} values",
-                           params=dict(c.params, dtype="float32", sign=sign),
-                           shared_bytes=c.block[0] * 4))
+        out.append(
+            replace(
+                c,
+                name=c.name.replace("int32", "float32") + f", {sign} values",
+                params=dict(c.params, dtype="float32", sign=sign),
+                shared_bytes=c.block[0] * 4,
+            )
+        )
     return out
 
 
@@ -37,7 +43,7 @@ def signed_floats(rng, n: int, sign: str) -> np.ndarray:
         return mag.astype(np.float32)
     s = rng.choice([-1.0, 1.0], size=n)
     if n > 1:
-        s[rng.integers(n)] = -1.0      # at least one of each sign
+        s[rng.integers(n)] = -1.0  # at least one of each sign
         s[rng.integers(n)] = 1.0
     return (s * mag).astype(np.float32)
 
@@ -57,7 +63,7 @@ class _OneValue(GridStride):
         for c in cases:
             c.repeats = 1
         racy = next(c for c in cases if c.params["sign"] == "mixed" and c.grid[0] > 1)
-        racy.repeats = 2           # run twice (traced in the simulator): blocks racing on OUT
+        racy.repeats = 2  # run twice (traced in the simulator): blocks racing on OUT
         return cases
 
     def make_inputs(self, case, rng):
@@ -70,8 +76,12 @@ class _OneValue(GridStride):
         args[self.OUT].copy_to_device(np.full(1, self.START, dtype=self.DTYPE))
 
     def reference(self, case, inputs):
-        return {self.OUT: np.array([self.value(inputs["x"])],
-                                   dtype=np.float64 if self.DTYPE == np.float32 else self.DTYPE)}
+        return {
+            self.OUT: np.array(
+                [self.value(inputs["x"])],
+                dtype=np.float64 if self.DTYPE == np.float32 else self.DTYPE,
+            )
+        }
 
     def tolerance(self, case, name):
         return EXACT
@@ -100,16 +110,28 @@ class BlockMax(_OneValue):
         return x.max()
 
 
-HINTS = {"wrong": "What does each thread's running value start at? For a max it must be "
-                  "the identity of max (-inf, or the lowest float32), not 0: with no positive "
-                  "value in x, 0 wins."}
+HINTS = {
+    "wrong": "What does each thread's running value start at? For a max it must be "
+    "the identity of max (-inf, or the lowest float32), not 0: with no positive "
+    "value in x, 0 wins."
+}
 
 EXERCISES = [
-    CountPositive("count_positive", "12_thrust_algorithms", "@cuda.jit def count_positive(x, count)",
-                  "add to count[0] the number of elements of x that are > 0 (Thrust's "
-                  "count_if): a grid-stride loop counts per thread, then one "
-                  "cuda.atomic.add per thread (or per block)"),
-    BlockMax("debug_max_identity", "12_thrust_algorithms", "@cuda.jit def max_fixed(x, out)",
-             "fix the given max reduction so that out[0] is the largest element of x for "
-             "any data, negative data included", kind="debug", hints=HINTS),
+    CountPositive(
+        "count_positive",
+        "12_thrust_algorithms",
+        "@cuda.jit def count_positive(x, count)",
+        "add to count[0] the number of elements of x that are > 0 (Thrust's "
+        "count_if): a grid-stride loop counts per thread, then one "
+        "cuda.atomic.add per thread (or per block)",
+    ),
+    BlockMax(
+        "debug_max_identity",
+        "12_thrust_algorithms",
+        "@cuda.jit def max_fixed(x, out)",
+        "fix the given max reduction so that out[0] is the largest element of x for "
+        "any data, negative data included",
+        kind="debug",
+        hints=HINTS,
+    ),
 ]

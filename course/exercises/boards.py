@@ -19,6 +19,7 @@ measured launch at the seed's shape, and that launch's outputs are judged too.
 Not in ``all_exercises()`` (no notebook cell is graded against them); ``course.exercises.get``
 finds them by name, so the grading worker and measurer launch them like any exercise.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +29,7 @@ from .attention import FlashAttentionForward
 from .histogram import HistogramTiles
 from .tune import Tune
 
-SAMPLED_ROWS = 48      # query rows of the seed-shape attention launch judged against float64
+SAMPLED_ROWS = 48  # query rows of the seed-shape attention launch judged against float64
 
 
 class FlashAttentionHalf(FlashAttentionForward):
@@ -36,16 +37,21 @@ class FlashAttentionHalf(FlashAttentionForward):
     the seed's head dim 128 (a kernel sized for d <= 64 fails here, not at the timed launch)."""
 
     def cases(self):
-        return super().cases() + [Case("batch*heads = 2, N = 40, d = 128 (the seed's head dim)",
-                                       {"bh": 2, "n": 40, "d": 128, "big": 1.0},
-                                       ("ceil(40 / Br)", 2), ("THREADS_PER_BLK",))]
+        return super().cases() + [
+            Case(
+                "batch*heads = 2, N = 40, d = 128 (the seed's head dim)",
+                {"bh": 2, "n": 40, "d": 128, "big": 1.0},
+                ("ceil(40 / Br)", 2),
+                ("THREADS_PER_BLK",),
+            )
+        ]
 
     def make_inputs(self, case, rng):
         inputs = super().make_inputs(case, rng)
         for k in "QKV":
             inputs[k] = inputs[k].astype(np.float16)
-        if not self._whole(case):     # which rows are judged: from the judge's seed, not
-            inputs["judged_rows_seed"] = int(rng.integers(1 << 62))   # a kernel's guess
+        if not self._whole(case):  # which rows are judged: from the judge's seed, not
+            inputs["judged_rows_seed"] = int(rng.integers(1 << 62))  # a kernel's guess
         return inputs
 
     @staticmethod
@@ -54,13 +60,15 @@ class FlashAttentionHalf(FlashAttentionForward):
 
     def reference(self, case, inputs):
         p = case.params
-        if self._whole(case):                      # test cases: every row
-            return super().reference(case, {k: (v.astype(np.float32) if k in "QKV" else v)
-                                            for k, v in inputs.items()})
+        if self._whole(case):  # test cases: every row
+            return super().reference(
+                case, {k: (v.astype(np.float32) if k in "QKV" else v) for k, v in inputs.items()}
+            )
         # the seed's shape: SAMPLED_ROWS rows in float64, NaN (not judged) elsewhere
         rng = np.random.default_rng(int(inputs["judged_rows_seed"]))
-        rows = [(int(rng.integers(p["bh"])), int(rng.integers(p["n"])))
-                for _ in range(SAMPLED_ROWS)]
+        rows = [
+            (int(rng.integers(p["bh"])), int(rng.integers(p["n"]))) for _ in range(SAMPLED_ROWS)
+        ]
         out = np.full((p["bh"], p["n"], p["d"]), np.nan, dtype=np.float32)
         for h, i in rows:
             q = inputs["Q"][h, i].astype(np.float64)
@@ -70,16 +78,44 @@ class FlashAttentionHalf(FlashAttentionForward):
         return {"O": out}
 
     def tolerance(self, case, name):
-        return Tolerance(rtol=2e-3, atol=2e-4, why="float16 inputs, float32 sums over N keys "
-                                                  "(the reference uses the same float16 values)")
+        return Tolerance(
+            rtol=2e-3,
+            atol=2e-4,
+            why="float16 inputs, float32 sums over N keys "
+            "(the reference uses the same float16 values)",
+        )
 
 
-def _board(name, signature, goal, base, gpu_case, sim_case, work, time_budget_s=0.0,
-           memory_mb=0, peak="fp32"):
-    board = Tune(name, base.lesson, signature, goal, inout=base.inout, hints=base.hints,
-                 kind="tune", base=base, sim_metric="efficiency", sim_target=0.0,
-                 gpu_metric="copy_fraction", gpu_target=0.0, sim_case=sim_case,
-                 gpu_case=gpu_case, work=work, peak=peak)
+def _board(
+    name,
+    signature,
+    goal,
+    base,
+    gpu_case,
+    sim_case,
+    work,
+    time_budget_s=0.0,
+    memory_mb=0,
+    peak="fp32",
+):
+    board = Tune(
+        name,
+        base.lesson,
+        signature,
+        goal,
+        inout=base.inout,
+        hints=base.hints,
+        kind="tune",
+        base=base,
+        sim_metric="efficiency",
+        sim_target=0.0,
+        gpu_metric="copy_fraction",
+        gpu_target=0.0,
+        sim_case=sim_case,
+        gpu_case=gpu_case,
+        work=work,
+        peak=peak,
+    )
     board.time_budget_s, board.memory_mb = time_budget_s, memory_mb
     return board
 
@@ -90,31 +126,58 @@ def _boards():
     n, c = 1 << 20, 512
     b, h, t, d = 4, 64, 8192, 128
     return [
-        _board("histogram", "@cuda.jit def histogram_fast(data, hist)",
-               "hist[c, v] = number of rows r with data[r, c] == v (uint8 data, int32 counts)",
-               hist,
-               Case(f"length x channels = {n:,} x {c}, uniform uint8", {
-                   "length": n, "channels": c, "dist": "uniform"}, ("-", "-"), (256,)),
-               Case("length x channels = 256 x 8, uniform uint8", {
-                   "length": 256, "channels": 8, "dist": "uniform"}, ("-", "-"), (64,)),
-               lambda k: (k.params["length"] * k.params["channels"],
-                          k.params["length"] * k.params["channels"], 0)),
-        _board("flash_attention", "@cuda.jit def flash_attn(Q, K, V, O, scale)",
-               "O = softmax(Q K^T * scale) V, float16 Q, K, V and float32 O of shape "
-               "(batch*heads, N, d)", attn,
-               Case(f"batch x heads x N x d = {b} x {h} x {t} x {d}, float16 in", {
-                   "bh": b * h, "n": t, "d": d, "big": 1.0}, (f"ceil({t} / Br)", b * h),
-                   ("THREADS_PER_BLK",)),
-               Case("batch*heads x N x d = 1 x 32 x 32, float16 in", {
-                   "bh": 1, "n": 32, "d": 32, "big": 1.0}, ("ceil(32 / Br)", 1),
-                   ("THREADS_PER_BLK",)),
-               lambda k: (k.params["bh"] * k.params["n"],
-                          10 * k.params["bh"] * k.params["n"] * k.params["d"],
-                          4 * k.params["bh"] * k.params["n"] ** 2 * k.params["d"]),
-               # a naive kernel takes ~20 s a launch at this shape on an H100, and the measured
-               # launch's 2.7 GB of buffers cross the pipe both ways: 900 s, a 32 GB sandbox
-               time_budget_s=900.0, memory_mb=32768,
-               peak="tensor"),     # flash_mma (mma.sync) runs on tensor cores
+        _board(
+            "histogram",
+            "@cuda.jit def histogram_fast(data, hist)",
+            "hist[c, v] = number of rows r with data[r, c] == v (uint8 data, int32 counts)",
+            hist,
+            Case(
+                f"length x channels = {n:,} x {c}, uniform uint8",
+                {"length": n, "channels": c, "dist": "uniform"},
+                ("-", "-"),
+                (256,),
+            ),
+            Case(
+                "length x channels = 256 x 8, uniform uint8",
+                {"length": 256, "channels": 8, "dist": "uniform"},
+                ("-", "-"),
+                (64,),
+            ),
+            lambda k: (
+                k.params["length"] * k.params["channels"],
+                k.params["length"] * k.params["channels"],
+                0,
+            ),
+        ),
+        _board(
+            "flash_attention",
+            "@cuda.jit def flash_attn(Q, K, V, O, scale)",
+            "O = softmax(Q K^T * scale) V, float16 Q, K, V and float32 O of shape "
+            "(batch*heads, N, d)",
+            attn,
+            Case(
+                f"batch x heads x N x d = {b} x {h} x {t} x {d}, float16 in",
+                {"bh": b * h, "n": t, "d": d, "big": 1.0},
+                (f"ceil({t} / Br)", b * h),
+                ("THREADS_PER_BLK",),
+            ),
+            Case(
+                "batch*heads x N x d = 1 x 32 x 32, float16 in",
+                {"bh": 1, "n": 32, "d": 32, "big": 1.0},
+                ("ceil(32 / Br)", 1),
+                ("THREADS_PER_BLK",),
+            ),
+            lambda k: (
+                k.params["bh"] * k.params["n"],
+                10 * k.params["bh"] * k.params["n"] * k.params["d"],
+                4 * k.params["bh"] * k.params["n"] ** 2 * k.params["d"],
+            ),
+            # a naive kernel takes ~20 s a launch at this shape on an H100, and the measured
+            # launch's 2.7 GB of buffers cross the pipe both ways: 900 s, a 32 GB sandbox
+            time_budget_s=900.0,
+            memory_mb=32768,
+            peak="tensor",
+        ),  # flash_mma (mma.sync) runs on tensor cores
     ]
 
 

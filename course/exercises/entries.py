@@ -19,11 +19,12 @@ the course's own code runs there (an entry carries a name, not code), so nothing
 On the board an entry's row is ``course:NAME``: the time to beat, measured on the class GPU
 by the same timer as every student's, beside the seed's static reference rows.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -34,20 +35,22 @@ class EntryError(ValueError):
 
 @dataclass(frozen=True)
 class Entry:
-    name: str            # the course kernel's name (course/kernels)
-    board: str           # the one board it is entered on
-    where: str           # where its kernel and launch live (shown on the board)
-    run: Callable        # (case, args) -> None: the course's launch on the board's arguments
-    compile_ahead: Callable | None = None    # (board spec) -> None, see warm
+    name: str  # the course kernel's name (course/kernels)
+    board: str  # the one board it is entered on
+    where: str  # where its kernel and launch live (shown on the board)
+    run: Callable  # (case, args) -> None: the course's launch on the board's arguments
+    compile_ahead: Callable | None = None  # (board spec) -> None, see warm
     gpu_only: bool = False
 
-    def ready(self) -> "Entry":
+    def ready(self) -> Entry:
         """This entry, if it can run here (EntryError otherwise)."""
         from ..platform import runtime
 
         if self.gpu_only and runtime.MODE != "gpu":
-            raise EntryError(f"{self.name} links CUDA C++: it runs only on a GPU, and this "
-                             "service runs the simulator")
+            raise EntryError(
+                f"{self.name} links CUDA C++: it runs only on a GPU, and this "
+                "service runs the simulator"
+            )
         return self
 
     def warm(self) -> None:
@@ -63,8 +66,7 @@ class Entry:
         """``spec`` whose ``launch(fn, case, args)`` runs this entry (``fn`` is ignored):
         the judge's and measurer's code paths stay those of any submission."""
         if spec.name != self.board:
-            raise EntryError(f"{self.name} is entered on the {self.board} board, not "
-                             f"{spec.name}")
+            raise EntryError(f"{self.name} is entered on the {self.board} board, not {spec.name}")
         return _Bound(spec, self.ready())
 
 
@@ -111,8 +113,8 @@ def _histogram_tuned(case, args) -> None:
     data, hist = args["data"], args["hist"]
     n, c = data.shape
     if data.is_c_contiguous() and c % 8 == 0:
-        words = data                              # viewed as uint32 words by the launch
-    else:                                          # channels padded to whole words
+        words = data  # viewed as uint32 words by the launch
+    else:  # channels padded to whole words
         words = cuda.to_device(np.zeros((n, c + (-c % 8)), np.uint8))
         words[:, :c] = data
     out = _contiguous(hist)
@@ -128,8 +130,10 @@ def _flash_mma(case, args) -> None:
     Q, K, V, O = args["Q"], args["K"], args["V"], args["O"]
     d = Q.shape[2]
     if not math.isclose(float(args["scale"]), 1.0 / math.sqrt(d), rel_tol=1e-6):
-        raise EntryError("flash_mma scales the scores by 1 / sqrt(d) and the board asked "
-                         f"for {float(args['scale'])}")
+        raise EntryError(
+            "flash_mma scales the scores by 1 / sqrt(d) and the board asked "
+            f"for {float(args['scale'])}"
+        )
     o = _contiguous(O)
     M.launch(_contiguous(Q), _contiguous(K), _contiguous(V), o)
     if o is not O:
@@ -147,18 +151,33 @@ def _warm_flash(board) -> None:
     cuda.synchronize()
 
 
-ENTRIES = {e.name: e for e in (
-    Entry("histogram_tuned", "histogram", "course/kernels/histogram_tuned.py, launched by "
-          "course.kernels.histogram.launch('tuned') with the benchmark's settings",
-          _histogram_tuned),
-    Entry("flash_mma", "flash_attention", "course/kernels/attention_mma.py (mma.sync, "
-          "ldmatrix, cp.async in linked C++), launched by attention_mma.launch",
-          _flash_mma, compile_ahead=_warm_flash, gpu_only=True),
-)}
+ENTRIES = {
+    e.name: e
+    for e in (
+        Entry(
+            "histogram_tuned",
+            "histogram",
+            "course/kernels/histogram_tuned.py, launched by "
+            "course.kernels.histogram.launch('tuned') with the benchmark's settings",
+            _histogram_tuned,
+        ),
+        Entry(
+            "flash_mma",
+            "flash_attention",
+            "course/kernels/attention_mma.py (mma.sync, "
+            "ldmatrix, cp.async in linked C++), launched by attention_mma.launch",
+            _flash_mma,
+            compile_ahead=_warm_flash,
+            gpu_only=True,
+        ),
+    )
+}
 
 
 def get(name: str) -> Entry:
     if name not in ENTRIES:
-        raise EntryError(f"there is no course kernel called {name!r}; the entries are "
-                         f"{', '.join(sorted(ENTRIES))}")
+        raise EntryError(
+            f"there is no course kernel called {name!r}; the entries are "
+            f"{', '.join(sorted(ENTRIES))}"
+        )
     return ENTRIES[name]

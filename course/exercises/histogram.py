@@ -11,6 +11,7 @@ before each launch and launches grid (ceil(channels / CHANNELS_PER_BLOCK),
 ceil(length / ROWS_PER_BLOCK)) with 1-D blocks of 64 or 128 threads (two sizes, so a
 hard-coded blockDim shows).  Several blocks add into the same hist row: use atomics there.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,7 +24,7 @@ from ..platform import runtime
 from . import EXACT, Case, Exercise, prime_near, sim
 
 DEFAULTS = {"CHANNELS_PER_BLOCK": 4, "ROWS_PER_BLOCK": 64}
-SHARED_POISON = 12345   # what the spec leaves in simulated shared memory (see _dirty_shared)
+SHARED_POISON = 12345  # what the spec leaves in simulated shared memory (see _dirty_shared)
 
 
 def launch_constants(kernel) -> dict:
@@ -55,15 +56,24 @@ class HistogramShared(Exercise):
         # with partial row and channel blocks, a prime length and three distributions.
         big = (prime_near(200), 9) if sim() else ((1 << 18) + 13, 67)
         t1, t2 = (32, 64) if sim() else (64, 128)
-        shapes = [((1, 1), t2, "uniform"), ((63, 3), t2, "uniform"),
-                  ((65, 5), t1, "skewed"), ((prime_near(128), 6), t2, "skewed"),
-                  ((67 if sim() else 97, 5 if sim() else 13), t1, "constant"),
-                  (big, t1, "skewed")]
-        return [Case(f"length x channels = {n} x {c}, {dist}", {"length": n, "channels": c,
-                                                                "dist": dist},
-                     ("ceil(channels / CHANNELS_PER_BLOCK)", "ceil(length / ROWS_PER_BLOCK)"),
-                     (tpb,), repeats=2 if i in (3, 5) else 1)
-                for i, ((n, c), tpb, dist) in enumerate(shapes)]
+        shapes = [
+            ((1, 1), t2, "uniform"),
+            ((63, 3), t2, "uniform"),
+            ((65, 5), t1, "skewed"),
+            ((prime_near(128), 6), t2, "skewed"),
+            ((67 if sim() else 97, 5 if sim() else 13), t1, "constant"),
+            (big, t1, "skewed"),
+        ]
+        return [
+            Case(
+                f"length x channels = {n} x {c}, {dist}",
+                {"length": n, "channels": c, "dist": dist},
+                ("ceil(channels / CHANNELS_PER_BLOCK)", "ceil(length / ROWS_PER_BLOCK)"),
+                (tpb,),
+                repeats=2 if i in (3, 5) else 1,
+            )
+            for i, ((n, c), tpb, dist) in enumerate(shapes)
+        ]
 
     def make_inputs(self, case, rng):
         shape = (case.params["length"], case.params["channels"])
@@ -73,8 +83,9 @@ class HistogramShared(Exercise):
         elif dist == "skewed":
             data = skewed_uint8(rng, shape)
         else:
-            data = np.broadcast_to(rng.integers(1, 256, size=shape[1], dtype=np.uint8),
-                                   shape).copy()
+            data = np.broadcast_to(
+                rng.integers(1, 256, size=shape[1], dtype=np.uint8), shape
+            ).copy()
         return {"data": data}
 
     def outputs(self, case):
@@ -82,14 +93,17 @@ class HistogramShared(Exercise):
 
     def reference(self, case, inputs):
         data = inputs["data"]
-        return {"hist": np.stack([np.bincount(data[:, c], minlength=256)
-                                  for c in range(data.shape[1])]).astype(np.int32)}
+        return {
+            "hist": np.stack(
+                [np.bincount(data[:, c], minlength=256) for c in range(data.shape[1])]
+            ).astype(np.int32)
+        }
 
     def tolerance(self, case, name):
         return EXACT
 
     def prepare(self, case, args):
-        args["hist"][:] = 0   # the spec zeroes the histogram; the kernel only adds to it
+        args["hist"][:] = 0  # the spec zeroes the histogram; the kernel only adds to it
 
     def launch(self, kernel, case, args):
         k = launch_constants(kernel)
@@ -110,7 +124,7 @@ def _dirty_shared():
     from numba.cuda.simulator import kernelapi
 
     original = kernelapi.FakeCUDAShared.array
-    lock = threading.Lock()   # threads of a block share the array: poison it before any uses it
+    lock = threading.Lock()  # threads of a block share the array: poison it before any uses it
 
     def array(self, shape, dtype, alignment=None):
         with lock:
@@ -127,7 +141,6 @@ def _dirty_shared():
         kernelapi.FakeCUDAShared.array = original
 
 
-
 class HistogramTiles(HistogramShared):
     """histogram_shared's cases on a fixed grid of tiles of 4 channels x ROWS rows: the
     kernel derives its tile from the grid (``ceil(shape / gridDim)``), so a tune target
@@ -141,17 +154,27 @@ class HistogramTiles(HistogramShared):
         with _dirty_shared():
             kernel[grid, case.block](args["data"], args["hist"])
 
+
 EXERCISES = [
     HistogramShared(
-        "histogram_shared", "09_histogram", "@cuda.jit def histogram(data, hist)",
+        "histogram_shared",
+        "09_histogram",
+        "@cuda.jit def histogram(data, hist)",
         "count hist[c, v] += #rows with data[r, c] == v for the block's tile of "
         "CHANNELS_PER_BLOCK channels x ROWS_PER_BLOCK rows, in a shared-memory histogram "
         "that is zeroed, filled with atomics, and added to hist after a syncthreads",
-        hints={"wrong": "Zero the shared histogram, syncthreads, count with cuda.atomic.add, "
-                        "syncthreads again, then add each count to hist with cuda.atomic.add; "
-                        "clip the last block's rows and channels to the array."}),
+        hints={
+            "wrong": "Zero the shared histogram, syncthreads, count with cuda.atomic.add, "
+            "syncthreads again, then add each count to hist with cuda.atomic.add; "
+            "clip the last block's rows and channels to the array."
+        },
+    ),
     HistogramShared(
-        "debug_histogram_sign", "09_histogram", "@cuda.jit def histogram_fixed(data, hist)",
-        "fix the given privatized histogram so that values 128..255 are counted in their own "
-        "bins", hints={"wrong": "what does int8(200) give?"}, kind="debug"),
+        "debug_histogram_sign",
+        "09_histogram",
+        "@cuda.jit def histogram_fixed(data, hist)",
+        "fix the given privatized histogram so that values 128..255 are counted in their own bins",
+        hints={"wrong": "what does int8(200) give?"},
+        kind="debug",
+    ),
 ]

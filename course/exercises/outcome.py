@@ -3,11 +3,12 @@
 It lives with the exercises (a tune exercise's target and a predict exercise's questions
 make them too); ``course/grading/report.py`` shows a list of them as a check's report.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-TIMED = "tune target"     # the name of a tune exercise's measured-launch case
+TIMED = "tune target"  # the name of a tune exercise's measured-launch case
 
 
 @dataclass
@@ -20,8 +21,8 @@ class CaseResult:
     message: str = ""
     timed_out: bool = False
     hidden: bool = False
-    figures: dict | None = None    # a measured launch's raw figures (times, counts)
-    timed: bool = False            # a tune exercise's measured launch, not a test case
+    figures: dict | None = None  # a measured launch's raw figures (times, counts)
+    timed: bool = False  # a tune exercise's measured launch, not a test case
 
     def fail(self, message: str, timed_out: bool = False) -> None:
         self.passed, self.message, self.timed_out = False, message, timed_out

@@ -18,6 +18,7 @@ after the runs the tails must be untouched and the pristine copies unchanged (a 
 wrote past its arrays fails the measurement).  In the simulator the figure is the traced
 launch (run 0); ``sim_runs`` more runs go through the same loop (the tests use them).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -26,24 +27,28 @@ import numpy as np
 
 from ..platform import runtime
 
-SAMPLES = 4096       # judged elements of each output per run (all of them when fewer)
-MAX_RUNS = 40        # judged runs of one measurement, at most (bounds the judge's read)
-TAIL = 1024          # elements after each array's buffer, never restored
+SAMPLES = 4096  # judged elements of each output per run (all of them when fewer)
+MAX_RUNS = 40  # judged runs of one measurement, at most (bounds the judge's read)
+TAIL = 1024  # elements after each array's buffer, never restored
 TAIL_BYTE = 0xA5
-WARMUP, REPEAT = 3, 30                # GPU: runs before the timed ones, timed runs
-SLOW_MS, BUDGET_MS = 200.0, 6000.0    # a launch slower than this is timed in about that much
-MIN_SLOW_RUNS = 3                     # but never fewer runs than this (a mean and a spread)
-HOLD_BELOW_MS = 5.0                   # launches shorter than this wait behind the hold kernel
+WARMUP, REPEAT = 3, 30  # GPU: runs before the timed ones, timed runs
+SLOW_MS, BUDGET_MS = 200.0, 6000.0  # a launch slower than this is timed in about that much
+MIN_SLOW_RUNS = 3  # but never fewer runs than this (a mean and a spread)
+HOLD_BELOW_MS = 5.0  # launches shorter than this wait behind the hold kernel
 
 
-def positions(seed: int, run: int, index: int, size: int, domain=None,
-              count: int | None = None) -> np.ndarray:
+def positions(
+    seed: int, run: int, index: int, size: int, domain=None, count: int | None = None
+) -> np.ndarray:
     """Flat positions of output number ``index`` judged after run ``run``: every element
     when there are at most ``count`` (of ``domain``, the elements the reference judges, when
     given), else ``count`` drawn from ``np.random.default_rng([seed, run, index])``."""
     n, count = (size if domain is None else len(domain)), count or SAMPLES
-    pick = np.arange(n) if n <= count else \
-        np.random.default_rng([seed, run, index]).integers(0, n, count)
+    pick = (
+        np.arange(n)
+        if n <= count
+        else np.random.default_rng([seed, run, index]).integers(0, n, count)
+    )
     return pick.astype(np.int64) if domain is None else np.asarray(domain, np.int64)[pick]
 
 
@@ -64,7 +69,7 @@ class Arrays:
             tail = np.full(TAIL * a.itemsize, TAIL_BYTE, np.uint8).view(a.dtype)
             self.host[name] = a
             self.flat[name] = cuda.to_device(np.concatenate([a.ravel(), tail]))
-            self.work[name] = self.flat[name][:a.size].reshape(a.shape)
+            self.work[name] = self.flat[name][: a.size].reshape(a.shape)
             self.pristine[name] = cuda.to_device(a)
         self.views = dict(scalars, **self.work)
 
@@ -85,14 +90,19 @@ class Arrays:
     def trespass(self) -> str | None:
         """Why the runs wrote outside their arrays (a tail or a pristine copy changed)."""
         for name, a in self.host.items():
-            tail = self.flat[name].copy_to_host()[a.size:].view(np.uint8)
+            tail = self.flat[name].copy_to_host()[a.size :].view(np.uint8)
             if (tail != TAIL_BYTE).any():
-                return (f"the kernel wrote past the end of {name} during the timed runs "
-                        "(is a bounds check missing?)")
-            if not np.array_equal(self.pristine[name].copy_to_host().view(np.uint8),
-                                  a.view(np.uint8)):
-                return (f"the kernel wrote outside its arrays during the timed runs (the "
-                        f"judge's pristine copy of {name} changed)")
+                return (
+                    f"the kernel wrote past the end of {name} during the timed runs "
+                    "(is a bounds check missing?)"
+                )
+            if not np.array_equal(
+                self.pristine[name].copy_to_host().view(np.uint8), a.view(np.uint8)
+            ):
+                return (
+                    f"the kernel wrote outside its arrays during the timed runs (the "
+                    f"judge's pristine copy of {name} changed)"
+                )
         return None
 
 
@@ -117,7 +127,7 @@ def judged_runs(spec, fn, case, arrays: Arrays, sampling: Sampling, traced=None)
 
     ``traced``: ``(fn, case, views) -> figures``, the simulator's traced launch (run 0)."""
     rows, times = [], []
-    launch = lambda: spec.launch(fn, case, arrays.views)           # noqa: E731
+    launch = lambda: spec.launch(fn, case, arrays.views)  # noqa: E731
 
     def run(timed: bool = False, hold: bool = False, trace=None):
         arrays.restore()
@@ -144,10 +154,10 @@ def judged_runs(spec, fn, case, arrays: Arrays, sampling: Sampling, traced=None)
         for _ in range(sampling.sim_runs):
             run()
     else:
-        run()                                        # compiles: judged, not timed
+        run()  # compiles: judged, not timed
         probe, host_ms = run(timed=True)
         hold = probe < HOLD_BELOW_MS and host_ms < 0.8 * _hold_ms()
-        if probe > SLOW_MS:                          # a seed board's naive kernel: fewer
+        if probe > SLOW_MS:  # a seed board's naive kernel: fewer
             count, warm = max(MIN_SLOW_RUNS, min(REPEAT, int(BUDGET_MS / probe))), 0
         else:
             count, warm = REPEAT, WARMUP - 1
@@ -161,9 +171,14 @@ def judged_runs(spec, fn, case, arrays: Arrays, sampling: Sampling, traced=None)
 
 def _figures(times: list) -> dict:
     t = np.asarray(times, dtype=np.float64)
-    return {"ms": float(t.min()), "median_ms": float(statistics.median(times)),
-            "max_ms": float(t.max()), "mean_ms": float(t.mean()), "std_ms": float(t.std()),
-            "runs": len(times)}
+    return {
+        "ms": float(t.min()),
+        "median_ms": float(statistics.median(times)),
+        "max_ms": float(t.max()),
+        "mean_ms": float(t.mean()),
+        "std_ms": float(t.std()),
+        "runs": len(times),
+    }
 
 
 def _hold_ms() -> float:
@@ -172,7 +187,7 @@ def _hold_ms() -> float:
     return HOLD_US / 1000
 
 
-FLUSH_L2 = True       # timed runs start with the restore's writes out of L2 (see _flush_l2)
+FLUSH_L2 = True  # timed runs start with the restore's writes out of L2 (see _flush_l2)
 _FLUSH = []
 
 
@@ -184,15 +199,18 @@ def _flush_l2() -> None:
     from numba import cuda, float32
 
     if not _FLUSH:
+
         @cuda.jit("void(float32[::1], float32[::1])")
         def touch(src, out):
             acc = float32(0.0)
             for k in range(cuda.grid(1), src.size, cuda.gridsize(1)):
                 acc += src[k]
-            if acc == float32(-1.5):      # never: keeps the loads
+            if acc == float32(-1.5):  # never: keeps the loads
                 out[0] = acc
-        _FLUSH.extend([touch, cuda.device_array(32 << 20, np.float32),
-                       cuda.device_array(1, np.float32)])
+
+        _FLUSH.extend(
+            [touch, cuda.device_array(32 << 20, np.float32), cuda.device_array(1, np.float32)]
+        )
     touch, scratch, out = _FLUSH
     touch[1024, 256](scratch, out)
 
@@ -205,12 +223,14 @@ def _gather(flat, pos: np.ndarray) -> np.ndarray:
     from numba import cuda
 
     if not _GATHER:
+
         @cuda.jit("void(uint8[::1], int64[::1], int64, uint8[::1])")
         def gather(src, where, itemsize, out):
             t = cuda.grid(1)
             if t < out.size:
                 k = t // itemsize
                 out[t] = src[where[k] * itemsize + t % itemsize]
+
         _GATHER.append(gather)
     size = flat.dtype.itemsize
     out = cuda.device_array(len(pos) * size, np.uint8)

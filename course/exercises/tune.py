@@ -45,18 +45,17 @@ wrong; each place is closed:
 In the simulator the figure is counted, not timed: one traced launch on freshly poisoned
 buffers, its outputs judged whole.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
-from . import Case, Exercise
 from ..platform import runtime
+from . import Case, Exercise
 from .outcome import TIMED, CaseResult
 
-SIM_METRICS = {   # name -> (what it is, "<=" or ">=")
+SIM_METRICS = {  # name -> (what it is, "<=" or ">=")
     "bytes_per_element": ("global bytes moved (32-byte sectors) per element", "<="),
     "efficiency": ("global memory efficiency (bytes used / bytes moved)", ">="),
     "replays": ("shared-memory replays (extra wavefronts from bank conflicts)", "<="),
@@ -78,13 +77,13 @@ class Tune(Exercise):
     sim_target: float = 0.0
     gpu_metric: str = "copy_fraction"
     gpu_target: float = 0.0
-    sim_case: Case = None          # the measured launch in the simulator (small)
-    gpu_case: Case = None          # ... and on a GPU (lecture size)
-    work: object = None            # case -> (elements, bytes moved, FLOPs) of that launch
-    peak: str = "fp32"             # the FLOP ceiling: "fp32", or "tensor" (tensor-core boards)
-    flop_excess: float = 1.0       # counted FLOPs / FLOPs an honest kernel must do, at most
+    sim_case: Case = None  # the measured launch in the simulator (small)
+    gpu_case: Case = None  # ... and on a GPU (lecture size)
+    work: object = None  # case -> (elements, bytes moved, FLOPs) of that launch
+    peak: str = "fp32"  # the FLOP ceiling: "fp32", or "tensor" (tensor-core boards)
+    flop_excess: float = 1.0  # counted FLOPs / FLOPs an honest kernel must do, at most
 
-    def __getattr__(self, name):   # cases, make_inputs, outputs, reference, launch, ...
+    def __getattr__(self, name):  # cases, make_inputs, outputs, reference, launch, ...
         if name.startswith("__") or name == "base":
             raise AttributeError(name)
         return getattr(self.base, name)
@@ -117,8 +116,10 @@ class Tune(Exercise):
     @property
     def target_text(self) -> str:
         what, op = SIM_METRICS[self.sim_metric]
-        return (f"simulator: {what} {op} {self.sim_target:g}; GPU: "
-                f"{GPU_METRICS[self.gpu_metric]} >= {self.gpu_target:.1%}")
+        return (
+            f"simulator: {what} {op} {self.sim_target:g}; GPU: "
+            f"{GPU_METRICS[self.gpu_metric]} >= {self.gpu_target:.1%}"
+        )
 
     # -- measuring (where the kernel runs) ----------------------------------------------
     def measured_case(self, mode: str | None = None) -> Case:
@@ -132,33 +133,35 @@ class Tune(Exercise):
         return _traced_figures(self, fn, case, args)
 
     # -- judging (the grader's side) ----------------------------------------------------
-    def judge_figures(self, figures: dict, mode: str | None = None,
-                      ceilings: dict | None = None) -> CaseResult:
+    def judge_figures(
+        self, figures: dict, mode: str | None = None, ceilings: dict | None = None
+    ) -> CaseResult:
         """Apply the target to the figures; a CaseResult that states measured vs target.
 
         ``ceilings``: the copy bandwidth and FP32 rate GPU figures are divided by (the
         grader measures them once per run; a notebook uses ``perf.measured_ceilings``)."""
         mode = mode or runtime.MODE
-        res = CaseResult(f"{TIMED} ({'simulator' if mode == 'sim' else 'GPU'})", "",
-                         timed=True)
+        res = CaseResult(f"{TIMED} ({'simulator' if mode == 'sim' else 'GPU'})", "", timed=True)
         try:
             if mode != "sim" and ceilings is None:
                 from ..measure.perf import measured_ceilings
 
                 ceilings = measured_ceilings()
             value, what, op, target = self._value(figures, mode, ceilings)
-            past = None if mode == "sim" else self._past_ceiling(_finite(figures["ms"]),
-                                                                 ceilings)
+            past = None if mode == "sim" else self._past_ceiling(_finite(figures["ms"]), ceilings)
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
             res.fail(f"the measurement came back incomplete ({exc}); run the check again")
             return res
         if past:
             res.fail(past)
-            res.figures = {}       # not believable: no figure to grade or rank
+            res.figures = {}  # not believable: no figure to grade or rank
             return res
         ok = value <= target if op == "<=" else value >= target
-        text = (f"{what}: measured {value:.4g}, target {op} {target:g}"
-                + ("" if ok else " - correct, but not there yet") + _noise_note(figures))
+        text = (
+            f"{what}: measured {value:.4g}, target {op} {target:g}"
+            + ("" if ok else " - correct, but not there yet")
+            + _noise_note(figures)
+        )
         if ok:
             res.message = text
         else:
@@ -169,11 +172,13 @@ class Tune(Exercise):
         if mode == "sim":
             what, op = SIM_METRICS[self.sim_metric]
             n, _b, flops = self.work(self.sim_case)
-            v = {"bytes_per_element": lambda: f["moved"] / n,
-                 "efficiency": lambda: f["used"] / f["moved"],
-                 "replays": lambda: f["replays"],
-                 "atomics_per_element": lambda: f["atomics"] / n,
-                 "bytes_per_flop": lambda: f["read_used"] / flops}[self.sim_metric]()
+            v = {
+                "bytes_per_element": lambda: f["moved"] / n,
+                "efficiency": lambda: f["used"] / f["moved"],
+                "replays": lambda: f["replays"],
+                "atomics_per_element": lambda: f["atomics"] / n,
+                "bytes_per_flop": lambda: f["read_used"] / flops,
+            }[self.sim_metric]()
             return _finite(v), what, op, self.sim_target
         _n, nbytes, flops = self.work(self.gpu_case)
         ms = _finite(f["ms"])
@@ -188,20 +193,34 @@ class Tune(Exercise):
         _n, nbytes, flops = self.work(self.gpu_case)
         limits = []
         if nbytes:
-            limits.append((nbytes / (ms * 1e-3) / 1e9, float(ceil["copy_gbps"]),
-                           "copy bandwidth", "GB/s"))
+            limits.append(
+                (nbytes / (ms * 1e-3) / 1e9, float(ceil["copy_gbps"]), "copy bandwidth", "GB/s")
+            )
         if flops and self.peak == "tensor":
-            limits.append((flops / (ms * 1e-3) / 1e12,
-                           float(ceil.get("tensor_tflops") or TENSOR_TFLOPS),
-                           "dense FP16 tensor-core rate", "TFLOP/s"))
+            limits.append(
+                (
+                    flops / (ms * 1e-3) / 1e12,
+                    float(ceil.get("tensor_tflops") or TENSOR_TFLOPS),
+                    "dense FP16 tensor-core rate",
+                    "TFLOP/s",
+                )
+            )
         elif flops:
-            limits.append((flops / (ms * 1e-3) / 1e12 / self.flop_excess,
-                           float(ceil["fp32_tflops"]), "FP32 rate", "TFLOP/s"))
+            limits.append(
+                (
+                    flops / (ms * 1e-3) / 1e12 / self.flop_excess,
+                    float(ceil["fp32_tflops"]),
+                    "FP32 rate",
+                    "TFLOP/s",
+                )
+            )
         for rate, limit, what, unit in limits:
             if rate > CEILING_MARGIN * limit:
-                return (f"no figure: {ms:.4g} ms is {rate / limit:.1f}x the {what} this GPU "
-                        f"can do ({rate:.4g} vs {limit:.4g} {unit}): not believable; the "
-                        "timed launches cannot have done the work")
+                return (
+                    f"no figure: {ms:.4g} ms is {rate / limit:.1f}x the {what} this GPU "
+                    f"can do ({rate:.4g} vs {limit:.4g} {unit}): not believable; the "
+                    "timed launches cannot have done the work"
+                )
         return None
 
 
@@ -215,7 +234,7 @@ CEILING_MARGIN = 1.10
 # (NVIDIA's data sheet, SXM): no GPU the course compiles for (sm_75, sm_90) does more, so
 # it bounds a tensor-core board where no tensor rate was measured.
 TENSOR_TFLOPS = 990.0
-NOISY = 0.25     # median this much above the fastest run: something else used the GPU
+NOISY = 0.25  # median this much above the fastest run: something else used the GPU
 
 
 def _noise_note(f: dict) -> str:
@@ -226,8 +245,10 @@ def _noise_note(f: dict) -> str:
         return ""
     if spread <= NOISY:
         return ""
-    return (f" (the runs spread: median {spread:.0%} above the fastest, which is the figure; "
-            "another program was using this GPU - check again when it is quiet)")
+    return (
+        f" (the runs spread: median {spread:.0%} above the fastest, which is the figure; "
+        "another program was using this GPU - check again when it is quiet)"
+    )
 
 
 def _finite(v) -> float:
@@ -254,14 +275,19 @@ def _traced_figures(spec, fn, case, args) -> dict:
             if name in getattr(spec.base, "read_arrays", ()):
                 read_used += c["bytes"]
         replays += sum(c["replays"] for c in t.bank_counts().values())
-        atomics += sum(1 for r in t.records
-                       if r[4] == ATOMIC and t.arrays[r[2]].space == "global")
-    return {"used": used, "moved": moved, "read_used": read_used, "replays": replays,
-            "atomics": atomics}
+        atomics += sum(1 for r in t.records if r[4] == ATOMIC and t.arrays[r[2]].space == "global")
+    return {
+        "used": used,
+        "moved": moved,
+        "read_used": read_used,
+        "replays": replays,
+        "atomics": atomics,
+    }
 
 
 # ---------------------------------------------------------------------------------------
 # the tune exercises: a write spec for correctness + a measured launch and its targets
+
 
 def _tunes():
     from . import faces, histogram, matmul, reduction, vector_add
@@ -270,67 +296,155 @@ def _tunes():
         return next(e for e in mod.EXERCISES if e.name == name)
 
     def tune(name, lesson, signature, goal, base, **kw):
-        return Tune(name, lesson, signature, goal, inout=base.inout, hints=base.hints,
-                    kind="tune", base=base, **kw)
+        return Tune(
+            name,
+            lesson,
+            signature,
+            goal,
+            inout=base.inout,
+            hints=base.hints,
+            kind="tune",
+            base=base,
+            **kw,
+        )
 
     big = 1 << 26
     return [
-        tune("tune_vector_add", "01_vector_add", "@cuda.jit def add_fast(n, x, y)",
-             "make the given (correct) add reach the target: y[i] = x[i] + y[i], any grid",
-             vector_add.LECTURE_ADD, sim_metric="efficiency", sim_target=0.95,
-             gpu_target=0.75,
-             sim_case=Case("n = 4096, 2 blocks of 64", {"n": 4096}, (2,), (64,)),
-             gpu_case=Case("n = 2^26, 1056 blocks of 256", {"n": big}, (1056,), (256,)),
-             work=lambda c: (c.params["n"], 12 * c.params["n"], 0)),
-        tune("tune_reduction", "02_reduction", "@cuda.jit def reduce_fast(g_idata, g_odata)",
-             "make the given (correct) block sums free of shared-memory bank conflicts",
-             spec(reduction, "reduce_sequential"), sim_metric="replays", sim_target=0,
-             gpu_target=0.2,
-             sim_case=Case("n = 1024 float32, 16 blocks of 64", {"n": 1024, "dtype": "float32",
-                           "tpb": 64}, (16,), (64,), shared_bytes=256),
-             gpu_case=Case("n = 2^26 float32, blocks of 256", {"n": big, "dtype": "float32",
-                           "tpb": 256}, (big // 256,), (256,), shared_bytes=1024),
-             work=lambda c: (c.params["n"], 4 * c.params["n"] * (1 + 1 / c.block[0]), 0)),
-        tune("tune_matmul", "04_matmul", "@cuda.jit def matmul_fast(A, B, C)",
-             "make the given (correct) matmul read A and B from global memory TILE times "
-             "less often", spec(matmul, "matmul_tiled"), sim_metric="bytes_per_flop",
-             sim_target=0.3, gpu_metric="fp32_fraction", gpu_target=0.08,
-             sim_case=Case("M = K = N = 32", {"M": 32, "K": 32, "N": 32}, (2, 2), (16, 16)),
-             gpu_case=Case("M = K = N = 2048", {"M": 2048, "K": 2048, "N": 2048},
-                           (128, 128), (16, 16)),
-             work=lambda c: (c.params["M"] * c.params["N"], 0,
-                             2 * c.params["M"] * c.params["K"] * c.params["N"])),
-        tune("tune_centering", "06_centering_coalescing", "@cuda.jit def center_fast(D, mean)",
-             "make the given (correct) centering kernel coalesced",
-             spec(faces, "center_coalesced"), sim_metric="efficiency", sim_target=0.9,
-             gpu_target=0.4,
-             sim_case=Case("m x n = 32 x 64, 16 blocks of 128", {"m": 32, "n": 64}, (16,),
-                           (128,)),
-             gpu_case=Case("m x n = 20,011 x 2,475", {"m": 20_011, "n": 2_475},
-                           (-(-20_011 * 2_475 // 256),), (256,)),
-             work=lambda c: (c.params["m"] * c.params["n"],
-                             8 * c.params["m"] * c.params["n"] + 4 * c.params["n"], 0)),
-        tune("tune_covariance", "07_covariance_pca",
-             "@cuda.jit def covariance_fast(data, cov, num_entries, num_features)",
-             "make the given (correct) covariance read data from global memory chunk_size "
-             "times less often", spec(faces, "covariance_tiled"), sim_metric="bytes_per_flop",
-             sim_target=0.3, gpu_metric="fp32_fraction", gpu_target=0.028,
-             sim_case=Case("m = 16, n = 32, chunk_size = 16", {"m": 16, "n": 32}, (2, 2),
-                           (16, 16), shared_bytes=2 * 16 * 16 * 4),
-             gpu_case=Case("m = 20,000, n = 2,048, chunk_size = 16", {"m": 20_000, "n": 2048},
-                           (128, 128), (16, 16), shared_bytes=2 * 16 * 16 * 4),
-             flop_excess=2.0,      # a symmetric kernel computes half of cov
-             work=lambda c: (c.params["n"] ** 2, 0, 2 * c.params["m"] * c.params["n"] ** 2)),
-        tune("tune_histogram", "09_histogram", "@cuda.jit def histogram_fast(data, hist)",
-             "make the given (correct) histogram use few global atomics on skewed data",
-             histogram.HistogramTiles("histogram_tiles", "09_histogram", "", ""),
-             sim_metric="atomics_per_element", sim_target=0.25, gpu_target=0.05,
-             sim_case=Case("length x channels = 256 x 8, skewed", {"length": 256,
-                           "channels": 8, "dist": "skewed"}, ("-", "-"), (64,)),
-             gpu_case=Case("length x channels = 2^18 x 512, skewed", {"length": 1 << 18,
-                           "channels": 512, "dist": "skewed"}, ("-", "-"), (256,)),
-             work=lambda c: (c.params["length"] * c.params["channels"],
-                             c.params["length"] * c.params["channels"], 0)),
+        tune(
+            "tune_vector_add",
+            "01_vector_add",
+            "@cuda.jit def add_fast(n, x, y)",
+            "make the given (correct) add reach the target: y[i] = x[i] + y[i], any grid",
+            vector_add.LECTURE_ADD,
+            sim_metric="efficiency",
+            sim_target=0.95,
+            gpu_target=0.75,
+            sim_case=Case("n = 4096, 2 blocks of 64", {"n": 4096}, (2,), (64,)),
+            gpu_case=Case("n = 2^26, 1056 blocks of 256", {"n": big}, (1056,), (256,)),
+            work=lambda c: (c.params["n"], 12 * c.params["n"], 0),
+        ),
+        tune(
+            "tune_reduction",
+            "02_reduction",
+            "@cuda.jit def reduce_fast(g_idata, g_odata)",
+            "make the given (correct) block sums free of shared-memory bank conflicts",
+            spec(reduction, "reduce_sequential"),
+            sim_metric="replays",
+            sim_target=0,
+            gpu_target=0.2,
+            sim_case=Case(
+                "n = 1024 float32, 16 blocks of 64",
+                {"n": 1024, "dtype": "float32", "tpb": 64},
+                (16,),
+                (64,),
+                shared_bytes=256,
+            ),
+            gpu_case=Case(
+                "n = 2^26 float32, blocks of 256",
+                {"n": big, "dtype": "float32", "tpb": 256},
+                (big // 256,),
+                (256,),
+                shared_bytes=1024,
+            ),
+            work=lambda c: (c.params["n"], 4 * c.params["n"] * (1 + 1 / c.block[0]), 0),
+        ),
+        tune(
+            "tune_matmul",
+            "04_matmul",
+            "@cuda.jit def matmul_fast(A, B, C)",
+            "make the given (correct) matmul read A and B from global memory TILE times less often",
+            spec(matmul, "matmul_tiled"),
+            sim_metric="bytes_per_flop",
+            sim_target=0.3,
+            gpu_metric="fp32_fraction",
+            gpu_target=0.08,
+            sim_case=Case("M = K = N = 32", {"M": 32, "K": 32, "N": 32}, (2, 2), (16, 16)),
+            gpu_case=Case(
+                "M = K = N = 2048", {"M": 2048, "K": 2048, "N": 2048}, (128, 128), (16, 16)
+            ),
+            work=lambda c: (
+                c.params["M"] * c.params["N"],
+                0,
+                2 * c.params["M"] * c.params["K"] * c.params["N"],
+            ),
+        ),
+        tune(
+            "tune_centering",
+            "06_centering_coalescing",
+            "@cuda.jit def center_fast(D, mean)",
+            "make the given (correct) centering kernel coalesced",
+            spec(faces, "center_coalesced"),
+            sim_metric="efficiency",
+            sim_target=0.9,
+            gpu_target=0.4,
+            sim_case=Case("m x n = 32 x 64, 16 blocks of 128", {"m": 32, "n": 64}, (16,), (128,)),
+            gpu_case=Case(
+                "m x n = 20,011 x 2,475",
+                {"m": 20_011, "n": 2_475},
+                (-(-20_011 * 2_475 // 256),),
+                (256,),
+            ),
+            work=lambda c: (
+                c.params["m"] * c.params["n"],
+                8 * c.params["m"] * c.params["n"] + 4 * c.params["n"],
+                0,
+            ),
+        ),
+        tune(
+            "tune_covariance",
+            "07_covariance_pca",
+            "@cuda.jit def covariance_fast(data, cov, num_entries, num_features)",
+            "make the given (correct) covariance read data from global memory chunk_size "
+            "times less often",
+            spec(faces, "covariance_tiled"),
+            sim_metric="bytes_per_flop",
+            sim_target=0.3,
+            gpu_metric="fp32_fraction",
+            gpu_target=0.028,
+            sim_case=Case(
+                "m = 16, n = 32, chunk_size = 16",
+                {"m": 16, "n": 32},
+                (2, 2),
+                (16, 16),
+                shared_bytes=2 * 16 * 16 * 4,
+            ),
+            gpu_case=Case(
+                "m = 20,000, n = 2,048, chunk_size = 16",
+                {"m": 20_000, "n": 2048},
+                (128, 128),
+                (16, 16),
+                shared_bytes=2 * 16 * 16 * 4,
+            ),
+            flop_excess=2.0,  # a symmetric kernel computes half of cov
+            work=lambda c: (c.params["n"] ** 2, 0, 2 * c.params["m"] * c.params["n"] ** 2),
+        ),
+        tune(
+            "tune_histogram",
+            "09_histogram",
+            "@cuda.jit def histogram_fast(data, hist)",
+            "make the given (correct) histogram use few global atomics on skewed data",
+            histogram.HistogramTiles("histogram_tiles", "09_histogram", "", ""),
+            sim_metric="atomics_per_element",
+            sim_target=0.25,
+            gpu_target=0.05,
+            sim_case=Case(
+                "length x channels = 256 x 8, skewed",
+                {"length": 256, "channels": 8, "dist": "skewed"},
+                ("-", "-"),
+                (64,),
+            ),
+            gpu_case=Case(
+                "length x channels = 2^18 x 512, skewed",
+                {"length": 1 << 18, "channels": 512, "dist": "skewed"},
+                ("-", "-"),
+                (256,),
+            ),
+            work=lambda c: (
+                c.params["length"] * c.params["channels"],
+                c.params["length"] * c.params["channels"],
+                0,
+            ),
+        ),
     ]
 
 

@@ -1,4 +1,5 @@
 """Lesson 03 exercise: ``window_average_shared`` - the lecture's v2 with dynamic shared memory."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,15 +16,27 @@ class WindowAverageShared(Exercise):
         small, big = (32, 64) if sim() else (128, 256)
         prime = prime_near(7 * small + 3)
         large = 2003 if sim() else (1 << 20) + 5
-        rows = [("N = 1", 1, small), ("N = tpb - 1", small - 1, small),
-                ("N = tpb + 1", small + 1, small), ("N = 2 tpb (exact blocks)", 2 * small, small),
-                (f"N = {prime} (prime)", prime, small),
-                (f"N = {prime} (prime), second block size", prime, big),
-                (f"N = {large}, second block size", large, big)]
+        rows = [
+            ("N = 1", 1, small),
+            ("N = tpb - 1", small - 1, small),
+            ("N = tpb + 1", small + 1, small),
+            ("N = 2 tpb (exact blocks)", 2 * small, small),
+            (f"N = {prime} (prime)", prime, small),
+            (f"N = {prime} (prime), second block size", prime, big),
+            (f"N = {large}, second block size", large, big),
+        ]
         out = []
         for name, n, tpb in rows:
-            out.append(Case(name, {"N": n}, (blocks_for(n, tpb),), (tpb,),
-                            shared_bytes=4 * (tpb + 2), repeats=2 if n == prime else 1))
+            out.append(
+                Case(
+                    name,
+                    {"N": n},
+                    (blocks_for(n, tpb),),
+                    (tpb,),
+                    shared_bytes=4 * (tpb + 2),
+                    repeats=2 if n == prime else 1,
+                )
+            )
         return out
 
     def make_inputs(self, case, rng):
@@ -41,9 +54,9 @@ class WindowAverageShared(Exercise):
         return Tolerance(rtol=1e-6, atol=1e-6, why="a float32 sum of three values, then / 3")
 
     def launch(self, kernel, case, args):
-        kernel[case.grid, case.block, 0, case.shared_bytes](args["N"], args["input"],
-                                                            args["output"])
-
+        kernel[case.grid, case.block, 0, case.shared_bytes](
+            args["N"], args["input"], args["output"]
+        )
 
 
 def _weights(kernel):
@@ -59,25 +72,34 @@ class WindowConstant(Exercise):
 
     launch_names = ("WEIGHTS",)
 
-    WEIGHTS = (0.0625, 0.25, 0.375, 0.25, 0.0625)     # a binomial (Gaussian-like) window
+    WEIGHTS = (0.0625, 0.25, 0.375, 0.25, 0.0625)  # a binomial (Gaussian-like) window
 
     def cases(self):
         small, big = 32, 64
-        sizes = [(1, small), (small - 1, small), (small + 1, small),
-                 (prime_near(5 * big), big), (3001 if sim() else (1 << 20) + 7, big)]
-        return [Case(f"N = {n}, {tpb} threads/block", {"N": n}, (blocks_for(n, tpb),), (tpb,))
-                for n, tpb in sizes]
+        sizes = [
+            (1, small),
+            (small - 1, small),
+            (small + 1, small),
+            (prime_near(5 * big), big),
+            (3001 if sim() else (1 << 20) + 7, big),
+        ]
+        return [
+            Case(f"N = {n}, {tpb} threads/block", {"N": n}, (blocks_for(n, tpb),), (tpb,))
+            for n, tpb in sizes
+        ]
 
     def make_inputs(self, case, rng):
-        return {"N": case.params["N"],
-                "input": random_floats(rng, case.params["N"] + len(self.WEIGHTS) - 1)}
+        return {
+            "N": case.params["N"],
+            "input": random_floats(rng, case.params["N"] + len(self.WEIGHTS) - 1),
+        }
 
     def outputs(self, case):
         return {"output": ((case.params["N"],), np.float32)}
 
     def reference(self, case, inputs):
         x, n, w = inputs["input"].astype(np.float64), inputs["N"], self.WEIGHTS
-        return {"output": sum(w[k] * x[k:k + n] for k in range(len(w)))}
+        return {"output": sum(w[k] * x[k : k + n] for k in range(len(w)))}
 
     def tolerance(self, case, name):
         return Tolerance(rtol=1e-5, atol=1e-6, why="5 float32 multiply-adds vs float64")
@@ -91,20 +113,30 @@ class WindowConstant(Exercise):
 
 EXERCISES = [
     WindowAverageShared(
-        "window_average_shared", "03_window_average", "@cuda.jit def convolve(N, input, output)",
+        "window_average_shared",
+        "03_window_average",
+        "@cuda.jit def convolve(N, input, output)",
         "set output[i] = mean(input[i:i+3]) for every i < N (input has N + 2 elements): each "
         "block loads its blockDim.x + 2 inputs once into dynamic shared memory "
         "(launched as [blocks, threads, 0, 4 * (threads + 2)]), syncs, then reads only from "
         "shared memory; N need not be a multiple of the block size",
-        hints={"halo": "the last two elements of support come from the next block's inputs"}),
+        hints={"halo": "the last two elements of support come from the next block's inputs"},
+    ),
     WindowAverageShared(
-        "debug_window_halo", "03_window_average", "@cuda.jit def convolve_fixed(N, input, output)",
+        "debug_window_halo",
+        "03_window_average",
+        "@cuda.jit def convolve_fixed(N, input, output)",
         "fix the given shared-memory window average so that the last outputs of every block "
-        "are right", hints={"halo": "which elements of support does thread T - 1 read?"},
-        kind="debug"),
+        "are right",
+        hints={"halo": "which elements of support does thread T - 1 read?"},
+        kind="debug",
+    ),
     WindowConstant(
-        "window_constant", "03_window_average", "@cuda.jit def window5(N, input, output)",
+        "window_constant",
+        "03_window_average",
+        "@cuda.jit def window5(N, input, output)",
         "set output[i] = sum_k WEIGHTS[k] * input[i + k] for i < N (input has N + 4 "
         "elements), reading the 5 weights from constant memory "
-        "(w = cuda.const.array_like(WEIGHTS) inside the kernel)"),
+        "(w = cuda.const.array_like(WEIGHTS) inside the kernel)",
+    ),
 ]

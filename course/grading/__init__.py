@@ -11,6 +11,7 @@ cells), ``measurer`` (only the kernel), ``isolate`` (the sandbox), ``batch``/``e
 ``release``/``distribute``/``notebook`` (student copies), ``hidden`` (hidden cases and
 answer keys), ``solutions`` (``checktimes``), ``wire`` (pipes).
 """
+
 from .check import check
 from .progress import progress
 

@@ -22,6 +22,7 @@ in the process that measures it.  So, before anything compiles or runs:
 
 Each refusal is one sentence that names the construct.
 """
+
 from __future__ import annotations
 
 import ast
@@ -29,27 +30,104 @@ import builtins
 from typing import Any
 
 _DIM3 = {"x": None, "y": None, "z": None}
-CUDA = {   # numba.cuda's kernel API (attribute -> its attributes, None for a leaf)
-    "threadIdx": _DIM3, "blockIdx": _DIM3, "blockDim": _DIM3, "gridDim": _DIM3,
-    "laneid": None, "warpsize": None, "grid": None, "gridsize": None,
-    "syncthreads": None, "syncthreads_count": None, "syncthreads_and": None,
-    "syncthreads_or": None, "syncwarp": None, "threadfence": None,
-    "threadfence_block": None, "threadfence_system": None,
-    "shared": {"array": None}, "local": {"array": None}, "const": {"array_like": None},
-    "atomic": {n: None for n in ("add", "sub", "max", "min", "nanmax", "nanmin", "and_",
-                                 "or_", "xor", "exch", "inc", "dec", "compare_and_swap",
-                                 "cas")},
-    "shfl_sync": None, "shfl_up_sync": None, "shfl_down_sync": None, "shfl_xor_sync": None,
-    "all_sync": None, "any_sync": None, "eq_sync": None, "ballot_sync": None,
-    "match_any_sync": None, "match_all_sync": None, "activemask": None,
-    "lanemask_lt": None, "popc": None, "brev": None, "clz": None, "ffs": None, "fma": None,
-    "cbrt": None, "selp": None,
+CUDA = {  # numba.cuda's kernel API (attribute -> its attributes, None for a leaf)
+    "threadIdx": _DIM3,
+    "blockIdx": _DIM3,
+    "blockDim": _DIM3,
+    "gridDim": _DIM3,
+    "laneid": None,
+    "warpsize": None,
+    "grid": None,
+    "gridsize": None,
+    "syncthreads": None,
+    "syncthreads_count": None,
+    "syncthreads_and": None,
+    "syncthreads_or": None,
+    "syncwarp": None,
+    "threadfence": None,
+    "threadfence_block": None,
+    "threadfence_system": None,
+    "shared": {"array": None},
+    "local": {"array": None},
+    "const": {"array_like": None},
+    "atomic": {
+        n: None
+        for n in (
+            "add",
+            "sub",
+            "max",
+            "min",
+            "nanmax",
+            "nanmin",
+            "and_",
+            "or_",
+            "xor",
+            "exch",
+            "inc",
+            "dec",
+            "compare_and_swap",
+            "cas",
+        )
+    },
+    "shfl_sync": None,
+    "shfl_up_sync": None,
+    "shfl_down_sync": None,
+    "shfl_xor_sync": None,
+    "all_sync": None,
+    "any_sync": None,
+    "eq_sync": None,
+    "ballot_sync": None,
+    "match_any_sync": None,
+    "match_all_sync": None,
+    "activemask": None,
+    "lanemask_lt": None,
+    "popc": None,
+    "brev": None,
+    "clz": None,
+    "ffs": None,
+    "fma": None,
+    "cbrt": None,
+    "selp": None,
 }
-NUMBA_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-               "intp", "uintp", "float16", "float32", "float64", "complex64", "complex128",
-               "boolean", "void")
-BUILTINS = ("abs", "bool", "complex", "divmod", "enumerate", "float", "int", "len", "max",
-            "min", "pow", "print", "range", "round", "zip", "True", "False", "None")
+NUMBA_TYPES = (
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "intp",
+    "uintp",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "boolean",
+    "void",
+)
+BUILTINS = (
+    "abs",
+    "bool",
+    "complex",
+    "divmod",
+    "enumerate",
+    "float",
+    "int",
+    "len",
+    "max",
+    "min",
+    "pow",
+    "print",
+    "range",
+    "round",
+    "zip",
+    "True",
+    "False",
+    "None",
+)
 
 
 class NotAllowed(Exception):
@@ -71,28 +149,44 @@ def check_body(fdef: ast.FunctionDef, modules: dict) -> None:
     nodes += [n for a in fdef.args.defaults for n in ast.walk(a)]
     for node in nodes:
         if isinstance(node, ast.Name) and node.id.startswith("_"):
-            raise NotAllowed(f"`{name}` uses the name `{node.id}`; a checked kernel may not "
-                             "use names that start with `_`")
+            raise NotAllowed(
+                f"`{name}` uses the name `{node.id}`; a checked kernel may not "
+                "use names that start with `_`"
+            )
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-            raise NotAllowed(f"`{name}` reads `.{node.attr}`; a checked kernel may not use "
-                             "attributes that start with `_`")
-        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot))
-                                                 for op in node.ops):
-            raise NotAllowed(f"`{name}` compares with `is` (`{ast.unparse(node)[:60]}`); "
-                             "a kernel compares numbers with `==`")
+            raise NotAllowed(
+                f"`{name}` reads `.{node.attr}`; a checked kernel may not use "
+                "attributes that start with `_`"
+            )
+        if isinstance(node, ast.Compare) and any(
+            isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops
+        ):
+            raise NotAllowed(
+                f"`{name}` compares with `is` (`{ast.unparse(node)[:60]}`); "
+                "a kernel compares numbers with `==`"
+            )
         if isinstance(node, ast.Constant) and node.value is None:
-            raise NotAllowed(f"`{name}` uses None; numba decides comparisons with None before "
-                             "the kernel runs (the simulator does not), so a checked kernel "
-                             "uses numbers and arrays only")
+            raise NotAllowed(
+                f"`{name}` uses None; numba decides comparisons with None before "
+                "the kernel runs (the simulator does not), so a checked kernel "
+                "uses numbers and arrays only"
+            )
         if isinstance(node, (ast.Global, ast.Nonlocal)):
-            raise NotAllowed(f"`{name}` declares `global`/`nonlocal`; a kernel writes only "
-                             "to its arrays")
+            raise NotAllowed(
+                f"`{name}` declares `global`/`nonlocal`; a kernel writes only to its arrays"
+            )
     roots = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
     for node in nodes:
-        if isinstance(node, ast.Name) and node.id in modules and not modules[node.id][1] \
-                and id(node) not in roots:
-            raise NotAllowed(f"`{name}` uses the module `{node.id}` as a value; a kernel may "
-                             f"only call and read what it holds (`{node.id}.something`)")
+        if (
+            isinstance(node, ast.Name)
+            and node.id in modules
+            and not modules[node.id][1]
+            and id(node) not in roots
+        ):
+            raise NotAllowed(
+                f"`{name}` uses the module `{node.id}` as a value; a kernel may "
+                f"only call and read what it holds (`{node.id}.something`)"
+            )
     for chain in _chains(nodes):
         root, *attrs = chain
         if root in modules:
@@ -111,37 +205,46 @@ def check_chain(module: str, attrs: list, owner: str, text: str) -> None:
             return
         if attrs[0] == "types":
             return check_chain("numba.core.types", attrs[1:], owner, text)
-        raise NotAllowed(f"`{owner}` uses `{text}`; from numba a kernel may use numba.cuda "
-                         "and the number types (numba.float32, ...)")
-    if module == "numba.core.types":              # from numba import types: types.float32
+        raise NotAllowed(
+            f"`{owner}` uses `{text}`; from numba a kernel may use numba.cuda "
+            "and the number types (numba.float32, ...)"
+        )
+    if module == "numba.core.types":  # from numba import types: types.float32
         if len(attrs) > 1 or (attrs and (attrs[0] not in NUMBA_TYPES or attrs[0] == "void")):
-            raise NotAllowed(f"`{owner}` uses `{text}`; from numba.types a kernel may use "
-                             "the number types (types.float32, ...)")
+            raise NotAllowed(
+                f"`{owner}` uses `{text}`; from numba.types a kernel may use "
+                "the number types (types.float32, ...)"
+            )
         return
     if module == "numba.cuda":
         table: Any = CUDA
         for k, a in enumerate(attrs):
             if not isinstance(table, dict) or a not in table:
-                used = ".".join(attrs[:k + 1])
-                raise NotAllowed(f"`{owner}` uses `cuda.{used}`, which is not part of the "
-                                 "kernel API the course checks (threadIdx, blockIdx, "
-                                 "blockDim, gridDim, grid, syncthreads, shared.array, "
-                                 "local.array, atomic.*, shfl_*_sync, ...)")
+                used = ".".join(attrs[: k + 1])
+                raise NotAllowed(
+                    f"`{owner}` uses `cuda.{used}`, which is not part of the "
+                    "kernel API the course checks (threadIdx, blockIdx, "
+                    "blockDim, gridDim, grid, syncthreads, shared.array, "
+                    "local.array, atomic.*, shfl_*_sync, ...)"
+                )
             table = table[a]
         return
     # math, cmath, numpy: one public name that is not a module (np.float32, math.exp; not
     # np.f2py.os, np.ctypeslib, np.lib.*)
     if len(attrs) > 1 or any(a.startswith("_") for a in attrs):
-        raise NotAllowed(f"`{owner}` uses `{text}`; from {module} a kernel may use its "
-                         "functions, types and constants by one public name")
+        raise NotAllowed(
+            f"`{owner}` uses `{text}`; from {module} a kernel may use its "
+            "functions, types and constants by one public name"
+        )
     if attrs:
         import importlib
         import types
 
-        if isinstance(getattr(importlib.import_module(module), attrs[0], None),
-                      types.ModuleType):
-            raise NotAllowed(f"`{owner}` uses `{text}`, a module: a kernel may use {module}'s "
-                             "functions, types and constants, not its submodules")
+        if isinstance(getattr(importlib.import_module(module), attrs[0], None), types.ModuleType):
+            raise NotAllowed(
+                f"`{owner}` uses `{text}`, a module: a kernel may use {module}'s "
+                "functions, types and constants, not its submodules"
+            )
 
 
 def check_attr(module: str, attr: str, owner: str) -> None:

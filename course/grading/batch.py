@@ -16,6 +16,7 @@ GPU, the ceilings are loaded/measured once, in this process, before any worker s
 The sandbox the workers run in and what it holds on each host: ``isolate.py`` and
 instructor/README.md ("Threat model").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,6 @@ from .intake import MAX_CELL_MB, student_name
 MAX_CELL = MAX_CELL_MB << 20
 
 
-
 @dataclass
 class Graded:
     """One submission's outcome: points per exercise and every reason for a lost point."""
@@ -42,14 +42,14 @@ class Graded:
     submission: str
     lesson: str = ""
     mode: str = ""
-    status: str = "graded"           # graded | invalid | timeout | crashed | tampered | error
-    points: dict = field(default_factory=dict)      # exercise -> points earned
+    status: str = "graded"  # graded | invalid | timeout | crashed | tampered | error
+    points: dict = field(default_factory=dict)  # exercise -> points earned
     max_points: dict = field(default_factory=dict)  # exercise -> points possible
-    results: dict = field(default_factory=dict)     # exercise -> Judged.as_data()
-    reasons: list = field(default_factory=list)     # for the CSV and the feedback
-    notes: list = field(default_factory=list)       # informative, no points lost
-    not_found: set = field(default_factory=set)     # exercises whose cell is missing
-    whole: dict = field(default_factory=dict)       # exercise -> scored all or nothing
+    results: dict = field(default_factory=dict)  # exercise -> Judged.as_data()
+    reasons: list = field(default_factory=list)  # for the CSV and the feedback
+    notes: list = field(default_factory=list)  # informative, no points lost
+    not_found: set = field(default_factory=set)  # exercises whose cell is missing
+    whole: dict = field(default_factory=dict)  # exercise -> scored all or nothing
     seed: int = 0
 
     @property
@@ -64,18 +64,27 @@ class Graded:
 # ---------------------------------------------------------------------------------------
 # reading a submission (trusted side: parsing only, nothing from it runs here)
 
+
 def locate(cells: list[nbk.Cell], ex: nbk.ExerciseCell) -> tuple[list[nbk.Cell], str]:
     """The student's cells for exercise ``ex``, and how they were found."""
     code = [c for c in cells if c.kind == "code"]
     by_marker = [c for c in code if c.exercise_tag == ex.name]
     if by_marker:
         return by_marker, "marker"
-    by_id = [c for c in code if ex.cell.id and c.id == ex.cell.id   # ids can be reused:
-             and ex.function in nbk.defined_functions(c.source)]    # it must define fn
+    by_id = [
+        c
+        for c in code
+        if ex.cell.id
+        and c.id == ex.cell.id  # ids can be reused:
+        and ex.function in nbk.defined_functions(c.source)
+    ]  # it must define fn
     if by_id:
         return by_id, "cell id"
-    by_name = [c for c in code if ex.function in nbk.defined_functions(c.source)
-               and not nbk.check_calls(c.source)]
+    by_name = [
+        c
+        for c in code
+        if ex.function in nbk.defined_functions(c.source) and not nbk.check_calls(c.source)
+    ]
     return by_name, f"function name `{ex.function}`"
 
 
@@ -85,42 +94,70 @@ def make_steps(plan: nbk.Plan, nb: dict, g: Graded) -> list[dict]:
     steps, owners = [], {e.cell.index: e for e in plan.exercises.values()}
     for kind, cell in plan.steps:
         if kind == "setup":
-            steps.append({"kind": "setup", "label": f"setup cell {cell.index + 1}",
-                          "source": cell.source, "exercise": None, "function": None})
+            steps.append(
+                {
+                    "kind": "setup",
+                    "label": f"setup cell {cell.index + 1}",
+                    "source": cell.source,
+                    "exercise": None,
+                    "function": None,
+                }
+            )
             continue
         ex = owners.get(cell.index)
-        if ex is None:   # a solution cell no check uses: the student's version, by id
+        if ex is None:  # a solution cell no check uses: the student's version, by id
             same = [c for c in cells if c.id and c.id == cell.id]
             if same:
-                steps.append({"kind": "solution", "label": f"cell {same[-1].index + 1}",
-                              "source": same[-1].source, "exercise": None, "function": None})
+                steps.append(
+                    {
+                        "kind": "solution",
+                        "label": f"cell {same[-1].index + 1}",
+                        "source": same[-1].source,
+                        "exercise": None,
+                        "function": None,
+                    }
+                )
             continue
         found, how = locate(cells, ex)
         if not found:
             g.not_found.add(ex.name)
-            g.reasons.append(f"{ex.name}: exercise cell not found (no cell marked "
-                             f"{ex.name!r} and none defining `{ex.function}`): was it deleted?")
+            g.reasons.append(
+                f"{ex.name}: exercise cell not found (no cell marked "
+                f"{ex.name!r} and none defining `{ex.function}`): was it deleted?"
+            )
             continue
         if len(found) > 1:
             where = ", ".join(str(c.index + 1) for c in found)
-            g.notes.append(f"{ex.name}: {len(found)} cells found by {how} (cells {where}); "
-                           f"graded the last one, cell {found[-1].index + 1}, as running the "
-                           "notebook top to bottom would")
+            g.notes.append(
+                f"{ex.name}: {len(found)} cells found by {how} (cells {where}); "
+                f"graded the last one, cell {found[-1].index + 1}, as running the "
+                "notebook top to bottom would"
+            )
         elif how != "marker":
             g.notes.append(f"{ex.name}: cell found by {how} (its marker was lost)")
         mine = found[-1]
         if len(mine.source) > MAX_CELL:
             g.not_found.add(ex.name)
-            g.reasons.append(f"{ex.name}: cell too large ({len(mine.source) / 2**20:.1f} MB; "
-                             f"limit {MAX_CELL >> 20} MB): not run")
+            g.reasons.append(
+                f"{ex.name}: cell too large ({len(mine.source) / 2**20:.1f} MB; "
+                f"limit {MAX_CELL >> 20} MB): not run"
+            )
             continue
-        steps.append({"kind": "solution", "label": f"your {ex.name} cell (cell {mine.index + 1})",
-                      "source": mine.source, "exercise": ex.name, "function": ex.function})
+        steps.append(
+            {
+                "kind": "solution",
+                "label": f"your {ex.name} cell (cell {mine.index + 1})",
+                "source": mine.source,
+                "exercise": ex.name,
+                "function": ex.function,
+            }
+        )
     return steps
 
 
 # ---------------------------------------------------------------------------------------
 # one submission, end to end
+
 
 def grade_one(sub, plans: dict, settings) -> Graded:
     """Grade one submission (an ``intake.Submission``, read already) with the run's
@@ -134,18 +171,22 @@ def grade_one(sub, plans: dict, settings) -> Graded:
     from .prepare import read_submission
 
     g = Graded(sub.student or student_name(sub.path, plans), sub.name, seed=settings.seed)
-    read_submission(sub, plans, settings.lesson)     # done before the workers, but on Dask
+    read_submission(sub, plans, settings.lesson)  # done before the workers, but on Dask
     nb, lesson = sub.notebook, sub.lesson
     if nb is None:
         g.status = "invalid"
         g.reasons.append(sub.problem)
     if lesson is None or lesson not in plans:
         g.status = "invalid" if g.status == "invalid" else "error"
-        g.reasons.append(f"cannot tell which lesson this notebook is (known: "
-                         f"{', '.join(sorted(plans))})" + (
-                             f"; --lesson {settings.lesson} is not one of them"
-                             if settings.lesson
-                             else "; name it with --lesson"))
+        g.reasons.append(
+            f"cannot tell which lesson this notebook is (known: "
+            f"{', '.join(sorted(plans))})"
+            + (
+                f"; --lesson {settings.lesson} is not one of them"
+                if settings.lesson
+                else "; name it with --lesson"
+            )
+        )
         return g
     plan = plans[lesson]
     g.lesson = lesson
@@ -181,6 +222,7 @@ def grade_one(sub, plans: dict, settings) -> Graded:
 # ---------------------------------------------------------------------------------------
 # CSV and command line
 
+
 def merge(rows: list[Graded]) -> list[Graded]:
     """One row per student: several notebooks of one student are added up."""
     by = {}
@@ -215,7 +257,7 @@ def write_csv(rows: list[Graded], path: Path, exercises: list[str]) -> None:
         w.writerow(header(exercises))
         for g in rows:
             w.writerow(line(g, exercises))
-    tmp.replace(path)   # written whole, after every worker has ended
+    tmp.replace(path)  # written whole, after every worker has ended
 
 
 def load_plans(src: Path) -> dict:
@@ -230,52 +272,106 @@ def load_plans(src: Path) -> dict:
 
 def main(argv=None) -> int:
     """``python -m course grade SUBMISSIONS... --out grades.csv [--feedback DIR] ...``"""
-    ap = argparse.ArgumentParser(prog="python -m course grade",
-                                 description="Grade submitted notebooks to a CSV (one row per "
-                                             "student) and per-student feedback files.",
-                                 epilog=SCORING)
+    ap = argparse.ArgumentParser(
+        prog="python -m course grade",
+        description="Grade submitted notebooks to a CSV (one row per "
+        "student) and per-student feedback files.",
+        epilog=SCORING,
+    )
     ap.add_argument("submissions", nargs="+", type=Path, help="notebooks or folders of them")
     ap.add_argument("--out", type=Path, default=Path("grades.csv"), help="the CSV to write")
     ap.add_argument("--feedback", type=Path, help="folder for <student>.md and .html")
-    ap.add_argument("--instructor", type=Path, metavar="DIR",
-                    help="the instructor folder: notebooks/ with the solution notebooks and "
-                         "instructor/hidden/ with the hidden cases, keys and private seed "
-                         "(default: this checkout)")
-    ap.add_argument("--notebooks", type=Path,
-                    help="instructor notebooks (default: notebooks/ of the instructor folder)")
-    ap.add_argument("--lesson", help="lesson of every submission, e.g. 01_vector_add "
-                                     "(default: from the notebook or its file name)")
-    ap.add_argument("--timeout", type=float, default=600,
-                    help="seconds per submission, all exercises together (default 600)")
-    ap.add_argument("--case-time-limit", type=float, default=None,
-                    help="seconds per check case (default: course.check's: 60 sim, 10 GPU)")
-    ap.add_argument("--memory-mb", type=int, default=None,
-                    help="address-space limit per submission in MiB, 0 = none (default: "
-                         "16384 in the simulator, none on a GPU, whose driver maps a lot)")
-    ap.add_argument("--jobs", type=int, default=1, help="submissions graded at once (with "
-                    "--executor dask and no --scheduler: the LocalCluster's worker count)")
-    ap.add_argument("--executor", choices=("local", "dask"), default="local",
-                    help="local: --jobs subprocesses on this machine (default); dask: one "
-                         "task per submission on a Dask distributed cluster")
-    ap.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 "
-                                        "(default: a LocalCluster on this machine)")
-    ap.add_argument("--seed", type=int, default=None, help="input seed (default: random, "
-                                                           "the same for every student)")
-    ap.add_argument("--format", choices=("csv", "canvas", "gradescope"), default="csv",
-                    help="csv: one column per exercise; canvas: Canvas's gradebook import "
-                         "(one column per lesson; the per-exercise CSV is written beside it); "
-                         "gradescope: Gradescope's results.json for one student's notebooks")
-    ap.add_argument("--roster", type=Path, help="CSV with submission,id[,name,sis_id,login,"
-                                                "section]: maps submissions to LMS ids")
-    ap.add_argument("--isolation", dest="isolation_choice", choices=("auto", "none"),
-                    default="auto",
-                    help="auto: run each worker in a private mount namespace where the system "
-                         "allows (hidden cases covered, course and outputs read-only); none: "
-                         "do not try (default auto)")
-    ap.add_argument("--all-or-nothing", action="store_true",
-                    help="every exercise earns its points only if every case passes (default: "
-                         "write and predict exercises in proportion to the cases passed, "
-                         "debug and tune exercises all or nothing)")
+    ap.add_argument(
+        "--instructor",
+        type=Path,
+        metavar="DIR",
+        help="the instructor folder: notebooks/ with the solution notebooks and "
+        "instructor/hidden/ with the hidden cases, keys and private seed "
+        "(default: this checkout)",
+    )
+    ap.add_argument(
+        "--notebooks",
+        type=Path,
+        help="instructor notebooks (default: notebooks/ of the instructor folder)",
+    )
+    ap.add_argument(
+        "--lesson",
+        help="lesson of every submission, e.g. 01_vector_add "
+        "(default: from the notebook or its file name)",
+    )
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=600,
+        help="seconds per submission, all exercises together (default 600)",
+    )
+    ap.add_argument(
+        "--case-time-limit",
+        type=float,
+        default=None,
+        help="seconds per check case (default: course.check's: 60 sim, 10 GPU)",
+    )
+    ap.add_argument(
+        "--memory-mb",
+        type=int,
+        default=None,
+        help="address-space limit per submission in MiB, 0 = none (default: "
+        "16384 in the simulator, none on a GPU, whose driver maps a lot)",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="submissions graded at once (with "
+        "--executor dask and no --scheduler: the LocalCluster's worker count)",
+    )
+    ap.add_argument(
+        "--executor",
+        choices=("local", "dask"),
+        default="local",
+        help="local: --jobs subprocesses on this machine (default); dask: one "
+        "task per submission on a Dask distributed cluster",
+    )
+    ap.add_argument(
+        "--scheduler",
+        help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 "
+        "(default: a LocalCluster on this machine)",
+    )
+    ap.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="input seed (default: random, the same for every student)",
+    )
+    ap.add_argument(
+        "--format",
+        choices=("csv", "canvas", "gradescope"),
+        default="csv",
+        help="csv: one column per exercise; canvas: Canvas's gradebook import "
+        "(one column per lesson; the per-exercise CSV is written beside it); "
+        "gradescope: Gradescope's results.json for one student's notebooks",
+    )
+    ap.add_argument(
+        "--roster",
+        type=Path,
+        help="CSV with submission,id[,name,sis_id,login,section]: maps submissions to LMS ids",
+    )
+    ap.add_argument(
+        "--isolation",
+        dest="isolation_choice",
+        choices=("auto", "none"),
+        default="auto",
+        help="auto: run each worker in a private mount namespace where the system "
+        "allows (hidden cases covered, course and outputs read-only); none: "
+        "do not try (default auto)",
+    )
+    ap.add_argument(
+        "--all-or-nothing",
+        action="store_true",
+        help="every exercise earns its points only if every case passes (default: "
+        "write and predict exercises in proportion to the cases passed, "
+        "debug and tune exercises all or nothing)",
+    )
     opts = ap.parse_args(argv)
     problem = preflight.arguments(opts)
     if problem:
@@ -287,8 +383,7 @@ def main(argv=None) -> int:
         print(f"grade: cannot read the instructor notebooks: {exc}", file=sys.stderr)
         return 2
     if not plans:
-        print(f"grade: no instructor notebook with exercises in {opts.notebooks}",
-              file=sys.stderr)
+        print(f"grade: no instructor notebook with exercises in {opts.notebooks}", file=sys.stderr)
         return 2
     problem = preflight.lesson(opts.lesson, plans)
     if problem:
@@ -300,21 +395,31 @@ def main(argv=None) -> int:
     if opts.format == "gradescope" and not any(s.data for s in subs):
         from .gradescope import write_results
 
-        return write_results(opts.out, None, 0.0, "No notebook (.ipynb) was found in your "
-                                 "submission: upload the lesson's notebook file itself.")
+        return write_results(
+            opts.out,
+            None,
+            0.0,
+            "No notebook (.ipynb) was found in your "
+            "submission: upload the lesson's notebook file itself.",
+        )
     if not subs:
-        print(f"grade: no notebook (.ipynb) in {', '.join(map(str, opts.submissions))}",
-              file=sys.stderr)
+        print(
+            f"grade: no notebook (.ipynb) in {', '.join(map(str, opts.submissions))}",
+            file=sys.stderr,
+        )
         return 2
     files = subs
     t0 = time.perf_counter()
     rows = _grade_all(files, plans, opts, settings)
-    if opts.format == "gradescope":       # one container, one student: all files are theirs
+    if opts.format == "gradescope":  # one container, one student: all files are theirs
         for g in rows:
             g.student = "submission"
     rows = merge(rows)
-    exercises = list(dict.fromkeys(e for p in plans.values() for e in p.exercises
-                                   if any(e in g.max_points for g in rows)))
+    exercises = list(
+        dict.fromkeys(
+            e for p in plans.values() for e in p.exercises if any(e in g.max_points for g in rows)
+        )
+    )
     if opts.format == "canvas":
         from .lms import RosterError, read_roster, write_canvas
 
@@ -337,17 +442,21 @@ def main(argv=None) -> int:
         summary += write_all(rows, opts.feedback)
     for line in summary:
         print(f"note: {line}")
-    print(f"graded {len(files)} notebook(s) of {len(rows)} student(s) in "
-          f"{time.perf_counter() - t0:.0f} s (seed {settings.seed}) -> {opts.out}"
-          + (f", feedback in {opts.feedback}" if opts.feedback else ""))
+    print(
+        f"graded {len(files)} notebook(s) of {len(rows)} student(s) in "
+        f"{time.perf_counter() - t0:.0f} s (seed {settings.seed}) -> {opts.out}"
+        + (f", feedback in {opts.feedback}" if opts.feedback else "")
+    )
     return 0
 
 
-SCORING = ("Scoring: a write or predict exercise earns its points in proportion to the "
-           "cases (or answers) it passes; a debug or tune exercise earns them only when every "
-           "case passes, because its given kernel passes most cases as given (0 points for "
-           "11 of 12). --all-or-nothing makes every exercise all or nothing. Each student's "
-           "feedback says which rule gave each score.")
+SCORING = (
+    "Scoring: a write or predict exercise earns its points in proportion to the "
+    "cases (or answers) it passes; a debug or tune exercise earns them only when every "
+    "case passes, because its given kernel passes most cases as given (0 points for "
+    "11 of 12). --all-or-nothing makes every exercise all or nothing. Each student's "
+    "feedback says which rule gave each score."
+)
 
 
 def _grade_all(files: list, plans: dict, opts, settings) -> list[Graded]:
@@ -355,25 +464,35 @@ def _grade_all(files: list, plans: dict, opts, settings) -> list[Graded]:
     progress line) the moment it is done, so a long run shows and keeps its progress."""
     from . import executors
 
-    lessons = {f.lesson for f in files}   # the CSV's columns, before the first row
-    stream = executors.CsvStream(opts.out, [e for name, p in plans.items() if name in lessons
-                                            for e in p.exercises])
+    lessons = {f.lesson for f in files}  # the CSV's columns, before the first row
+    stream = executors.CsvStream(
+        opts.out, [e for name, p in plans.items() if name in lessons for e in p.exercises]
+    )
     done = []
 
     def on_row(g: Graded) -> None:
         stream.add(g)
         done.append(g)
-        print(f"  [{len(done)}/{len(files)}] {g.student:<20} {g.total:g}/{g.possible:g}  "
-              f"{g.status}", flush=True)
+        print(
+            f"  [{len(done)}/{len(files)}] {g.student:<20} {g.total:g}/{g.possible:g}  {g.status}",
+            flush=True,
+        )
 
     if opts.executor == "dask":
+
         def failed(sub, reason: str) -> Graded:
             g = Graded(sub.student, sub.name, status="error", seed=settings.seed)
             g.reasons.append(reason)
             return g
 
-        remote = settings.here(None, None)      # each worker makes its own sandbox
-        return executors.run_dask(files, executors.grade_payload, (grade_one, plans, remote),
-                                  on_row, failed, scheduler=opts.scheduler, workers=opts.jobs)
-    return executors.run_local(files, lambda p: grade_one(p, plans, settings), opts.jobs,
-                               on_row)
+        remote = settings.here(None, None)  # each worker makes its own sandbox
+        return executors.run_dask(
+            files,
+            executors.grade_payload,
+            (grade_one, plans, remote),
+            on_row,
+            failed,
+            scheduler=opts.scheduler,
+            workers=opts.jobs,
+        )
+    return executors.run_local(files, lambda p: grade_one(p, plans, settings), opts.jobs, on_row)

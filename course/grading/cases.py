@@ -18,6 +18,7 @@ Steps 1, 2 and 4 are ``judge.py`` (trusted), step 3 is ``launch.py``.  It never 
 because the kernel is wrong, crashes, hangs or writes out of bounds: everything becomes a
 failed case with a message.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -32,8 +33,9 @@ from .launch import TIME_LIMIT_S, Interrupted, run_launch
 from .report import CaseResult
 
 
-def run_cases(spec, fn, seed: int, hidden: bool, time_limit: float | None,
-              launch=run_launch) -> list:
+def run_cases(
+    spec, fn, seed: int, hidden: bool, time_limit: float | None, launch=run_launch
+) -> list:
     """Every case of a kernel exercise; a list of CaseResult.  ``launch`` runs the kernel
     on the judge's buffers: in this process by default, in the grading measurer when a class
     is graded (``session.py`` passes one that asks the measurer)."""
@@ -47,7 +49,7 @@ def run_cases(spec, fn, seed: int, hidden: bool, time_limit: float | None,
         rng = hidden_mod.case_rng(seed, i) if case.hidden else case_rng(seed, i)
         try:
             results.append(run_case(spec, fn, case, rng, limit, launch))
-        except KeyboardInterrupt:       # Stop: no further case runs (launch.py ended it)
+        except KeyboardInterrupt:  # Stop: no further case runs (launch.py ended it)
             raise Interrupted(results) from None
     return results
 
@@ -77,8 +79,9 @@ def run_case(spec, fn, case, rng, time_limit: float, launch=run_launch) -> CaseR
         res.fail(spec_broken(exc))
         return res
     for rep in range(max(1, case.repeats)):
-        returned, error, timed_out = launch(spec, fn, prep.staged(case), time_limit,
-                                            race_hunt=rep > 0)
+        returned, error, timed_out = launch(
+            spec, fn, prep.staged(case), time_limit, race_hunt=rep > 0
+        )
         msg = error or judge.judge(spec, case, prep, returned, rep)
         if msg:
             res.fail(msg, timed_out=timed_out)
@@ -91,8 +94,10 @@ def not_a_kernel(fn, spec) -> str | None:
     if fn is None:
         return f"no kernel given: pass the function defined as {spec.signature}"
     if not (hasattr(fn, "py_func") and hasattr(fn, "__getitem__")):
-        return (f"{getattr(fn, '__name__', fn)!r} is not a CUDA kernel: decorate it with "
-                f"@cuda.jit (expected {spec.signature})")
+        return (
+            f"{getattr(fn, '__name__', fn)!r} is not a CUDA kernel: decorate it with "
+            f"@cuda.jit (expected {spec.signature})"
+        )
     return None
 
 
@@ -109,7 +114,7 @@ def gate_error(spec, unit: dict, seed: int, compiler=None) -> str | None:
     kernel = SimpleNamespace(py_func=SimpleNamespace(__globals__=constants(unit)))
     cases = hidden_mod.all_cases(spec, False) or hidden_mod.all_cases(spec, True)
     if not cases and spec.kind != "tune":
-        return None                 # nothing will be launched
+        return None  # nothing will be launched
     case = cases[0] if cases else spec.measured_case()
     try:
         prep = judge.prepare(spec, case, case_rng(seed, 0))
@@ -122,8 +127,10 @@ def gate_error(spec, unit: dict, seed: int, compiler=None) -> str | None:
     except GateFailed as exc:
         return str(exc)
     except GateUnavailable as exc:
-        return (f"the GPU compiler could not be started, so the kernel could not be checked "
-                f"({exc}); reinstall with `pip install -e .` (numba-cuda[cu12])")
+        return (
+            f"the GPU compiler could not be started, so the kernel could not be checked "
+            f"({exc}); reinstall with `pip install -e .` (numba-cuda[cu12])"
+        )
     if why is None:
         return None
     return f"your kernel does not compile for a GPU (numba-cuda, {_targets()}): {why}"
@@ -135,17 +142,31 @@ def _targets() -> str:
     return ", ".join(f"sm_{a}{b}" for a, b in TARGETS)
 
 
-def judge_measured(spec, case, prep, returned: dict, figures: dict, mode=None,
-                   ceilings=None, plan=None, samples=None) -> CaseResult:
+def judge_measured(
+    spec,
+    case,
+    prep,
+    returned: dict,
+    figures: dict,
+    mode=None,
+    ceilings=None,
+    plan=None,
+    samples=None,
+) -> CaseResult:
     """The target's verdict, or no figure when any run's outputs are wrong: the last run's
     arrays (``returned``) whole, every run's ``samples`` against ``plan`` (``sampled.py``),
     or a figure past this GPU's ceilings (``Tune.judge_figures``)."""
     mode = mode or runtime.MODE
     wrong = None
-    if plan is not None:          # every run's samples, earliest first
+    if plan is not None:  # every run's samples, earliest first
         timed = figures.get("runs", 0) if isinstance(figures.get("runs"), int) else 0
-        wrong = plan.wrong(spec, case, prep, samples or {},
-                           at_least=1 + plan.sim_runs if mode == "sim" else timed + 2)
+        wrong = plan.wrong(
+            spec,
+            case,
+            prep,
+            samples or {},
+            at_least=1 + plan.sim_runs if mode == "sim" else timed + 2,
+        )
     if not wrong and (wrong := judge.judge(spec, case, prep, returned)):
         wrong = f"no figure: the measured launch ({case.name}) gave wrong results - {wrong}"
     if wrong:
@@ -153,9 +174,12 @@ def judge_measured(spec, case, prep, returned: dict, figures: dict, mode=None,
         res.fail(wrong)
         return res
     res = spec.judge_figures(figures, mode, ceilings)
-    if res.figures is None:     # {}: a figure past the ceiling, nothing to grade or rank
-        res.figures = {k: float(v) for k, v in figures.items()
-                       if isinstance(v, numbers.Real) and not isinstance(v, bool)}
+    if res.figures is None:  # {}: a figure past the ceiling, nothing to grade or rank
+        res.figures = {
+            k: float(v)
+            for k, v in figures.items()
+            if isinstance(v, numbers.Real) and not isinstance(v, bool)
+        }
     return res
 
 
@@ -166,5 +190,4 @@ def measure_failed(why: str) -> CaseResult:
 
 
 def spec_broken(exc) -> str:
-    return (f"the exercise spec itself failed ({type(exc).__name__}: {exc}); "
-            "tell your instructor")
+    return f"the exercise spec itself failed ({type(exc).__name__}: {exc}); tell your instructor"

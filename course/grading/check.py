@@ -15,6 +15,7 @@ exercise, once every case passes, measures one launch against its target
 It never raises because the kernel is wrong, crashes, hangs or writes out of bounds:
 everything becomes a failed case with a message.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -36,11 +37,18 @@ from .launch import Interrupted
 from .messages import course_sentence
 from .report import CaseResult, CheckResult
 
-compare = judge.compare   # the comparison, also used by the exercise specs' own tests
+compare = judge.compare  # the comparison, also used by the exercise specs' own tests
 
 
-def check(exercise: str, fn, *, hidden: bool = False, seed: int | None = None,
-          time_limit: float | None = None, record: bool = True) -> CheckResult:
+def check(
+    exercise: str,
+    fn,
+    *,
+    hidden: bool = False,
+    seed: int | None = None,
+    time_limit: float | None = None,
+    record: bool = True,
+) -> CheckResult:
     """Check ``fn`` (a ``@cuda.jit`` kernel, or an answer) against the exercise ``exercise``.
 
     Returns a :class:`CheckResult` (``.passed``; shows as a table in a notebook).
@@ -56,7 +64,8 @@ def check(exercise: str, fn, *, hidden: bool = False, seed: int | None = None,
     try:
         if spec.kind == "predict":
             results = spec.judge_answer(  # type: ignore[attr-defined]  # a Predict spec
-                fn, hidden_mod.answers_for(spec))
+                fn, hidden_mod.answers_for(spec)
+            )
         else:
             error = not_a_kernel(fn, spec) or ""
             if not error:
@@ -65,15 +74,31 @@ def check(exercise: str, fn, *, hidden: bool = False, seed: int | None = None,
                 fn = kernel
             results = [] if error else run_cases(spec, fn, seed, hidden, time_limit)
         if spec.kind == "tune" and results and all(r.passed for r in results):
-            results.append(measure(spec, fn, seed))   # correct first; then the target
-    except KeyboardInterrupt as exc:    # Stop: report what ran, record nothing
+            results.append(measure(spec, fn, seed))  # correct first; then the target
+    except KeyboardInterrupt as exc:  # Stop: report what ran, record nothing
         done = exc.results if isinstance(exc, Interrupted) else results
-        return CheckResult(exercise, False, runtime.MODE, seed, spec=spec, cases=done,
-                           elapsed_s=time.perf_counter() - started, hidden_run=hidden,
-                           interrupted=True)
-    result = CheckResult(exercise, bool(results) and not error and all(r.passed for r in results),
-                         runtime.MODE, seed, spec=spec, cases=results, error=error,
-                         elapsed_s=time.perf_counter() - started, hidden_run=hidden)
+        return CheckResult(
+            exercise,
+            False,
+            runtime.MODE,
+            seed,
+            spec=spec,
+            cases=done,
+            elapsed_s=time.perf_counter() - started,
+            hidden_run=hidden,
+            interrupted=True,
+        )
+    result = CheckResult(
+        exercise,
+        bool(results) and not error and all(r.passed for r in results),
+        runtime.MODE,
+        seed,
+        spec=spec,
+        cases=results,
+        error=error,
+        elapsed_s=time.perf_counter() - started,
+        hidden_run=hidden,
+    )
     if record:
         from .progress import record as record_progress
 
@@ -111,7 +136,8 @@ def measure(spec, fn, seed: int) -> CaseResult:
         p = plan(spec, prep)
         with device_lock(runtime.MODE == "gpu"):
             figures, returned, samples, trespass = measure_launch(
-                spec, fn, prep.staged(case), dict(p.request(), domains=p.domains))
+                spec, fn, prep.staged(case), dict(p.request(), domains=p.domains)
+            )
     except Exception as exc:  # noqa: BLE001 - the report, never a traceback
         return measure_failed(f"{type(exc).__name__}: {exc}")
     if trespass:

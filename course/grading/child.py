@@ -9,6 +9,7 @@ as ``worker.py`` and ``measurer.py`` do) starts the same way::
     Child("course.grading.gate", tmp / "gate", deadline, memory_mb, timeout, isolation,
           env_extra={"NUMBA_ENABLE_CUDASIM": "0"})
 """
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,14 @@ from .wire import Channel
 
 # A child's whole environment: nothing of the grader's (its cloud keys, hub and service
 # tokens) but these names, read from the grader's environment when set ...
-PASSED = ("NUMBA_ENABLE_CUDASIM", "COURSE_SIZE", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
-          "CUDA_HOME", "CUDA_PATH")
+PASSED = (
+    "NUMBA_ENABLE_CUDASIM",
+    "COURSE_SIZE",
+    "CUDA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+)
 PASSED_PREFIXES = ("NUMBA_CUDA_",)
 # ... and these, fixed
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -36,16 +43,26 @@ def child_env(scratch: Path, extra: dict | None = None) -> dict:
     allowlist (:data:`PASSED`, ``NUMBA_CUDA_*``), a fixed ``PATH`` and locale, home, temp
     and caches in ``scratch``, the course on ``PYTHONPATH``; then ``extra``."""
     scratch = Path(scratch)
-    env = {k: v for k, v in os.environ.items()
-           if k in PASSED or k.startswith(PASSED_PREFIXES)}
-    paths = [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                           if os.path.isabs(p) and p != str(REPO)]
-    env.update(PATH=SAFE_PATH, LANG="C.UTF-8", LC_ALL="C.UTF-8", HOME=str(scratch),
-               TMPDIR=str(scratch), MPLCONFIGDIR=str(scratch / "mpl"),
-               NUMBA_CACHE_DIR=str(scratch / "numba"), PYTHONPATH=os.pathsep.join(paths),
-               PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg",
-               COURSE_PROGRESS_FILE=str(scratch / "progress.json"),
-               COURSE_HIDDEN_DIR=str(scratch / "no-hidden-cases"))
+    env = {k: v for k, v in os.environ.items() if k in PASSED or k.startswith(PASSED_PREFIXES)}
+    paths = [str(REPO)] + [
+        p
+        for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if os.path.isabs(p) and p != str(REPO)
+    ]
+    env.update(
+        PATH=SAFE_PATH,
+        LANG="C.UTF-8",
+        LC_ALL="C.UTF-8",
+        HOME=str(scratch),
+        TMPDIR=str(scratch),
+        MPLCONFIGDIR=str(scratch / "mpl"),
+        NUMBA_CACHE_DIR=str(scratch / "numba"),
+        PYTHONPATH=os.pathsep.join(paths),
+        PYTHONDONTWRITEBYTECODE="1",
+        MPLBACKEND="Agg",
+        COURSE_PROGRESS_FILE=str(scratch / "progress.json"),
+        COURSE_HIDDEN_DIR=str(scratch / "no-hidden-cases"),
+    )
     env.update(extra or {})
     return env
 
@@ -58,14 +75,22 @@ class Child:
     """A worker, measurer or gate process (``python -m module REQ_FD REP_FD``) and our ends
     of its two pipes; ``env_extra``: what its environment needs beyond :func:`child_env`."""
 
-    def __init__(self, module: str, tmp: Path, deadline: float, memory_mb: int,
-                 timeout: float, isolation, sandbox_mb: int | None = None,
-                 env_extra: dict | None = None):
+    def __init__(
+        self,
+        module: str,
+        tmp: Path,
+        deadline: float,
+        memory_mb: int,
+        timeout: float,
+        isolation,
+        sandbox_mb: int | None = None,
+        env_extra: dict | None = None,
+    ):
         tmp.mkdir()
-        req_r, req_w = os.pipe()       # we write requests, it reads
-        rep_r, rep_w = os.pipe()       # it writes replies, we read
+        req_r, req_w = os.pipe()  # we write requests, it reads
+        rep_r, rep_w = os.pipe()  # it writes replies, we read
         scratch = Path(isolation.scratch) if isolation is not None else tmp
-        env = child_env(scratch, env_extra)   # e.g. the compile gate: NUMBA_ENABLE_CUDASIM=0
+        env = child_env(scratch, env_extra)  # e.g. the compile gate: NUMBA_ENABLE_CUDASIM=0
         cmd = [sys.executable, "-m", module, str(req_r), str(rep_w)]
         if isolation is not None:
             cmd = isolation.wrap(cmd, env)
@@ -75,16 +100,24 @@ class Child:
         if isolation is not None:
             from .isolate import Cgroup
 
-            self.cgroup = Cgroup(f"course-{os.getpid()}-{tmp.parent.name}-{tmp.name}",
-                                 sandbox_mb or memory_mb or None)
+            self.cgroup = Cgroup(
+                f"course-{os.getpid()}-{tmp.parent.name}-{tmp.name}",
+                sandbox_mb or memory_mb or None,
+            )
         procs = self.cgroup.procs_files() if self.cgroup is not None else []
         try:
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
-                    cmd, cwd=tmp / "cwd", env=env, stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=log, start_new_session=True, pass_fds=(req_r, rep_w),
-                    preexec_fn=_limits(timeout, memory_mb, procs)
-                    if os.name == "posix" else None)
+                    cmd,
+                    cwd=tmp / "cwd",
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                    pass_fds=(req_r, rep_w),
+                    preexec_fn=_limits(timeout, memory_mb, procs) if os.name == "posix" else None,
+                )
         finally:
             for fd in procs:
                 os.close(fd)
@@ -97,8 +130,14 @@ class Child:
         if hello.get("op") != "hello":
             raise Tampered("the worker's first message was not its greeting")
 
-    def ask(self, header: dict, op: str, step: int | None = None,
-            arrays: dict | None = None, expect: dict | None = None):
+    def ask(
+        self,
+        header: dict,
+        op: str,
+        step: int | None = None,
+        arrays: dict | None = None,
+        expect: dict | None = None,
+    ):
         """Send one request and read its one reply; Tampered if the reply does not fit.
 
         ``expect``: the arrays the reply may carry (name -> (dtype, shape), ``wire.recv``);
@@ -107,9 +146,11 @@ class Child:
         self.chan.send(header, arrays)
         reply, got = self.chan.recv(expect or {})
         if reply.get("op") != op or reply.get("step") != step:
-            raise Tampered(f"expected the {op!r} reply to step {step}, got "
-                           f"{str(reply.get('op'))[:40]!r} for step {reply.get('step')!r}: "
-                           "something else wrote to the grader's pipe")
+            raise Tampered(
+                f"expected the {op!r} reply to step {step}, got "
+                f"{str(reply.get('op'))[:40]!r} for step {reply.get('step')!r}: "
+                "something else wrote to the grader's pipe"
+            )
         return reply, got
 
     def finish(self) -> None:
@@ -120,7 +161,7 @@ class Child:
             pass
 
     def stop(self) -> None:
-        _kill(self.proc)      # the sandbox's first process: its PID namespace ends with it
+        _kill(self.proc)  # the sandbox's first process: its PID namespace ends with it
         if self.cgroup is not None:
             self.cgroup.remove()
         for fd in (self.chan.rfd, self.chan.wfd):
@@ -134,8 +175,7 @@ class Child:
         rc = self.proc.returncode
         crash = _signal_name(rc) if rc else ""
         try:
-            tail = [l for l in self.log_path.read_text(errors="replace").splitlines()
-                    if l.strip()]
+            tail = [l for l in self.log_path.read_text(errors="replace").splitlines() if l.strip()]
         except OSError:
             tail = []
         if crash:
@@ -147,6 +187,7 @@ class Child:
 
 # ---------------------------------------------------------------------------------------
 # the worker process: limits, killing, exit codes
+
 
 def _limits(timeout: float, memory_mb: int, procs=()):
     """preexec_fn: join the sandbox's cgroup (``procs``: its ``cgroup.procs`` files, opened
@@ -163,8 +204,11 @@ def _limits(timeout: float, memory_mb: int, procs=()):
         resource = None
     wanted = []
     if resource is not None:
-        wanted = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, int(2 * timeout) + 30),
-                  (resource.RLIMIT_FSIZE, 64 << 20)]
+        wanted = [
+            (resource.RLIMIT_CORE, 0),
+            (resource.RLIMIT_CPU, int(2 * timeout) + 30),
+            (resource.RLIMIT_FSIZE, 64 << 20),
+        ]
         if memory_mb:
             wanted.append((resource.RLIMIT_AS, memory_mb << 20))
     procs = tuple(procs)
@@ -180,12 +224,13 @@ def _limits(timeout: float, memory_mb: int, procs=()):
                 resource.setrlimit(which, (value, value))
             except (ValueError, OSError):
                 pass
+
     return apply
 
 
 def _kill(proc) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)   # the worker and anything it started
+        os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
     except (ProcessLookupError, PermissionError, AttributeError):
         proc.kill()
     proc.wait()

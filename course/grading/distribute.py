@@ -10,6 +10,7 @@ copies into the student's Google Drive - a link to a lesson notebook of the repo
 would open the instructor's, solutions included.  Both
 write notebooks, so they live here beside the notebook reader, not in the platform layer.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..platform.hosting import (BRANCH, COLAB_START, REPOSITORY, colab_cell, colab_table,
-                                requirement)
+from ..platform.hosting import BRANCH, COLAB_START, REPOSITORY, colab_cell, colab_table, requirement
 from ..platform.resources import path
 from . import notebook as nbk
 from . import student
@@ -67,9 +67,11 @@ def _not_the_source(dest: Path) -> None:
     """Refuse to write over the lessons' own folder (the instructor notebooks of a
     checkout): student copies go somewhere else."""
     if (Path(dest) / "notebooks").resolve() == path("notebooks").resolve():
-        raise OSError(f"{Path(dest) / 'notebooks'} holds the course's own notebooks (with "
-                      "the solutions, in a checkout): write the student copies elsewhere, "
-                      "e.g. --to ~/course-notebooks")
+        raise OSError(
+            f"{Path(dest) / 'notebooks'} holds the course's own notebooks (with "
+            "the solutions, in a checkout): write the student copies elsewhere, "
+            "e.g. --to ~/course-notebooks"
+        )
 
 
 def lessons() -> list[Path]:
@@ -93,7 +95,7 @@ def restore(dest: Path, name: str, now: float | None = None) -> tuple[Path, Path
         stamp = time.strftime("%Y-%m-%dT%H%M", time.localtime(now))
         kept = folder / f"{src.stem}.broken-{stamp}.ipynb"
         n = 2
-        while kept.exists():           # twice in one minute: both kept
+        while kept.exists():  # twice in one minute: both kept
             kept = folder / f"{src.stem}.broken-{stamp}-{n}.ipynb"
             n += 1
         os.replace(target, kept)
@@ -106,37 +108,51 @@ def notebooks_main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m course notebooks",
         description="Write the student copies of the course's notebooks (from this checkout "
-                    "or the installed package; never a solution) into a folder to open with "
-                    "Jupyter.  The instructor notebooks stay in the checkout: open them there "
-                    "(jupyter lab notebooks/).")
+        "or the installed package; never a solution) into a folder to open with "
+        "Jupyter.  The instructor notebooks stay in the checkout: open them there "
+        "(jupyter lab notebooks/).",
+    )
     ap.add_argument("--to", type=Path, required=True, help="folder to write (created)")
-    ap.add_argument("--student", action="store_true",
-                    help="student copies (the default, and the only kind; kept for old "
-                         "scripts)")
-    ap.add_argument("--force", action="store_true",
-                    help="overwrite every notebook already there (your work in them is lost)")
-    ap.add_argument("--restore", metavar="LESSON",
-                    help="bring back one lesson's fresh copy, e.g. 01 or 01_vector_add; the "
-                         "notebook it replaces is kept beside it (.broken-<time>.ipynb)")
+    ap.add_argument(
+        "--student",
+        action="store_true",
+        help="student copies (the default, and the only kind; kept for old scripts)",
+    )
+    ap.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite every notebook already there (your work in them is lost)",
+    )
+    ap.add_argument(
+        "--restore",
+        metavar="LESSON",
+        help="bring back one lesson's fresh copy, e.g. 01 or 01_vector_add; the "
+        "notebook it replaces is kept beside it (.broken-<time>.ipynb)",
+    )
     opts = ap.parse_args(argv)
     if opts.restore and opts.force:
-        ap.error("--restore brings back one lesson and keeps the old one; --force overwrites "
-                 "all: give one of them")
+        ap.error(
+            "--restore brings back one lesson and keeps the old one; --force overwrites "
+            "all: give one of them"
+        )
     try:
         if opts.restore:
             target, kept = restore(opts.to, opts.restore)
-            print(f"restored {target}" + (f"; the notebook it replaced is kept as {kept}"
-                                          if kept else ""))
+            print(
+                f"restored {target}"
+                + (f"; the notebook it replaced is kept as {kept}" if kept else "")
+            )
             return 0
         written = copy_notebooks(opts.to, force=opts.force)
     except (OSError, UnknownLesson, nbk.NotebookError) as exc:
         print(f"notebooks: {exc}", file=sys.stderr)
         return 2
     kept = sum((opts.to / "notebooks" / s.name).exists() for s in lessons()) - len(written)
-    print(f"{len(written)} notebook(s) written to {opts.to / 'notebooks'}"
-          + (f", {kept} already there kept (use --restore LESSON for one fresh copy)"
-             if kept else "")
-          + f"; open them with: {open_command(opts.to / 'notebooks')}")
+    print(
+        f"{len(written)} notebook(s) written to {opts.to / 'notebooks'}"
+        + (f", {kept} already there kept (use --restore LESSON for one fresh copy)" if kept else "")
+        + f"; open them with: {open_command(opts.to / 'notebooks')}"
+    )
     return 0
 
 
@@ -161,9 +177,17 @@ def set_colab_cell(path: Path, cell: str) -> bool:
         code[0]["source"] = lines
     else:
         first = nb["cells"].index(code[0]) if code else len(nb["cells"])
-        nb["cells"].insert(first, {"cell_type": "code", "execution_count": None,
-                                   "id": "colab-install", "metadata": {}, "outputs": [],
-                                   "source": lines})
+        nb["cells"].insert(
+            first,
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": "colab-install",
+                "metadata": {},
+                "outputs": [],
+                "source": lines,
+            },
+        )
     nbk.save(nb, path)
     return True
 
@@ -188,28 +212,48 @@ def colab_start_notebook(repo: str = REPOSITORY, branch: str = BRANCH) -> dict:
         "in the simulator.\n\n"
         "Running it again keeps your work: notebooks already in the folder are never "
         "overwritten. To start one lesson afresh (yours is kept beside it), run "
-        "`!python -m course notebooks --to /content/drive/MyDrive/numba-course --restore 01`.")
+        "`!python -m course notebooks --to /content/drive/MyDrive/numba-course --restore 01`."
+    )
     code = (
         "# Install the course, then write your copies of the lessons into Google Drive.\n"
         "import subprocess, sys\n"
-        "subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\",\n"
-        f"                \"{requirement(repo, branch)}\"], check=True)\n"
+        'subprocess.run([sys.executable, "-m", "pip", "install", "-q",\n'
+        f'                "{requirement(repo, branch)}"], check=True)\n'
         "from google.colab import drive\n"
-        "drive.mount(\"/content/drive\")\n"
-        f"FOLDER = \"{DRIVE_FOLDER}\"\n"
-        "subprocess.run([sys.executable, \"-m\", \"course\", \"notebooks\", \"--to\", FOLDER],\n"
+        'drive.mount("/content/drive")\n'
+        f'FOLDER = "{DRIVE_FOLDER}"\n'
+        'subprocess.run([sys.executable, "-m", "course", "notebooks", "--to", FOLDER],\n'
         "               check=True)\n"
         "from course.grading.distribute import drive_links\n"
-        "drive_links(FOLDER)")
-    cells = [{"cell_type": "markdown", "id": "intro", "metadata": {},
-              "source": intro.splitlines(keepends=True)},
-             {"cell_type": "code", "execution_count": None, "id": "open-course",
-              "metadata": {}, "outputs": [], "source": code.splitlines(keepends=True)}]
-    return {"cells": cells, "nbformat": 4, "nbformat_minor": 5,
-            "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
-                                        "name": "python3"},
-                         "accelerator": "GPU", "colab": {"provenance": []},
-                         "course": {"copy": "colab-start"}}}
+        "drive_links(FOLDER)"
+    )
+    cells = [
+        {
+            "cell_type": "markdown",
+            "id": "intro",
+            "metadata": {},
+            "source": intro.splitlines(keepends=True),
+        },
+        {
+            "cell_type": "code",
+            "execution_count": None,
+            "id": "open-course",
+            "metadata": {},
+            "outputs": [],
+            "source": code.splitlines(keepends=True),
+        },
+    ]
+    return {
+        "cells": cells,
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "accelerator": "GPU",
+            "colab": {"provenance": []},
+            "course": {"copy": "colab-start"},
+        },
+    }
 
 
 def drive_links(folder, show=print) -> list[tuple[str, str]]:
@@ -221,10 +265,13 @@ def drive_links(folder, show=print) -> list[tuple[str, str]]:
     for nb in nbs:
         try:
             file_id = os.getxattr(nb, "user.drive.id").decode()
-        except (OSError, AttributeError):   # not on Drive's mount, or not synced yet
+        except (OSError, AttributeError):  # not on Drive's mount, or not synced yet
             file_id = ""
-        where = (f"https://colab.research.google.com/drive/{file_id}" if file_id else
-                 f"File > Open notebook > Google Drive > {nb.relative_to(Path(folder).parent)}")
+        where = (
+            f"https://colab.research.google.com/drive/{file_id}"
+            if file_id
+            else f"File > Open notebook > Google Drive > {nb.relative_to(Path(folder).parent)}"
+        )
         out.append((nb.stem, where))
         show(f"{nb.stem:<26} {where}")
     if not nbs:
@@ -234,15 +281,20 @@ def drive_links(folder, show=print) -> list[tuple[str, str]]:
 
 def colab_main(argv=None) -> int:
     """``python -m course colab [--repo OWNER/NAME] [--branch B] [--write]``"""
-    ap = argparse.ArgumentParser(prog="python -m course colab",
-                                 description="Print the README's 'Open in Colab' link (to "
-                                             f"{COLAB_START}, which writes the student copies "
-                                             "into Google Drive); with --write, set every "
-                                             "notebook's Colab cell and write that notebook.")
+    ap = argparse.ArgumentParser(
+        prog="python -m course colab",
+        description="Print the README's 'Open in Colab' link (to "
+        f"{COLAB_START}, which writes the student copies "
+        "into Google Drive); with --write, set every "
+        "notebook's Colab cell and write that notebook.",
+    )
     ap.add_argument("--repo", default=REPOSITORY, help=f"OWNER/NAME (default {REPOSITORY})")
     ap.add_argument("--branch", default=BRANCH)
-    ap.add_argument("--write", action="store_true",
-                    help="rewrite the first code cell of notebooks/*.ipynb for this repo")
+    ap.add_argument(
+        "--write",
+        action="store_true",
+        help="rewrite the first code cell of notebooks/*.ipynb for this repo",
+    )
     opts = ap.parse_args(argv)
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", opts.repo):
         print(f"colab: --repo must be OWNER/NAME, not {opts.repo!r}", file=sys.stderr)
@@ -254,7 +306,8 @@ def colab_main(argv=None) -> int:
         start = path("notebooks").parent / COLAB_START
         start.parent.mkdir(parents=True, exist_ok=True)
         nbk.save(colab_start_notebook(opts.repo, opts.branch), start)
-        print(f"Colab cell set in {len(changed)} notebook(s); {COLAB_START} written",
-              file=sys.stderr)
+        print(
+            f"Colab cell set in {len(changed)} notebook(s); {COLAB_START} written", file=sys.stderr
+        )
     print(colab_table(notebooks, opts.repo, opts.branch))
     return 0

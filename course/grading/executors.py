@@ -23,6 +23,7 @@ module only decides *which machine* runs that for each submission:
 Either way each row is handed to ``on_row`` as soon as it is done; ``batch.main`` appends it
 to the CSV at once (:class:`CsvStream`) and rewrites the file whole at the end.
 """
+
 from __future__ import annotations
 
 import csv
@@ -40,12 +41,19 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------
 # the task: one submission, shipped as bytes
 
+
 def payload(sub) -> dict:
     """What a remote task needs of a submission (an ``intake.Submission``, read once
     already): its names and its bytes."""
-    return {"rel": sub.rel, "folder": sub.folder, "student": sub.student,
-            "lesson": sub.lesson, "data": sub.data, "problem": sub.problem,
-            "path": str(sub.path)}
+    return {
+        "rel": sub.rel,
+        "folder": sub.folder,
+        "student": sub.student,
+        "lesson": sub.lesson,
+        "data": sub.data,
+        "problem": sub.problem,
+        "path": str(sub.path),
+    }
 
 
 class SandboxMissing(RuntimeError):
@@ -55,10 +63,12 @@ class SandboxMissing(RuntimeError):
 def no_sandbox_message(said: str) -> str:
     import socket
 
-    return (f"the Dask worker on {socket.gethostname()} cannot build the grading sandbox, "
-            f"so it graded nothing ({said.split('(', 1)[-1].rstrip(').')[:200]}); fix that "
-            "worker, or grade with --isolation none to accept student code running "
-            "unsandboxed there")
+    return (
+        f"the Dask worker on {socket.gethostname()} cannot build the grading sandbox, "
+        f"so it graded nothing ({said.split('(', 1)[-1].rstrip(').')[:200]}); fix that "
+        "worker, or grade with --isolation none to accept student code running "
+        "unsandboxed there"
+    )
 
 
 def grade_payload(item: dict, grade, plans: dict, opts):
@@ -68,8 +78,14 @@ def grade_payload(item: dict, grade, plans: dict, opts):
     from .intake import Submission
     from .prepare import ceilings_once
 
-    sub = Submission(Path(item["path"]), item["rel"], item["folder"], item["data"],
-                     item["problem"], item["student"])
+    sub = Submission(
+        Path(item["path"]),
+        item["rel"],
+        item["folder"],
+        item["data"],
+        item["problem"],
+        item["student"],
+    )
     sub.lesson = item["lesson"]
     with tempfile.TemporaryDirectory(prefix="course-grade-run-") as t:
         isolation = None
@@ -77,13 +93,14 @@ def grade_payload(item: dict, grade, plans: dict, opts):
             from .isolate import for_grading
 
             isolation, said = for_grading([], Path(t))
-            if isolation is None:       # fail closed: never grade unsandboxed silently
+            if isolation is None:  # fail closed: never grade unsandboxed silently
                 raise SandboxMissing(no_sandbox_message(said))
         return grade(sub, plans, opts.here(isolation, ceilings_once(opts.mode)))
 
 
 # ---------------------------------------------------------------------------------------
 # the hidden cases a worker grades with must be the grader's
+
 
 class HiddenCasesDiffer(RuntimeError):
     """A Dask worker would grade with hidden cases other than the grader's (or none)."""
@@ -99,8 +116,11 @@ def hidden_digest() -> dict:
     h = hashlib.sha256()
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    return {"digest": h.hexdigest() if files else None, "files": len(files),
-            "where": str(folder) if folder else None}
+    return {
+        "digest": h.hexdigest() if files else None,
+        "files": len(files),
+        "where": str(folder) if folder else None,
+    }
 
 
 def hidden_problem(expected: dict) -> str | None:
@@ -112,21 +132,32 @@ def hidden_problem(expected: dict) -> str | None:
     if mine["digest"] == expected["digest"]:
         return None
     host = socket.gethostname()
-    fix = ("start every worker with COURSE_INSTRUCTOR_DIR naming a copy of the instructor "
-           f"folder this grader reads (its hidden cases: {expected['where'] or 'none'}), e.g. "
-           "COURSE_INSTRUCTOR_DIR=~/private-course dask worker tcp://HOST:8786 --nthreads 1")
+    fix = (
+        "start every worker with COURSE_INSTRUCTOR_DIR naming a copy of the instructor "
+        f"folder this grader reads (its hidden cases: {expected['where'] or 'none'}), e.g. "
+        "COURSE_INSTRUCTOR_DIR=~/private-course dask worker tcp://HOST:8786 --nthreads 1"
+    )
     if mine["digest"] is None:
-        env = ("unset" if not os.environ.get("COURSE_INSTRUCTOR_DIR")
-               else "a folder without instructor/hidden/")
-        return (f"the Dask worker on {host} has no hidden cases (COURSE_INSTRUCTOR_DIR is "
-                f"{env} there, and the installed course holds none), so it would grade the "
-                f"public cases only: {fix}")
+        env = (
+            "unset"
+            if not os.environ.get("COURSE_INSTRUCTOR_DIR")
+            else "a folder without instructor/hidden/"
+        )
+        return (
+            f"the Dask worker on {host} has no hidden cases (COURSE_INSTRUCTOR_DIR is "
+            f"{env} there, and the installed course holds none), so it would grade the "
+            f"public cases only: {fix}"
+        )
     if expected["digest"] is None:
-        return (f"the Dask worker on {host} has hidden cases ({mine['files']} files in "
-                f"{mine['where']}) and this grader has none: {fix}")
-    return (f"the Dask worker on {host} has other hidden cases than this grader "
-            f"({mine['files']} files in {mine['where']} there, {expected['files']} files "
-            f"in {expected['where']} here): {fix}")
+        return (
+            f"the Dask worker on {host} has hidden cases ({mine['files']} files in "
+            f"{mine['where']}) and this grader has none: {fix}"
+        )
+    return (
+        f"the Dask worker on {host} has other hidden cases than this grader "
+        f"({mine['files']} files in {mine['where']} there, {expected['files']} files "
+        f"in {expected['where']} here): {fix}"
+    )
 
 
 def checked(expected: dict, task, item, *args):
@@ -141,6 +172,7 @@ def checked(expected: dict, task, item, *args):
 # ---------------------------------------------------------------------------------------
 # executors
 
+
 def run_local(files: list[Submission], grade, jobs: int, on_row) -> list:
     """``grade(path)`` for every file on ``jobs`` threads; rows in the order they finish."""
     rows = []
@@ -151,8 +183,17 @@ def run_local(files: list[Submission], grade, jobs: int, on_row) -> list:
     return rows
 
 
-def run_dask(files: list[Submission], task, args: tuple, on_row, failed_row, scheduler=None,
-             workers: int = 2, retries: int = 1, log=print) -> list:
+def run_dask(
+    files: list[Submission],
+    task,
+    args: tuple,
+    on_row,
+    failed_row,
+    scheduler=None,
+    workers: int = 2,
+    retries: int = 1,
+    log=print,
+) -> list:
     """``task(payload(f), *args)`` on a Dask cluster for every file; see the module doc.
 
     ``failed_row(path, reason)`` makes the row of a submission lost ``retries + 1`` times.
@@ -162,57 +203,76 @@ def run_dask(files: list[Submission], task, args: tuple, on_row, failed_row, sch
         from distributed import Client, LocalCluster
         from distributed import as_completed as dask_completed
     except ImportError:
-        raise SystemExit("grade: --executor dask needs Dask distributed: "
-                         "pip install 'distributed>=2024.8' (or the course's [class] extra)"
-                         ) from None
+        raise SystemExit(
+            "grade: --executor dask needs Dask distributed: "
+            "pip install 'distributed>=2024.8' (or the course's [class] extra)"
+        ) from None
     cluster = None
     # A worker that dies takes its task with it: let the scheduler give up at once
     # (allowed-failures 0) and retry here, where the count is ours and every row is kept.
     # worker-saturation 1.0: a worker holds only the task it runs, so a death never takes
     # an innocent queued submission along (an external scheduler's own settings apply).
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                          "distributed.scheduler.worker-saturation": 1.0}):
+    with dask.config.set(
+        {
+            "distributed.scheduler.allowed-failures": 0,
+            "distributed.scheduler.worker-saturation": 1.0,
+        }
+    ):
         if scheduler is None:
-            cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1,
-                                   processes=True, dashboard_address=None)
+            cluster = LocalCluster(
+                n_workers=max(1, workers),
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+            )
             log(f"dask: a LocalCluster of {max(1, workers)} worker processes")
         client = Client(scheduler or cluster)
     rows: list = []
     expected = hidden_digest()
     try:
-        log(f"dask: scheduler {client.scheduler.address}, "
-            f"{len(client.scheduler_info()['workers'])} worker(s)")
+        log(
+            f"dask: scheduler {client.scheduler.address}, "
+            f"{len(client.scheduler_info()['workers'])} worker(s)"
+        )
         problems = sorted({p for p in client.run(hidden_problem, expected).values() if p})
-        if problems:                     # before any task: nothing is graded
-            raise SystemExit("grade: " + problems[0] + (
-                f" ({len(problems) - 1} more worker(s) likewise)" if len(problems) > 1 else "")
-                + "; nothing was graded")
-        pending = {}                     # future -> (submission, its payload, tries so far)
+        if problems:  # before any task: nothing is graded
+            raise SystemExit(
+                "grade: "
+                + problems[0]
+                + (f" ({len(problems) - 1} more worker(s) likewise)" if len(problems) > 1 else "")
+                + "; nothing was graded"
+            )
+        pending = {}  # future -> (submission, its payload, tries so far)
         for f in files:
             item = payload(f)
-            pending[client.submit(checked, expected, task, item, *args, pure=False)] = \
-                (f, item, 0)
+            pending[client.submit(checked, expected, task, item, *args, pure=False)] = (f, item, 0)
         seq = dask_completed(list(pending))
         for fut in seq:
             f, item, tries = pending.pop(fut)
             try:
                 row = fut.result()
-            except HiddenCasesDiffer as exc:      # a worker that joined late: stop the run
+            except HiddenCasesDiffer as exc:  # a worker that joined late: stop the run
                 client.cancel(list(pending))
-                raise SystemExit(f"grade: {exc}; the run stopped (the {len(rows)} row(s) "
-                                 "graded before it are in the CSV)") from None
+                raise SystemExit(
+                    f"grade: {exc}; the run stopped (the {len(rows)} row(s) "
+                    "graded before it are in the CSV)"
+                ) from None
             except Exception as exc:  # noqa: BLE001 - a lost worker, or a task that broke
                 reason = f"{type(exc).__name__}: {exc}"
                 if tries < retries:
-                    log(f"  {f.rel}: its worker was lost or the task failed "
-                        f"({reason}); trying once more")
-                    again = client.submit(checked, expected, task, item, *args,
-                                          pure=False)
+                    log(
+                        f"  {f.rel}: its worker was lost or the task failed "
+                        f"({reason}); trying once more"
+                    )
+                    again = client.submit(checked, expected, task, item, *args, pure=False)
                     pending[again] = (f, item, tries + 1)
                     seq.add(again)
                     continue
-                row = failed_row(f, f"grading failed {tries + 1} times on the cluster "
-                                    f"({reason}); grade this submission again")
+                row = failed_row(
+                    f,
+                    f"grading failed {tries + 1} times on the cluster "
+                    f"({reason}); grade this submission again",
+                )
             rows.append(row)
             on_row(row)
     finally:
@@ -224,6 +284,7 @@ def run_dask(files: list[Submission], task, args: tuple, on_row, failed_row, sch
 
 # ---------------------------------------------------------------------------------------
 # rows into the CSV as they come
+
 
 class CsvStream:
     """Appends each graded submission to the CSV as it finishes (one row per notebook);
@@ -243,11 +304,28 @@ class CsvStream:
 
 
 def header(exercises: list[str]) -> list[str]:
-    return ["student", "submission", "lesson", "mode", "status", *exercises, "total", "max",
-            "reasons"]
+    return [
+        "student",
+        "submission",
+        "lesson",
+        "mode",
+        "status",
+        *exercises,
+        "total",
+        "max",
+        "reasons",
+    ]
 
 
 def line(g, exercises: list[str]) -> list[str]:
-    return [g.student, g.submission, g.lesson, g.mode, g.status,
-            *[f"{g.points[e]:g}" if e in g.points else "" for e in exercises],
-            f"{g.total:g}", f"{g.possible:g}", " | ".join(g.reasons)]
+    return [
+        g.student,
+        g.submission,
+        g.lesson,
+        g.mode,
+        g.status,
+        *[f"{g.points[e]:g}" if e in g.points else "" for e in exercises],
+        f"{g.total:g}",
+        f"{g.possible:g}",
+        " | ".join(g.reasons),
+    ]

@@ -4,6 +4,7 @@ They show scores, every case with its result and message, and why points were lo
 never show the hidden cases' code (only each case's name and the checker's message), nor
 the grader's logs.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,10 +19,14 @@ from .scoring import rule
 def markdown(g) -> str:
     """The feedback of one graded student (a :class:`course.grading.batch.Graded`)."""
     mode = {"gpu": "on a GPU", "sim": "in the CUDA simulator"}.get(g.mode, "")
-    out = [f"# Feedback for {_line(g.student)}: {_line(g.lesson or 'unknown lesson')}", "",
-           f"**Score: {g.total:g} / {g.possible:g}**  ",
-           f"Submission `{_line(g.submission).replace(chr(96), chr(39))}`, graded {time.strftime('%Y-%m-%d')} {mode} "
-           f"(input seed {g.seed}).", ""]
+    out = [
+        f"# Feedback for {_line(g.student)}: {_line(g.lesson or 'unknown lesson')}",
+        "",
+        f"**Score: {g.total:g} / {g.possible:g}**  ",
+        f"Submission `{_line(g.submission).replace(chr(96), chr(39))}`, graded {time.strftime('%Y-%m-%d')} {mode} "
+        f"(input seed {g.seed}).",
+        "",
+    ]
     if g.status != "graded":
         out += [f"> Grading status: **{g.status}**", ""]
     for name in g.max_points:
@@ -31,15 +36,21 @@ def markdown(g) -> str:
         if cases:
             ok = sum(c["passed"] for c in cases)
             hidden = sum(c["hidden"] for c in cases)
-            out += [f"{ok} of {len(cases)} cases passed: {g.points.get(name, 0):g}/"
-                    f"{g.max_points[name]:g} \u2014 {rule(name, g.whole.get(name, False))} "
-                    f"({hidden} of the cases are hidden cases that your notebook's check "
-                    "does not run).", "",
-                    "| case | launch | result | details |", "|---|---|---|---|"]
+            out += [
+                f"{ok} of {len(cases)} cases passed: {g.points.get(name, 0):g}/"
+                f"{g.max_points[name]:g} \u2014 {rule(name, g.whole.get(name, False))} "
+                f"({hidden} of the cases are hidden cases that your notebook's check "
+                "does not run).",
+                "",
+                "| case | launch | result | details |",
+                "|---|---|---|---|",
+            ]
             for c in cases:
                 name_ = c["name"] + (" *(hidden)*" if c["hidden"] else "")
-                out.append(f"| {_cell(name_)} | `{c['launch']}` | "
-                           f"{'pass' if c['passed'] else '**fail**'} | {_cell(c['message'])} |")
+                out.append(
+                    f"| {_cell(name_)} | `{c['launch']}` | "
+                    f"{'pass' if c['passed'] else '**fail**'} | {_cell(c['message'])} |"
+                )
             out.append("")
         for r in g.reasons:
             if r.startswith(name):
@@ -48,8 +59,12 @@ def markdown(g) -> str:
     other = [r for r in g.reasons if not any(r.startswith(n) for n in g.max_points)]
     if other or g.notes:
         out += ["## Notes", ""] + [f"- {_line(r)}" for r in other + g.notes] + [""]
-    out += ["---", "Replay a case in your notebook: `course.check(\"<exercise>\", your_kernel, "
-            f"seed={g.seed})` (the public cases only).", ""]
+    out += [
+        "---",
+        'Replay a case in your notebook: `course.check("<exercise>", your_kernel, '
+        f"seed={g.seed})` (the public cases only).",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -81,8 +96,10 @@ def _renderer() -> mistune.Markdown:
 
 
 _TO_HTML = _renderer()
-_STYLE = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}"
-          "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}")
+_STYLE = (
+    "body{font-family:sans-serif;max-width:60em;margin:2em auto}"
+    "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}"
+)
 
 
 # a list item whose text is all ``-``, ``*`` or ``_`` (``- ---``) reads as a rule, not an item
@@ -91,10 +108,14 @@ _RULE_ITEM = re.compile(r"- +([-*_])(?: *\1){2,} *")
 
 def to_html(md: str) -> str:
     """:func:`markdown`'s output as a page of its own (a student's text in it stays text)."""
-    md = "\n".join("- \\" + line[2:].lstrip() if _RULE_ITEM.fullmatch(line) else line
-                   for line in md.split("\n"))
-    return (f"<!doctype html><html><head><meta charset='utf-8'><style>{_STYLE}</style>"
-            f"</head><body>\n{_TO_HTML(md)}</body></html>\n")
+    md = "\n".join(
+        "- \\" + line[2:].lstrip() if _RULE_ITEM.fullmatch(line) else line
+        for line in md.split("\n")
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><style>{_STYLE}</style>"
+        f"</head><body>\n{_TO_HTML(md)}</body></html>\n"
+    )
 
 
 def write_all(rows, folder: Path) -> list[str]:

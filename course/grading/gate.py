@@ -17,6 +17,7 @@ is worth stealing, and a slow compile fails that submission alone.  In a noteboo
 started on first use and kept; results are cached by unit and argument types, so
 re-running a check costs nothing.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .child import Child
 
-TARGETS = ((7, 5), (9, 0))       # a T4-class GPU and the H100/H200
+TARGETS = ((7, 5), (9, 0))  # a T4-class GPU and the H100/H200
 COMPILE_TIMEOUT_S = 120.0
 
 
@@ -49,6 +50,7 @@ class GateFailed(Exception):
 
 # ---------------------------------------------------------------------------------------
 # argument types of a launch, captured without running anything
+
 
 class _Capture:
     """Stands in for a kernel: ``spec.launch`` configures and calls it; nothing runs."""
@@ -84,7 +86,7 @@ def describe(value):
         return ["scalar", "<f8"]
     if isinstance(value, complex):
         return ["scalar", "<c16"]
-    if hasattr(value, "dtype"):                      # a numpy scalar
+    if hasattr(value, "dtype"):  # a numpy scalar
         return ["scalar", value.dtype.str]
     raise TypeError(f"cannot describe a launch argument of type {type(value).__name__}")
 
@@ -102,6 +104,7 @@ def _layout(a) -> str:
 
 # ---------------------------------------------------------------------------------------
 # the client: a compiler process, started in the sandbox when a class is graded
+
 
 class Gate:
     """Compiles units in a child process with the simulator off; caches every answer.
@@ -127,8 +130,9 @@ class Gate:
         if k in self._cache:
             return self._cache[k]
         with self._lock:
-            reply = self._ask({"op": "compile", "unit": unit, "calls": arg_types,
-                               "targets": TARGETS})
+            reply = self._ask(
+                {"op": "compile", "unit": unit, "calls": arg_types, "targets": TARGETS}
+            )
         if reply.get("unavailable"):
             raise GateUnavailable(str(reply["unavailable"])[:300])
         if reply.get("retry"):
@@ -153,13 +157,21 @@ class Gate:
             return reply
         except (WireError, Tampered, OSError) as exc:
             last = self._child.last_words() if self._child is not None else ""
-            self.close()                       # restarted after any failure
+            self.close()  # restarted after any failure
             if getattr(exc, "timed_out", False):
-                return {"retry": True, "error": (
-                    "not judged: compiling it ran past the time limit (an enormous unrolled "
-                    "loop or a deep chain of inlined device functions?)")}
-            return {"retry": True, "error": f"the compiler process failed ({exc}"
-                                            + (f"; {last}" if last else "") + ")"}
+                return {
+                    "retry": True,
+                    "error": (
+                        "not judged: compiling it ran past the time limit (an enormous unrolled "
+                        "loop or a deep chain of inlined device functions?)"
+                    ),
+                }
+            return {
+                "retry": True,
+                "error": f"the compiler process failed ({exc}"
+                + (f"; {last}" if last else "")
+                + ")",
+            }
 
     def _deadline(self) -> None:
         # a notebook's gate: a limit per compile
@@ -172,17 +184,31 @@ class Gate:
             self._child = None
 
 
-COMPILER_ENV = {"NUMBA_ENABLE_CUDASIM": "0"}    # the real compiler, whatever the mode
+COMPILER_ENV = {"NUMBA_ENABLE_CUDASIM": "0"}  # the real compiler, whatever the mode
 
 
-def start_sandboxed(tmp: Path, deadline: float, memory_mb: int, timeout: float, isolation,
-                    sandbox_mb: int | None = None):
+def start_sandboxed(
+    tmp: Path,
+    deadline: float,
+    memory_mb: int,
+    timeout: float,
+    isolation,
+    sandbox_mb: int | None = None,
+):
     """A compiler process for one submission: in the sandbox (``isolate.py``) when there
     is one, its time inside the submission's ``deadline``."""
     from .child import Child
 
-    return Child("course.grading.gate", Path(tempfile.mkdtemp(prefix="gate-", dir=tmp)) / "g",
-                 deadline, memory_mb, timeout, isolation, sandbox_mb, env_extra=COMPILER_ENV)
+    return Child(
+        "course.grading.gate",
+        Path(tempfile.mkdtemp(prefix="gate-", dir=tmp)) / "g",
+        deadline,
+        memory_mb,
+        timeout,
+        isolation,
+        sandbox_mb,
+        env_extra=COMPILER_ENV,
+    )
 
 
 def _start_local():
@@ -190,12 +216,19 @@ def _start_local():
 
     tmp = Path(tempfile.mkdtemp(prefix="course-gate-"))
     atexit.register(shutil.rmtree, tmp, True)
-    return Child("course.grading.gate", tmp / "g", time.monotonic() + COMPILE_TIMEOUT_S,
-                 LOCAL_MEMORY_MB, LOCAL_CPU_S, None, env_extra=COMPILER_ENV)
+    return Child(
+        "course.grading.gate",
+        tmp / "g",
+        time.monotonic() + COMPILE_TIMEOUT_S,
+        LOCAL_MEMORY_MB,
+        LOCAL_CPU_S,
+        None,
+        env_extra=COMPILER_ENV,
+    )
 
 
-LOCAL_CPU_S = 3600.0      # a notebook's gate process: CPU seconds before it is restarted
-LOCAL_MEMORY_MB = 8192    # ... and its address space (the compiler needs about 1 GB)
+LOCAL_CPU_S = 3600.0  # a notebook's gate process: CPU seconds before it is restarted
+LOCAL_MEMORY_MB = 8192  # ... and its address space (the compiler needs about 1 GB)
 
 _GATE: list[Gate] = []
 
@@ -210,18 +243,31 @@ def gate() -> Gate:
 # ---------------------------------------------------------------------------------------
 # the compiler process
 
-HINTS = (   # what the compiler's words usually mean for a student's kernel
-    (("array_allocate", "_ol_array_allocate", "array_empty"),
-     "arithmetic on whole arrays or slices allocates a new array, which a kernel cannot: "
-     "work element by element"),
-    (("NRT required", "DictType", "ListType", "unicode_type", "reflected list"),
-     "a kernel cannot make Python objects (dict, list, str): only numbers, arrays and "
-     "cuda.local/cuda.shared arrays"),
-    (("function zeros", "function empty", "function ones", "function full",
-      "function arange", "function array>", "function copy"),
-     "a kernel cannot allocate numpy arrays: for a small array of each thread's own use "
-     "cuda.local.array(SIZE, numba.float32) with a constant SIZE (cuda.shared.array for one "
-     "the block shares); make a big array on the host and pass it in"),
+HINTS = (  # what the compiler's words usually mean for a student's kernel
+    (
+        ("array_allocate", "_ol_array_allocate", "array_empty"),
+        "arithmetic on whole arrays or slices allocates a new array, which a kernel cannot: "
+        "work element by element",
+    ),
+    (
+        ("NRT required", "DictType", "ListType", "unicode_type", "reflected list"),
+        "a kernel cannot make Python objects (dict, list, str): only numbers, arrays and "
+        "cuda.local/cuda.shared arrays",
+    ),
+    (
+        (
+            "function zeros",
+            "function empty",
+            "function ones",
+            "function full",
+            "function arange",
+            "function array>",
+            "function copy",
+        ),
+        "a kernel cannot allocate numpy arrays: for a small array of each thread's own use "
+        "cuda.local.array(SIZE, numba.float32) with a constant SIZE (cuda.shared.array for one "
+        "the block shares); make a big array on the host and pass it in",
+    ),
 )
 
 
@@ -230,8 +276,20 @@ def why_not(exc: BaseException, unit: dict) -> str:
     and the kernel's line where numba names one."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     lines = [l.strip() for l in text.splitlines() if l.strip()]
-    skip = ("Failed in ", "During:", "File ", "^", "Enable logging", "This error may",
-            "For more information", "- Resolution", "raise ", "next(", "Rewrite ", ">>>")
+    skip = (
+        "Failed in ",
+        "During:",
+        "File ",
+        "^",
+        "Enable logging",
+        "This error may",
+        "For more information",
+        "- Resolution",
+        "raise ",
+        "next(",
+        "Rewrite ",
+        ">>>",
+    )
     reason = next((l for l in lines if not l.startswith(skip)), type(exc).__name__)
     construct = next((l[3:].strip() for l in lines if l.startswith(">>>")), "")
     hint = next((h for words, h in HINTS if any(w in text for w in words)), "")
@@ -244,9 +302,12 @@ def why_not(exc: BaseException, unit: dict) -> str:
         i = n - unit["firstline"]
         code = src[i].strip() if 0 <= i < len(src) else ""
         where = f" (line {n}" + (f": `{code}`" if code else "") + ")"
-    return (f"{type(exc).__name__}: {reason[:300]}" + (f" {construct[:200]}" if construct
-                                                        else "")
-            + where + (f" - {hint}" if hint else ""))
+    return (
+        f"{type(exc).__name__}: {reason[:300]}"
+        + (f" {construct[:200]}" if construct else "")
+        + where
+        + (f" - {hint}" if hint else "")
+    )
 
 
 def _compile(req: dict) -> dict:
@@ -260,7 +321,7 @@ def _compile(req: dict) -> dict:
 
     unit = req["unit"]
     try:
-        fn = rebuild(unit, lazy=True)     # the signature, if any, is compiled below
+        fn = rebuild(unit, lazy=True)  # the signature, if any, is compiled below
     except UnitError as exc:
         return {"error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - defining it failed: report, do not die
@@ -276,11 +337,16 @@ def _compile(req: dict) -> dict:
 
     try:
         for call in req["calls"]:
-            sig: Any = (parse_signature(unit["signature"]) if unit["signature"]
-                        else tuple(typ(d) for d in call))
+            sig: Any = (
+                parse_signature(unit["signature"])
+                if unit["signature"]
+                else tuple(typ(d) for d in call)
+            )
             if unit["signature"] and (why := _mismatch(sig.args, [typ(d) for d in call])):
-                return {"error": f"its signature {unit['signature']!r} does not fit the "
-                                 f"exercise's launch: {why}"}
+                return {
+                    "error": f"its signature {unit['signature']!r} does not fit the "
+                    f"exercise's launch: {why}"
+                }
             for cc in req["targets"]:
                 _TARGET.compute_capability = tuple(cc)
                 cuda.compile_ptx(fn.py_func, sig, device=device, cc=tuple(cc), **kw)
@@ -300,11 +366,16 @@ def _mismatch(declared, launched) -> str | None:
         if isinstance(d, nbtypes.Array) != isinstance(got, nbtypes.Array):
             return f"argument {k} is declared {d} but launched with {got}"
         if isinstance(d, nbtypes.Array) and (
-                d.dtype != got.dtype or d.ndim != got.ndim
-                or (d.layout != "A" and d.layout != got.layout)):
-            hint = ("; the checks pass views with guard bands, which are not contiguous: "
-                    "declare it with ':' only" if d.dtype == got.dtype and d.ndim == got.ndim
-                    else "")
+            d.dtype != got.dtype
+            or d.ndim != got.ndim
+            or (d.layout != "A" and d.layout != got.layout)
+        ):
+            hint = (
+                "; the checks pass views with guard bands, which are not contiguous: "
+                "declare it with ':' only"
+                if d.dtype == got.dtype and d.ndim == got.ndim
+                else ""
+            )
             return f"argument {k} is declared {d} but launched with {got}{hint}"
     return None
 

@@ -8,6 +8,7 @@ tree holds neither folder, ``isolate.py``).  Every wait has a deadline: a judge 
 get the GPU before the submission's time is up raises :class:`LockTimeout` instead of
 waiting for ever.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,7 +17,7 @@ import stat
 import time
 from pathlib import Path
 
-POLL_S = 0.02             # how often a waiting judge tries the lock again
+POLL_S = 0.02  # how often a waiting judge tries the lock again
 
 
 class LockTimeout(Exception):
@@ -34,18 +35,20 @@ def lock_dir() -> Path:
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = folder.stat()
     if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        os.chmod(folder, 0o700)        # ours but too open: close it; not ours: refuse
+        os.chmod(folder, 0o700)  # ours but too open: close it; not ours: refuse
         st = folder.stat()
         if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            raise PermissionError(f"the lock folder {folder} belongs to another user or is "
-                                  "writable by others; remove it")
+            raise PermissionError(
+                f"the lock folder {folder} belongs to another user or is "
+                "writable by others; remove it"
+            )
     return folder
 
 
 def lock_path() -> Path:
     """The lock file of the first GPU this process sees (``CUDA_VISIBLE_DEVICES``)."""
     dev = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
-    dev = "".join(c for c in dev if c.isalnum() or c in "-_") or "0"   # a UUID or an index
+    dev = "".join(c for c in dev if c.isalnum() or c in "-_") or "0"  # a UUID or an index
     return lock_dir() / f"gpu-{dev}.lock"
 
 
@@ -70,9 +73,11 @@ def device_lock(enabled: bool = True, deadline: float | None = None):
             except BlockingIOError:
                 left = float("inf") if deadline is None else deadline - time.monotonic()
                 if left <= 0:
-                    raise LockTimeout(f"the GPU stayed busy: its measuring lock ({path}) was "
-                                      f"held by another measurement for "
-                                      f"{time.monotonic() - start:.0f} s") from None
+                    raise LockTimeout(
+                        f"the GPU stayed busy: its measuring lock ({path}) was "
+                        f"held by another measurement for "
+                        f"{time.monotonic() - start:.0f} s"
+                    ) from None
                 time.sleep(min(POLL_S, left))
         try:
             yield

@@ -14,6 +14,7 @@ exercise with its score, max_score, status and output - every case with its resu
 cases marked "(hidden case)" and shown only by name and the checker's message, never their
 code.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,22 +37,39 @@ SCHEMA = {
         "visibility": _VISIBILITY,
         "stdout_visibility": _VISIBILITY,
         "extra_data": {"type": "object"},
-        "leaderboard": {"type": "array", "items": {
-            "type": "object", "properties": {
-                "name": {"type": "string"}, "value": {"type": ["number", "string"]},
-                "order": {"enum": ["asc", "desc"]}},
-            "required": ["name", "value"], "additionalProperties": False}},
-        "tests": {"type": "array", "items": {
-            "type": "object",
-            "properties": {
-                "score": {"type": "number"}, "max_score": {"type": "number", "minimum": 0},
-                "status": {"enum": ["passed", "failed"]}, "name": {"type": "string"},
-                "number": {"type": "string"}, "output": {"type": "string"},
-                "output_format": {"enum": ["text", "html", "simple_format", "md", "ansi"]},
-                "tags": {"type": "array", "items": {"type": "string"}},
-                "visibility": _VISIBILITY, "extra_data": {"type": "object"}},
-            "required": ["score", "max_score", "name"],
-            "additionalProperties": False}},
+        "leaderboard": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "value": {"type": ["number", "string"]},
+                    "order": {"enum": ["asc", "desc"]},
+                },
+                "required": ["name", "value"],
+                "additionalProperties": False,
+            },
+        },
+        "tests": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "score": {"type": "number"},
+                    "max_score": {"type": "number", "minimum": 0},
+                    "status": {"enum": ["passed", "failed"]},
+                    "name": {"type": "string"},
+                    "number": {"type": "string"},
+                    "output": {"type": "string"},
+                    "output_format": {"enum": ["text", "html", "simple_format", "md", "ansi"]},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "visibility": _VISIBILITY,
+                    "extra_data": {"type": "object"},
+                },
+                "required": ["score", "max_score", "name"],
+                "additionalProperties": False,
+            },
+        },
     },
     "anyOf": [{"required": ["score"]}, {"required": ["tests"]}],
     "additionalProperties": False,
@@ -66,32 +84,48 @@ def results(g, execution_time: float) -> dict:
     for k, name in enumerate(g.max_points, 1):
         e = g.results.get(name) or {}
         cases = e.get("cases", [])
-        lines = [f"{'pass' if c['passed'] else 'FAIL'}  {c['name']}"
-                 f"{' (hidden case)' if c['hidden'] else ''}  [{c['launch']}]"
-                 + ("" if c["passed"] else f": {c['message']}") for c in cases]
+        lines = [
+            f"{'pass' if c['passed'] else 'FAIL'}  {c['name']}"
+            f"{' (hidden case)' if c['hidden'] else ''}  [{c['launch']}]"
+            + ("" if c["passed"] else f": {c['message']}")
+            for c in cases
+        ]
         lines += [r for r in g.reasons if r.startswith(name)]
         if not cases and not lines:
             lines = ["not graded"]
         hidden = sum(c["hidden"] for c in cases)
         score = float(g.points.get(name, 0))
         kind = kind_of(name)
-        tests.append({
-            "name": f"{name} ({kind})", "number": str(k), "score": score,
-            "max_score": float(g.max_points[name]),
-            "status": "passed" if score >= g.max_points[name] else "failed",
-            "output": "\n".join(lines),
-            "tags": [kind] + (["hidden-cases"] if hidden else []),
-            "visibility": "visible"})
-    head = [f"{g.lesson or 'unknown lesson'}: {g.total:g} / {g.possible:g}"
-            f" (graded in the CUDA simulator, input seed {g.seed})"
-            if g.mode == "sim" else f"{g.lesson}: {g.total:g} / {g.possible:g}"]
+        tests.append(
+            {
+                "name": f"{name} ({kind})",
+                "number": str(k),
+                "score": score,
+                "max_score": float(g.max_points[name]),
+                "status": "passed" if score >= g.max_points[name] else "failed",
+                "output": "\n".join(lines),
+                "tags": [kind] + (["hidden-cases"] if hidden else []),
+                "visibility": "visible",
+            }
+        )
+    head = [
+        f"{g.lesson or 'unknown lesson'}: {g.total:g} / {g.possible:g}"
+        f" (graded in the CUDA simulator, input seed {g.seed})"
+        if g.mode == "sim"
+        else f"{g.lesson}: {g.total:g} / {g.possible:g}"
+    ]
     if g.status != "graded":
         head.append(f"grading status: {g.status}")
     other = [r for r in g.reasons if not any(r.startswith(n) for n in g.max_points)]
     head += other + g.notes
-    out = {"score": float(g.total), "execution_time": round(float(execution_time), 1),
-           "output": "\n".join(head), "stdout_visibility": "hidden",
-           "visibility": "visible", "tests": tests}
+    out = {
+        "score": float(g.total),
+        "execution_time": round(float(execution_time), 1),
+        "output": "\n".join(head),
+        "stdout_visibility": "hidden",
+        "visibility": "visible",
+        "tests": tests,
+    }
     board = leaderboard(g)
     if board:
         out["leaderboard"] = board
@@ -112,8 +146,9 @@ def leaderboard(g) -> list[dict]:
         tests, timed = split_timed((g.results.get(name) or {}).get("cases", []))
         figures = (timed or {}).get("figures") or {}
         if "mean_ms" in figures and all(c["passed"] for c in tests):
-            out.append({"name": f"{name} (ms)", "value": round(figures["mean_ms"], 5),
-                        "order": "asc"})
+            out.append(
+                {"name": f"{name} (ms)", "value": round(figures["mean_ms"], 5), "order": "asc"}
+            )
     return out
 
 
@@ -168,52 +203,79 @@ cd "$ROOT"
 def build_wheel(project: Path, dest: Path) -> Path:
     """The course's wheel, built from the checkout at ``project`` (offline when it can)."""
     for extra in (["--no-build-isolation"], []):
-        r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", *extra,
-                            "-w", str(dest), str(project)], capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "-q",
+                *extra,
+                "-w",
+                str(dest),
+                str(project),
+            ],
+            capture_output=True,
+            text=True,
+        )
         wheels = sorted(dest.glob("course-*.whl"))
         if r.returncode == 0 and wheels:
             return wheels[-1]
     raise RuntimeError(f"could not build the course's wheel: {r.stderr.strip()[-500:]}")
 
 
-def bundle(out: Path, timeout: int = 900, isolation: str = "auto",
-           wheel: Path | None = None) -> list[str]:
+def bundle(
+    out: Path, timeout: int = 900, isolation: str = "auto", wheel: Path | None = None
+) -> list[str]:
     """Write the autograder zip; returns the names it holds."""
-    from ..platform.resources import INSTALLED, IMPORT_ROOT
+    from ..platform.resources import IMPORT_ROOT, INSTALLED
     from . import hidden
 
     if wheel is None and INSTALLED:
-        raise RuntimeError("the bundle is built from a checkout of the course "
-                           "(or pass --wheel course-*.whl)")
+        raise RuntimeError(
+            "the bundle is built from a checkout of the course (or pass --wheel course-*.whl)"
+        )
     hid = hidden.hidden_dir()
     with tempfile.TemporaryDirectory() as t:
         wheel = Path(wheel) if wheel else build_wheel(IMPORT_ROOT, Path(t))
         out.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-            for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER % {
-                    "timeout": timeout, "isolation": isolation})):
+            for name, text in (
+                ("setup.sh", SETUP_SH),
+                ("run_autograder", RUN_AUTOGRADER % {"timeout": timeout, "isolation": isolation}),
+            ):
                 info = zipfile.ZipInfo(name)
-                info.external_attr = 0o100755 << 16          # executable
+                info.external_attr = 0o100755 << 16  # executable
                 z.writestr(info, text)
             z.write(wheel, wheel.name)
             for p in sorted(hid.glob("*.py")) if hid else []:
                 z.write(p, f"hidden/{p.name}")
-            for p in sorted(hidden.notebooks_dir().glob("*.ipynb")):   # the wheel has only
-                z.write(p, f"notebooks/{p.name}")                      # student copies
+            for p in sorted(hidden.notebooks_dir().glob("*.ipynb")):  # the wheel has only
+                z.write(p, f"notebooks/{p.name}")  # student copies
             return z.namelist()
 
 
 def main(argv=None) -> int:
     """``python -m course gradescope --out autograder.zip [--timeout S] [--wheel W]``"""
-    ap = argparse.ArgumentParser(prog="python -m course gradescope",
-                                 description="Write a Gradescope autograder zip: setup.sh, "
-                                             "run_autograder, the course wheel, hidden cases.")
+    ap = argparse.ArgumentParser(
+        prog="python -m course gradescope",
+        description="Write a Gradescope autograder zip: setup.sh, "
+        "run_autograder, the course wheel, hidden cases.",
+    )
     ap.add_argument("--out", type=Path, default=Path("autograder.zip"))
-    ap.add_argument("--timeout", type=int, default=900,
-                    help="seconds per submission (keep under Gradescope's own limit)")
+    ap.add_argument(
+        "--timeout",
+        type=int,
+        default=900,
+        help="seconds per submission (keep under Gradescope's own limit)",
+    )
     ap.add_argument("--isolation", choices=("auto", "none"), default="auto")
-    ap.add_argument("--wheel", type=Path, help="a built course wheel to ship (default: build "
-                                               "one from this checkout)")
+    ap.add_argument(
+        "--wheel",
+        type=Path,
+        help="a built course wheel to ship (default: build one from this checkout)",
+    )
     opts = ap.parse_args(argv)
     try:
         names = bundle(opts.out, opts.timeout, opts.isolation, opts.wheel)
@@ -221,8 +283,9 @@ def main(argv=None) -> int:
         print(f"gradescope: {exc}", file=sys.stderr)
         return 2
     n_hidden = sum(n.startswith("hidden/") for n in names)
-    print(f"wrote {opts.out}: setup.sh, run_autograder, "
-          f"{next(n for n in names if n.endswith('.whl'))}, {n_hidden} hidden-case file(s). "
-          "Upload it as the assignment's autograder (Gradescope: Configure Autograder -> Zip).")
+    print(
+        f"wrote {opts.out}: setup.sh, run_autograder, "
+        f"{next(n for n in names if n.endswith('.whl'))}, {n_hidden} hidden-case file(s). "
+        "Upload it as the assignment's autograder (Gradescope: Configure Autograder -> Zip)."
+    )
     return 0
-

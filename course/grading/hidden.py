@@ -19,6 +19,7 @@ grading.  So which exercises *have* hidden cases is public: :data:`ANNOUNCED` be
 ``declares_hidden_cases = True`` on an exercise class).  ``release --check`` fails when a
 hidden file exists for an exercise that is not announced.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -56,7 +57,8 @@ def use_instructor(folder) -> Path:
         raise InstructorFolderError(
             f"--instructor {folder}: it has no notebooks/ folder (an instructor folder is "
             "laid out like the checkout: notebooks/ with the solution notebooks, "
-            "instructor/hidden/ with the hidden cases)")
+            "instructor/hidden/ with the hidden cases)"
+        )
     os.environ["COURSE_INSTRUCTOR_DIR"] = str(folder)
     _LOADED.clear()
     return folder
@@ -101,7 +103,7 @@ def announced(exercise) -> bool:
     return exercise.name in ANNOUNCED or bool(getattr(exercise, "declares_hidden_cases", False))
 
 
-_LOADED: dict = {}     # exercise -> its hidden module (or None): each file runs once
+_LOADED: dict = {}  # exercise -> its hidden module (or None): each file runs once
 
 
 def preload(names) -> None:

@@ -15,6 +15,7 @@ in the file name (``alice_01_vector_add.ipynb``).  Two submissions of one lesson
 student, or two students whose feedback files would share a name, are kept apart and
 listed in the run's summary (:func:`keys`).
 """
+
 from __future__ import annotations
 
 import os
@@ -33,14 +34,14 @@ MAX_CELL_MB = 1
 class Submission:
     """One submitted file as read: its bytes, or why it was not read."""
 
-    path: Path                 # as found (for messages only; never opened again)
-    rel: str                   # relative to the folder given on the command line
-    folder: str                # the student's folder ("" for a file at the top)
+    path: Path  # as found (for messages only; never opened again)
+    rel: str  # relative to the folder given on the command line
+    folder: str  # the student's folder ("" for a file at the top)
     data: bytes | None = None
-    problem: str = ""          # why ``data`` is None, or why it is not a notebook
-    student: str = ""          # the row key, set by :func:`keys`
+    problem: str = ""  # why ``data`` is None, or why it is not a notebook
+    student: str = ""  # the row key, set by :func:`keys`
     lesson: str | None = None  # which lesson it answers (set by the grader)
-    notebook: dict | None = None   # ``data`` parsed, once (``prepare.read_submission``)
+    notebook: dict | None = None  # ``data`` parsed, once (``prepare.read_submission``)
 
     @property
     def name(self) -> str:
@@ -81,13 +82,18 @@ def read(path: Path, rel: str, folder: str) -> Submission:
         sub.problem = f"{path.name} is not a regular file (a pipe or a device?)"
         return sub
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) |
-                     getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        fd = os.open(
+            path,
+            os.O_RDONLY
+            | getattr(os, "O_NOFOLLOW", 0)
+            | getattr(os, "O_NONBLOCK", 0)
+            | getattr(os, "O_NOCTTY", 0),
+        )
     except OSError as exc:
         sub.problem = f"cannot read {path.name}: {exc.strerror or exc}"
         return sub
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):      # swapped since the lstat
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the lstat
             sub.problem = f"{path.name} is not a regular file"
             return sub
         chunks, size = [], 0
@@ -98,8 +104,7 @@ def read(path: Path, rel: str, folder: str) -> Submission:
             chunks.append(chunk)
             size += len(chunk)
         if size > limit:
-            sub.problem = (f"notebook too large ({size / 2**20:.0f}+ MB; limit "
-                           f"{MAX_NOTEBOOK_MB} MB)")
+            sub.problem = f"notebook too large ({size / 2**20:.0f}+ MB; limit {MAX_NOTEBOOK_MB} MB)"
             return sub
         sub.data = b"".join(chunks)
     finally:
@@ -122,9 +127,11 @@ def keys(subs: list[Submission], lesson_of, name_of) -> list[str]:
             n += 1
             student = f"{base}#{n}"
         if n > 1:
-            summary.append(f"{base}: {n} submissions of {lesson or 'an unknown lesson'} "
-                           f"({seen[(base, lesson)]}, {sub.rel}): graded apart, as "
-                           f"{base} and {student}")
+            summary.append(
+                f"{base}: {n} submissions of {lesson or 'an unknown lesson'} "
+                f"({seen[(base, lesson)]}, {sub.rel}): graded apart, as "
+                f"{base} and {student}"
+            )
         seen[(student, lesson)] = sub.rel
         sub.student = student
     return summary
@@ -140,8 +147,7 @@ def file_names(students: list[str]) -> tuple[dict, list[str]]:
             n += 1
             name = f"{base}-{n}"
         if n > 1:
-            summary.append(f"feedback of {s!r} is {name}.md ({base}.md belongs to another "
-                           "student)")
+            summary.append(f"feedback of {s!r} is {name}.md ({base}.md belongs to another student)")
         used.add(name.lower())
         names[s] = name
     return names, summary
@@ -168,8 +174,11 @@ def find_lesson(nb: dict | None, path: Path, plans: dict, forced: str | None) ->
     if forced:
         return forced
     meta = (nb or {}).get("metadata", {})
-    lesson = meta.get("course", {}).get("lesson") if isinstance(meta, dict) and \
-        isinstance(meta.get("course"), dict) else None
+    lesson = (
+        meta.get("course", {}).get("lesson")
+        if isinstance(meta, dict) and isinstance(meta.get("course"), dict)
+        else None
+    )
     if lesson in plans:
         return lesson
     for name in sorted(plans, key=len, reverse=True):

@@ -42,6 +42,7 @@ host allows less: ``python -m course grade`` and ``serve`` then say once, at the
 is lost; the verdicts stay sound (the judge and measurer design, ``session.py``), but a cell
 can then read and write what you can.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,21 +54,39 @@ import sys
 import tempfile
 from pathlib import Path
 
-SCRATCH_MB = 256          # the writable tmpfs of one sandbox (/tmp and scratch together)
-SHM_MB = 64               # its /dev/shm
-MEMORY_MB = 8192          # a cgroup's memory limit (all processes of one sandbox)
-PIDS_MAX = 4096           # a cgroup's task limit: the simulator runs a thread per CUDA thread (1,024 a block)
+SCRATCH_MB = 256  # the writable tmpfs of one sandbox (/tmp and scratch together)
+SHM_MB = 64  # its /dev/shm
+MEMORY_MB = 8192  # a cgroup's memory limit (all processes of one sandbox)
+PIDS_MAX = (
+    4096  # a cgroup's task limit: the simulator runs a thread per CUDA thread (1,024 a block)
+)
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "fonts", "alternatives",
-       "localtime")
+ETC = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "nsswitch.conf",
+    "fonts",
+    "alternatives",
+    "localtime",
+)
 DEVICES = ("null", "zero", "full", "random", "urandom")
-DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
-             "stderr": "/proc/self/fd/2"}
-PATH_VARIABLES = ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
-                  "NUMBA_CUDA_NVRTC_EXTRA_SEARCH_PATHS", "NUMBA_CUDA_INCLUDE_PATH")
+DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
+PATH_VARIABLES = (
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "NUMBA_CUDA_NVRTC_EXTRA_SEARCH_PATHS",
+    "NUMBA_CUDA_INCLUDE_PATH",
+)
 _ORDER = {"bind": 0, "cover": 1, "link": 2, "dir": 3}
-TREE = str(Path(__file__).with_name("tree.py"))     # builds the tree and enters it
+TREE = str(Path(__file__).with_name("tree.py"))  # builds the tree and enters it
 
 
 class Isolation:
@@ -82,24 +101,46 @@ class Isolation:
     def wrap(self, cmd: list[str], env: dict | None = None) -> list[str]:
         """``cmd`` in the sandbox, with exactly ``env`` as its environment: ``tree.py``
         builds the tree and enters it, ``setpriv`` drops every capability."""
-        tmp = Path("/tmp")          # the scratch tmpfs: what lies under it is bound after
-        plan = {"root": str(self.run_dir), "scratch": self.scratch, "scratch_mb": SCRATCH_MB,
-                "shm_mb": SHM_MB, "env": {k: str(v) for k, v in (env or {}).items()},
-                "early": [(k, str(p), t) for k, p, t in self.ops if not _inside(p, tmp)],
-                "late": [(k, str(p), t) for k, p, t in self.ops if _inside(p, tmp)]}
-        return [*self.prefix, sys.executable, "-I", "-S", TREE, json.dumps(plan), "--",
-                "setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
-                *cmd]
+        tmp = Path("/tmp")  # the scratch tmpfs: what lies under it is bound after
+        plan = {
+            "root": str(self.run_dir),
+            "scratch": self.scratch,
+            "scratch_mb": SCRATCH_MB,
+            "shm_mb": SHM_MB,
+            "env": {k: str(v) for k, v in (env or {}).items()},
+            "early": [(k, str(p), t) for k, p, t in self.ops if not _inside(p, tmp)],
+            "late": [(k, str(p), t) for k, p, t in self.ops if _inside(p, tmp)],
+        }
+        return [
+            *self.prefix,
+            sys.executable,
+            "-I",
+            "-S",
+            TREE,
+            json.dumps(plan),
+            "--",
+            "setpriv",
+            "--no-new-privs",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--",
+            *cmd,
+        ]
 
     def describe(self) -> str:
-        cg = "one cgroup per sandbox (memory, processes)" if Cgroup.available() else \
-            "per-process memory/CPU limits (no cgroup could be made)"
-        return (f"worker sandbox: own PID namespace and /proc, no network, a fresh read-only "
-                f"file tree (system, Python, the course package, public data; inside it "
-                f"{len(self.hide)} private folder(s) - hidden cases, solution notebooks, "
-                f"submissions, outputs - show as empty), an empty environment but an "
-                f"allowlist, a {SCRATCH_MB} MB scratch tmpfs as /tmp and home, no "
-                f"capabilities; {cg}")
+        cg = (
+            "one cgroup per sandbox (memory, processes)"
+            if Cgroup.available()
+            else "per-process memory/CPU limits (no cgroup could be made)"
+        )
+        return (
+            f"worker sandbox: own PID namespace and /proc, no network, a fresh read-only "
+            f"file tree (system, Python, the course package, public data; inside it "
+            f"{len(self.hide)} private folder(s) - hidden cases, solution notebooks, "
+            f"submissions, outputs - show as empty), an empty environment but an "
+            f"allowlist, a {SCRATCH_MB} MB scratch tmpfs as /tmp and home, no "
+            f"capabilities; {cg}"
+        )
 
 
 def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
@@ -120,9 +161,13 @@ def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
         if not os.path.exists(p):
             return
         r = p.resolve()
-        if optional and (r == Path("/") or any(_inside(a, r) for a in avoid) or
-                         (r / "pyproject.toml").exists() or (r / ".git").exists()):
-            return        # a folder that holds the checkout, home or outputs, or a project
+        if optional and (
+            r == Path("/")
+            or any(_inside(a, r) for a in avoid)
+            or (r / "pyproject.toml").exists()
+            or (r / ".git").exists()
+        ):
+            return  # a folder that holds the checkout, home or outputs, or a project
         for a in [*reversed(p.parents), p]:
             if a.is_symlink():
                 links[a] = str(a.resolve())
@@ -148,27 +193,50 @@ def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
     for name, target in DEV_LINKS.items():
         links[Path("/dev") / name] = target
     add(resources.PACKAGE)
-    if resources.ROOT == resources.IMPORT_ROOT:   # a checkout: its public folders
+    if resources.ROOT == resources.IMPORT_ROOT:  # a checkout: its public folders
         for name in ("data", "assets", "pyproject.toml"):
             add(repo / name)
         dirs.append(repo / "notebooks")
 
     covers = [h for h in {*hide, repo, home} if any(_inside(h, b) for b in binds)]
-    inside = lambda p: any(_inside(p, b) and p != b for b in binds) and \
-        not any(_inside(p, c) for c in covers)                      # noqa: E731
+
+    def inside(p):
+        return any(_inside(p, b) and p != b for b in binds) and not any(
+            _inside(p, c) for c in covers
+        )
+
     ops = [("bind", b, "") for b in binds if not inside(b)]
     ops += [("cover", c, "") for c in covers]
-    ops += [("link", a, t) for a, t in links.items()
-            if not any(_inside(a, b) for b in binds)]
+    ops += [("link", a, t) for a, t in links.items() if not any(_inside(a, b) for b in binds)]
     ops += [("dir", d, "") for d in dirs if not inside(d) and d not in binds]
     return sorted(ops, key=lambda op: (len(op[1].parts), _ORDER[op[0]], str(op[1])))
 
 
 _PREFIXES = (
-    ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount-proc",
-     "--mount", "--propagation", "private", "--net"],
-    ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--mount", "--propagation",
-     "private", "--net"],
+    [
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--mount-proc",
+        "--mount",
+        "--propagation",
+        "private",
+        "--net",
+    ],
+    [
+        "unshare",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--mount-proc",
+        "--mount",
+        "--propagation",
+        "private",
+        "--net",
+    ],
 )
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PLANTED = "COURSE_SANDBOX_PROBE_PLANTED"
@@ -211,9 +279,11 @@ def make(hide: list[Path], run_dir: Path) -> tuple[Isolation | None, str]:
     from ..platform.resources import PACKAGE
 
     why = ""
-    with tempfile.TemporaryDirectory(dir=run_dir) as t, \
-            tempfile.TemporaryDirectory(prefix="cp-") as outside, \
-            socket.socket(socket.AF_UNIX) as listener:
+    with (
+        tempfile.TemporaryDirectory(dir=run_dir) as t,
+        tempfile.TemporaryDirectory(prefix="cp-") as outside,
+        socket.socket(socket.AF_UNIX) as listener,
+    ):
         probe_run, secret, sock = Path(t) / "run", Path(outside) / "secret", Path(outside) / "s"
         probe_run.mkdir()
         secret.write_text("x")
@@ -222,8 +292,20 @@ def make(hide: list[Path], run_dir: Path) -> tuple[Isolation | None, str]:
         env = dict(os.environ, **{PLANTED: "planted"})
         for prefix in _PREFIXES:
             probe = Isolation(prefix, [], probe_run)
-            cmd = probe.wrap([sys.executable, "-I", "-S", "-c", PROBE, str(secret),
-                              str(sock), str(PACKAGE), probe.scratch], {"PATH": SAFE_PATH})
+            cmd = probe.wrap(
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    "-c",
+                    PROBE,
+                    str(secret),
+                    str(sock),
+                    str(PACKAGE),
+                    probe.scratch,
+                ],
+                {"PATH": SAFE_PATH},
+            )
             try:
                 r = subprocess.run(cmd, capture_output=True, timeout=20, env=env, text=True)
             except (OSError, subprocess.TimeoutExpired) as exc:
@@ -235,13 +317,16 @@ def make(hide: list[Path], run_dir: Path) -> tuple[Isolation | None, str]:
             lines = (r.stdout + r.stderr).strip().splitlines()
             why = why or (lines[-1][:200] if lines else f"exit code {r.returncode}")
     return None, NONE_MESSAGE.format(
-        why=f"this system allows no sandbox of PID and mount namespaces: {why}")
+        why=f"this system allows no sandbox of PID and mount namespaces: {why}"
+    )
 
 
-NONE_MESSAGE = ("worker sandbox: NONE ({why}). Verdicts are still decided only by the "
-                "grader, but student code runs as you: it can read and write your files, "
-                "the hidden cases included, and signal your processes. Grade inside a "
-                "container (instructor/README.md) for a class.")
+NONE_MESSAGE = (
+    "worker sandbox: NONE ({why}). Verdicts are still decided only by the "
+    "grader, but student code runs as you: it can read and write your files, "
+    "the hidden cases included, and signal your processes. Grade inside a "
+    "container (instructor/README.md) for a class."
+)
 
 
 def for_grading(hide: list, run_dir: Path) -> tuple[Isolation | None, str]:
@@ -251,9 +336,15 @@ def for_grading(hide: list, run_dir: Path) -> tuple[Isolation | None, str]:
     from ..platform.resources import ROOT, SHIPPED
     from . import hidden
 
-    covered = [hidden.hidden_dir(), ROOT / "notebooks", ROOT / "instructor",
-               SHIPPED / "notebooks", SHIPPED / "instructor",
-               os.environ.get("COURSE_INSTRUCTOR_DIR"), *hide]
+    covered = [
+        hidden.hidden_dir(),
+        ROOT / "notebooks",
+        ROOT / "instructor",
+        SHIPPED / "notebooks",
+        SHIPPED / "instructor",
+        os.environ.get("COURSE_INSTRUCTOR_DIR"),
+        *hide,
+    ]
     return make(hide=covered, run_dir=run_dir)
 
 
@@ -268,16 +359,19 @@ class Cgroup:
         self.dirs: list[Path] = []
         memory = (memory_mb or MEMORY_MB) << 20
         try:
-            if (self.V2 / "cgroup.controllers").exists() and \
-                    "memory" in (self.V2 / "cgroup.controllers").read_text():
+            if (self.V2 / "cgroup.controllers").exists() and "memory" in (
+                self.V2 / "cgroup.controllers"
+            ).read_text():
                 d = self.V2 / name
                 d.mkdir()
                 self.dirs.append(d)
                 (d / "memory.max").write_text(str(memory))
                 (d / "pids.max").write_text(str(PIDS_MAX))
             elif all(p.is_dir() for p in self.V1.values()):
-                for ctl, limit_file, value in (("memory", "memory.limit_in_bytes", memory),
-                                               ("pids", "pids.max", PIDS_MAX)):
+                for ctl, limit_file, value in (
+                    ("memory", "memory.limit_in_bytes", memory),
+                    ("pids", "pids.max", PIDS_MAX),
+                ):
                     d = self.V1[ctl] / name
                     d.mkdir()
                     self.dirs.append(d)
@@ -315,7 +409,7 @@ class Cgroup:
                     if time.monotonic() >= deadline:
                         break
                 try:
-                    if (d / "cgroup.kill").exists():          # cgroup v2, Linux 5.14+
+                    if (d / "cgroup.kill").exists():  # cgroup v2, Linux 5.14+
                         (d / "cgroup.kill").write_text("1")
                     else:
                         for pid in (d / "cgroup.procs").read_text().split():

@@ -14,27 +14,28 @@ that runs the student's cells (see ``session.py``): the expected outputs, the se
 hidden cases never enter the process that runs student code, so nothing a cell does there
 can change a verdict.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
-GUARD = 1024          # guard elements after a 1-D array (a few blocks' worth)
-GUARD_2D = 32         # guard rows and columns around a 2-D array
+GUARD = 1024  # guard elements after a 1-D array (a few blocks' worth)
+GUARD_2D = 32  # guard rows and columns around a 2-D array
 INT_POISON = -777_777_777
-GUARD_FLOAT = 31337.25   # guard-band sentinel for floats (finite: arithmetic changes it)
+GUARD_FLOAT = 31337.25  # guard-band sentinel for floats (finite: arithmetic changes it)
 
 
 @dataclass
 class Prepared:
     """One case, ready to launch: the host inputs, the reference, the guarded buffers."""
 
-    host: dict                       # argument name -> numpy array or scalar (unguarded)
-    expected: dict                   # output/inout name -> float64 (or exact) reference
-    out_specs: dict                  # pure output name -> (shape, dtype)
-    shapes: dict = field(default_factory=dict)   # array name -> its shape inside the buffer
-    guard: bool = True               # False: plain contiguous arrays (a timed launch)
+    host: dict  # argument name -> numpy array or scalar (unguarded)
+    expected: dict  # output/inout name -> float64 (or exact) reference
+    out_specs: dict  # pure output name -> (shape, dtype)
+    shapes: dict = field(default_factory=dict)  # array name -> its shape inside the buffer
+    guard: bool = True  # False: plain contiguous arrays (a timed launch)
 
     def buffers(self) -> dict:
         """Fresh host buffers for one launch: outputs poisoned and, unless ``guard`` is off,
@@ -90,19 +91,29 @@ def judge(spec, case, prep: Prepared, returned: dict, rep: int = 0) -> str | Non
         if msg:
             return msg
         got = got_full[_region(shape)]
-        if name in spec.inout and np.array_equal(got, prep.host[name]) and \
-                not np.array_equal(got, prep.expected[name]):
-            return (f"{name} came back unchanged: the kernel never wrote it "
-                    "(is its body still `pass`, or does no thread reach the store?)")
+        if (
+            name in spec.inout
+            and np.array_equal(got, prep.host[name])
+            and not np.array_equal(got, prep.expected[name])
+        ):
+            return (
+                f"{name} came back unchanged: the kernel never wrote it "
+                "(is its body still `pass`, or does no thread reach the store?)"
+            )
         msg = compare(name, got, prep.expected[name], spec.tolerance(case, name))
         if msg:
-            return msg + (f" (on repeat run {rep + 1} of {case.repeats}: the kernel gives "
-                          "different results on identical inputs - a race?)" if rep else "")
+            return msg + (
+                f" (on repeat run {rep + 1} of {case.repeats}: the kernel gives "
+                "different results on identical inputs - a race?)"
+                if rep
+                else ""
+            )
     for name, value in prep.host.items():
         if isinstance(value, np.ndarray) and name not in spec.inout:
             now = returned[name]
-            msg = _guard_message(name, now, value.shape) or \
-                _changed_input_message(name, value, now[_region(value.shape)])
+            msg = _guard_message(name, now, value.shape) or _changed_input_message(
+                name, value, now[_region(value.shape)]
+            )
             if msg:
                 return msg
     return None
@@ -157,8 +168,10 @@ def _guard_message(name, full, shape) -> str | None:
         return None
     idx = np.argwhere(mask)[np.argmax(touched)]
     where = int(idx[0]) if len(idx) == 1 else tuple(int(i) for i in idx)
-    return (f"wrote out of bounds: {name} has shape {tuple(shape)}, but the kernel wrote "
-            f"{name}[{where}] (past the end) - is a bounds check (`if i < n`) missing?")
+    return (
+        f"wrote out of bounds: {name} has shape {tuple(shape)}, but the kernel wrote "
+        f"{name}[{where}] (past the end) - is a bounds check (`if i < n`) missing?"
+    )
 
 
 def compare(name: str, got: np.ndarray, expected, tol) -> str | None:
@@ -167,25 +180,31 @@ def compare(name: str, got: np.ndarray, expected, tol) -> str | None:
     if got.shape != expected.shape:
         return f"{name} has shape {got.shape}, expected {expected.shape}"
     p = poison(got.dtype)
-    unwritten = np.isnan(got) if (isinstance(p, float) and np.isnan(p)) \
-        else (got == p) & (expected != p)
+    unwritten = (
+        np.isnan(got) if (isinstance(p, float) and np.isnan(p)) else (got == p) & (expected != p)
+    )
     if tol.exact:
         wrong = got != expected
     else:
         with np.errstate(invalid="ignore"):
-            wrong = ~(np.abs(got.astype(np.float64) - expected) <=
-                      tol.atol + tol.rtol * np.abs(expected))
+            wrong = ~(
+                np.abs(got.astype(np.float64) - expected) <= tol.atol + tol.rtol * np.abs(expected)
+            )
     if expected.dtype.kind == "f":
-        wrong &= ~np.isnan(expected)     # NaN in a reference: an element not judged
+        wrong &= ~np.isnan(expected)  # NaN in a reference: an element not judged
     if not wrong.any():
         return None
     first = tuple(int(i) for i in np.argwhere(wrong)[0])
     where = first[0] if len(first) == 1 else first
     if unwritten[first]:
-        return (f"{name}[{where}] was never written (still holds the poison value); "
-                f"{int(unwritten.sum())} of {got.size} elements unwritten")
-    return (f"{name}: {int(wrong.sum())} of {got.size} elements wrong; first at index "
-            f"{where}: got {number_text(got[first])}, expected {number_text(expected[first])}")
+        return (
+            f"{name}[{where}] was never written (still holds the poison value); "
+            f"{int(unwritten.sum())} of {got.size} elements unwritten"
+        )
+    return (
+        f"{name}: {int(wrong.sum())} of {got.size} elements wrong; first at index "
+        f"{where}: got {number_text(got[first])}, expected {number_text(expected[first])}"
+    )
 
 
 def _changed_input_message(name, before, after) -> str | None:
@@ -196,8 +215,10 @@ def _changed_input_message(name, before, after) -> str | None:
         return None
     first = tuple(int(i) for i in np.argwhere(changed)[0])
     where = first[0] if len(first) == 1 else first
-    return (f"the input {name} was modified: {name}[{where}] was {number_text(before[first])}, "
-            f"now {number_text(after[first])} - inputs must come back unchanged")
+    return (
+        f"the input {name} was modified: {name}[{where}] was {number_text(before[first])}, "
+        f"now {number_text(after[first])} - inputs must come back unchanged"
+    )
 
 
 def number_text(x) -> str:

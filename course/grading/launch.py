@@ -8,6 +8,7 @@ It never raises because the kernel is wrong, crashes or hangs: the error becomes
 Stop (the notebook's interrupt, Ctrl-C) is the one exception that passes: the simulated
 threads are ended first, and ``check.py`` reports the check as interrupted.
 """
+
 from __future__ import annotations
 
 import re
@@ -79,13 +80,14 @@ def views_of(staged: Staged):
 # ---------------------------------------------------------------------------------------
 # launching under a time limit
 
+
 def _launch_with_limit(spec, fn, case, views, limit: float, race_hunt: bool):
     """Launch and synchronize; return (error message or None, timed_out)."""
     import warnings
 
     from numba.core.errors import NumbaPerformanceWarning
 
-    with warnings.catch_warnings():    # a check's small grids are the point, not a mistake
+    with warnings.catch_warnings():  # a check's small grids are the point, not a mistake
         warnings.simplefilter("ignore", NumbaPerformanceWarning)
         return _launch_limited(spec, fn, case, views, limit, race_hunt)
 
@@ -107,9 +109,11 @@ def _launch_limited(spec, fn, case, views, limit: float, race_hunt: bool):
         worker.start()
         worker.join(limit)
         if worker.is_alive():
-            return (f"time limit: the kernel was still running after {limit:g} s (an endless "
-                    "loop?). The GPU stays busy until it ends: restart the notebook kernel.",
-                    True)
+            return (
+                f"time limit: the kernel was still running after {limit:g} s (an endless "
+                "loop?). The GPU stays busy until it ends: restart the notebook kernel.",
+                True,
+            )
         exc = box.get("exc")
         return (_explain(exc, fn) if exc else None), False
 
@@ -127,13 +131,16 @@ def _launch_limited(spec, fn, case, views, limit: float, race_hunt: bool):
         spec.launch(fn, case, views)
         cuda.synchronize()
         return None, False
-    except KeyboardInterrupt:           # Stop: end every simulated thread, then stop the check
+    except KeyboardInterrupt:  # Stop: end every simulated thread, then stop the check
         _stop_sim_threads(patience=1.0)
         raise
     except BaseException as exc:  # noqa: BLE001 - KernelTimeout, IndexError, anything
         if watchdog.fired or isinstance(exc, KernelTimeout):
-            return (f"time limit: the kernel did not finish within {limit:g} s in the "
-                    "simulator (an endless loop, or a loop bound that never moves?)", True)
+            return (
+                f"time limit: the kernel did not finish within {limit:g} s in the "
+                "simulator (an endless loop, or a loop bound that never moves?)",
+                True,
+            )
         return _explain(exc, fn), False
     finally:
         watchdog.cancel()
@@ -153,9 +160,12 @@ def _traced_launch(spec, fn, case, views) -> str | None:
     for t in traces:
         for p in t.problems():
             if p.kind in TRACE_FAILS:
-                hint = (" - use cuda.atomic.add (or another cuda.atomic op) where several "
-                        "blocks update the same element" if "different blocks" in p.message
-                        else "")
+                hint = (
+                    " - use cuda.atomic.add (or another cuda.atomic op) where several "
+                    "blocks update the same element"
+                    if "different blocks" in p.message
+                    else ""
+                )
                 return f"{p.kind} found by course.sim.trace: {p.message}{hint}"
     return None
 
@@ -196,8 +206,9 @@ def _stop_sim_threads(once: bool = False, patience: float = 5.0) -> None:
     stop_threads(threads, patience=patience, exc=KernelTimeout, once=once)
 
 
-_SIM_THREAD = re.compile(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:?\s*(.*)",
-                         re.S)
+_SIM_THREAD = re.compile(
+    r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:?\s*(.*)", re.S
+)
 
 
 def _explain(exc: BaseException, fn) -> str:
@@ -211,8 +222,9 @@ def _explain(exc: BaseException, fn) -> str:
         what = f"{kind}: {rest}" if rest else kind
         if kind == "IndexError":
             what += " - an index past the end of an array (a missing bounds check?)"
-        return (f"the simulator stopped thread {_dims(t)} of block {_dims(b)}: {what}"
-                + (f" at line {line}" if line else ""))
+        return f"the simulator stopped thread {_dims(t)} of block {_dims(b)}: {what}" + (
+            f" at line {line}" if line else ""
+        )
     if "TypingError" in kind or "NumbaError" in kind or "LoweringError" in kind:
         first = text.splitlines()[0] if text else kind
         return f"the kernel did not compile ({kind}): {first[:300]}"

@@ -5,6 +5,7 @@
 :func:`lesson_named`, so a name one command accepts is accepted by all of them.  Standard
 library only.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -24,17 +25,19 @@ def lesson_named(name: str, stems: list[str], given: str = "") -> str:
     stem = str(name).strip().removesuffix(".ipynb")
     for s in stems:
         number, _, title = s.partition("_")
-        if stem in (s, title) or (stem.isdigit() and number.isdigit()
-                                  and int(stem) == int(number)):
+        if stem in (s, title) or (stem.isdigit() and number.isdigit() and int(stem) == int(number)):
             return s
-    near = difflib.get_close_matches(stem, list(stems) + [s.partition("_")[2] for s in stems],
-                                     n=1, cutoff=0.5)
+    near = difflib.get_close_matches(
+        stem, list(stems) + [s.partition("_")[2] for s in stems], n=1, cutoff=0.5
+    )
     near = [s for s in stems if near and near[0] in (s, s.partition("_")[2])]
     hint = f" (did you mean {near[0]}?)" if near else ""
     where = f" given with {given}" if given else ""
-    raise UnknownLesson(f"unknown lesson {name!r}{where}{hint}; the lessons are "
-                        f"{', '.join(stems)} (a number such as 01, or a name such as "
-                        f"{stems[min(1, len(stems) - 1)] if stems else '01_vector_add'})")
+    raise UnknownLesson(
+        f"unknown lesson {name!r}{where}{hint}; the lessons are "
+        f"{', '.join(stems)} (a number such as 01, or a name such as "
+        f"{stems[min(1, len(stems) - 1)] if stems else '01_vector_add'})"
+    )
 
 
 def find_lesson(name: str, sources: list[Path], given: str = "") -> Path:

@@ -11,6 +11,7 @@ its folder or file prefix), ``id`` (Canvas's user id), and optionally ``name``, 
 gets an empty cell (no grade) and is listed; a submission not on the roster is listed and
 written to ``canvas.unmatched.csv`` with its scores, for the instructor to match by hand.
 """
+
 from __future__ import annotations
 
 import csv
@@ -31,8 +32,10 @@ def read_roster(path: Path) -> dict:
     except OSError as exc:
         raise RosterError(f"cannot read the roster {path}: {exc}") from None
     if not rows or not {"submission", "id"} <= set(rows[0]):
-        raise RosterError(f"{path}: the roster needs the columns `submission` and `id` "
-                          f"(found: {', '.join(rows[0]) if rows else 'no rows'})")
+        raise RosterError(
+            f"{path}: the roster needs the columns `submission` and `id` "
+            f"(found: {', '.join(rows[0]) if rows else 'no rows'})"
+        )
     out = {}
     for n, r in enumerate(rows, start=2):
         key = (r.get("submission") or "").strip()
@@ -40,8 +43,9 @@ def read_roster(path: Path) -> dict:
             raise RosterError(f"{path} row {n}: empty `submission` or `id`")
         if key in out:
             raise RosterError(f"{path} row {n}: submission {key!r} is listed twice")
-        out[key] = {k: (r.get(k) or "").strip() for k in
-                    ("id", "name", "sis_id", "login", "section")}
+        out[key] = {
+            k: (r.get(k) or "").strip() for k in ("id", "name", "sis_id", "login", "section")
+        }
     return out
 
 
@@ -63,8 +67,9 @@ def write_canvas(rows, path: Path, roster: dict | None, log=print) -> list[str]:
     scores = {g.student: lesson_scores(g) for g in rows}
     lessons = sorted({lesson for s in scores.values() for lesson in s})
     possible = {l: max(s[l][1] for s in scores.values() if l in s) for l in lessons}
-    roster = roster if roster is not None else {g.student: {"id": "", "name": g.student}
-                                                for g in rows}
+    roster = (
+        roster if roster is not None else {g.student: {"id": "", "name": g.student} for g in rows}
+    )
     messages = []
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as f:
@@ -74,11 +79,20 @@ def write_canvas(rows, path: Path, roster: dict | None, log=print) -> list[str]:
         for key, who in roster.items():
             s = scores.get(key)
             if s is None:
-                messages.append(f"{key} ({who.get('name') or who['id']}) is on the roster but "
-                                "has no submission: left without a grade")
-            w.writerow([who.get("name") or key, who["id"], who.get("sis_id", ""),
-                        who.get("login", ""), who.get("section", "")]
-                       + [f"{s[l][0]:g}" if s and l in s else "" for l in lessons])
+                messages.append(
+                    f"{key} ({who.get('name') or who['id']}) is on the roster but "
+                    "has no submission: left without a grade"
+                )
+            w.writerow(
+                [
+                    who.get("name") or key,
+                    who["id"],
+                    who.get("sis_id", ""),
+                    who.get("login", ""),
+                    who.get("section", ""),
+                ]
+                + [f"{s[l][0]:g}" if s and l in s else "" for l in lessons]
+            )
     unmatched = [g for g in rows if g.student not in roster]
     if unmatched:
         other = path.with_name(path.stem + ".unmatched.csv")
@@ -87,10 +101,13 @@ def write_canvas(rows, path: Path, roster: dict | None, log=print) -> list[str]:
             w.writerow(["submission", "file"] + lessons)
             for g in unmatched:
                 s = scores[g.student]
-                w.writerow([g.student, g.submission]
-                           + [f"{s[l][0]:g}" if l in s else "" for l in lessons])
-                messages.append(f"{g.student} ({g.submission}) is not on the roster: its scores "
-                                f"are in {other.name}, not in the Canvas file")
+                w.writerow(
+                    [g.student, g.submission] + [f"{s[l][0]:g}" if l in s else "" for l in lessons]
+                )
+                messages.append(
+                    f"{g.student} ({g.submission}) is not on the roster: its scores "
+                    f"are in {other.name}, not in the Canvas file"
+                )
     for m in messages:
         log(f"  roster: {m}")
     return messages

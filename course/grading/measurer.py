@@ -20,6 +20,7 @@ starts (``prepare.py``, with :func:`measure_ceilings` below): no student kernel 
 Why a separate process at all: a cell's Python can patch anything in the process it runs
 in (``course``, numpy, the timing helper).  Here there is nothing of it to run.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,14 @@ def measure_ceilings() -> dict:
 def _case(c: dict):
     from ..exercises import Case
 
-    return Case(c["name"], c["params"], tuple(c["grid"]), tuple(c["block"]),
-                c.get("shared_bytes", 0), c.get("repeats", 1))
+    return Case(
+        c["name"],
+        c["params"],
+        tuple(c["grid"]),
+        tuple(c["block"]),
+        c.get("shared_bytes", 0),
+        c.get("repeats", 1),
+    )
 
 
 def measure_launch(spec, fn, staged, sample: dict):
@@ -50,8 +57,9 @@ def measure_launch(spec, fn, staged, sample: dict):
     ``domain:NAME`` arrays)."""
     from ..exercises.timed import Arrays, Sampling, judged_runs
 
-    sampling = Sampling(sample["seed"], sample["names"], sample.get("domains") or {},
-                        sample.get("sim_runs", 0))
+    sampling = Sampling(
+        sample["seed"], sample["names"], sample.get("domains") or {}, sample.get("sim_runs", 0)
+    )
     bufs = Arrays(staged.buffers, staged.shapes, staged.scalars)
     return judged_runs(spec, fn, staged.case, bufs, sampling, traced=spec.measure_on)
 
@@ -60,20 +68,23 @@ def _staged(req: dict, arrays: dict):
     """The request's case, arrays, shapes and scalars as a ``launch.Staged``."""
     from .launch import Staged
 
-    return Staged(_case(req["case"]), arrays, {k: tuple(v) for k, v in req["shapes"].items()},
-                  req["scalars"])
+    return Staged(
+        _case(req["case"]), arrays, {k: tuple(v) for k, v in req["shapes"].items()}, req["scalars"]
+    )
 
 
 def _measure(chan, spec, fn, req, arrays) -> None:
-    domains = {k[len("domain:"):]: arrays.pop(k) for k in list(arrays)
-               if k.startswith("domain:")}
+    domains = {k[len("domain:") :]: arrays.pop(k) for k in list(arrays) if k.startswith("domain:")}
     figures, returned, samples, trespass = measure_launch(
-        spec, fn, _staged(req, arrays), dict(req["sample"], domains=domains))
+        spec, fn, _staged(req, arrays), dict(req["sample"], domains=domains)
+    )
     if trespass:
         chan.send({"op": "measured", "error": trespass})
         return
-    chan.send({"op": "measured", "figures": figures, "error": None},
-              {**returned, **{f"sample:{k}": v for k, v in samples.items()}})
+    chan.send(
+        {"op": "measured", "figures": figures, "error": None},
+        {**returned, **{f"sample:{k}": v for k, v in samples.items()}},
+    )
 
 
 _REPLY = {"load": "loaded", "launch": "launched", "measure": "measured"}
@@ -108,7 +119,7 @@ def main(argv=None) -> int:
         try:
             if op == "load":
                 try:
-                    if "entry" in req:            # the course's own kernel, by name
+                    if "entry" in req:  # the course's own kernel, by name
                         fn = entries.get(req["entry"]).ready()
                         fn.warm()
                     else:
@@ -118,17 +129,21 @@ def main(argv=None) -> int:
                     chan.send({"op": "loaded", "error": str(exc)})
             elif op == "launch":
                 returned, error, timed_out = run_launch(
-                    _spec(req["exercise"], fn), fn, _staged(req, arrays), req["time_limit"],
-                    req["race_hunt"])
-                chan.send({"op": "launched", "error": error, "timed_out": timed_out},
-                          returned)
+                    _spec(req["exercise"], fn),
+                    fn,
+                    _staged(req, arrays),
+                    req["time_limit"],
+                    req["race_hunt"],
+                )
+                chan.send({"op": "launched", "error": error, "timed_out": timed_out}, returned)
             elif op == "measure":
                 _measure(chan, _spec(req["exercise"], fn), fn, req, arrays)
             else:  # "bye"
                 break
         except Exception as exc:  # noqa: BLE001 - the judge reports it
-            chan.send({"op": _REPLY.get(str(op), op), "error": f"{type(exc).__name__}: "
-                                                          f"{str(exc)[:300]}"})
+            chan.send(
+                {"op": _REPLY.get(str(op), op), "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            )
     sys.stdout.flush()
     os._exit(0)
 

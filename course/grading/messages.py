@@ -5,13 +5,16 @@ reasons say nothing a student can act on.  :func:`course_sentence` rewrites thos
 a kernel that takes a different number of arguments than the exercise launches it with,
 which numba calls a "Signature mismatch") and leaves every other message as it was.
 """
+
 from __future__ import annotations
 
 import inspect
 import re
 
-_MISMATCH = re.compile(r"Signature mismatch: (\d+) argument types? given, but function "
-                       r"takes (\d+) arguments?")
+_MISMATCH = re.compile(
+    r"Signature mismatch: (\d+) argument types? given, but function "
+    r"takes (\d+) arguments?"
+)
 
 
 def course_sentence(error: str, fn, spec) -> str:
@@ -23,8 +26,10 @@ def course_sentence(error: str, fn, spec) -> str:
     given, takes = int(m.group(1)), int(m.group(2))
     names = _parameters(fn)
     yours = f" ({', '.join(names)})" if names and len(names) == takes else ""
-    return (f"your kernel takes {takes} argument{'s' * (takes != 1)}{yours}, but the "
-            f"exercise launches it with {given}: define it as `{spec.signature}`")
+    return (
+        f"your kernel takes {takes} argument{'s' * (takes != 1)}{yours}, but the "
+        f"exercise launches it with {given}: define it as `{spec.signature}`"
+    )
 
 
 def _parameters(fn) -> list[str]:

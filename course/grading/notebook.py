@@ -8,6 +8,7 @@ without running anything.  Vocabulary used by release.py and batch.py:
 - the *exercise cell* of an exercise is the solution cell that defines that function;
 - *setup cells* are the ones the grader runs before the exercise cells (see :func:`plan`).
 """
+
 from __future__ import annotations
 
 import ast
@@ -24,15 +25,15 @@ INSTRUCTOR_ONLY_MARK = "### INSTRUCTOR ONLY"
 SETUP_TAG = "setup"
 YOUR_CODE = "# YOUR CODE HERE"
 YOUR_ANSWER = "YOUR ANSWER HERE"
-GIVEN = "### GIVEN:"   # inside a solution region: a line the student copy gets instead
+GIVEN = "### GIVEN:"  # inside a solution region: a line the student copy gets instead
 
 # course.check("vector_add", add ...) or check('vector_add', add ...)
 CHECK_CALL = re.compile(r"""\bcheck\(\s*['"]([A-Za-z_]\w*)['"]\s*,\s*([A-Za-z_]\w*)""")
 _DEF = re.compile(r"^(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(", re.M)
 
 
-MAX_CELLS = 5000          # cells of one notebook (the lessons have under 150)
-MAX_PARSED = 256 << 10    # characters of a cell the grader's own process parses (ast)
+MAX_CELLS = 5000  # cells of one notebook (the lessons have under 150)
+MAX_PARSED = 256 << 10  # characters of a cell the grader's own process parses (ast)
 
 
 class NotebookError(Exception):
@@ -47,8 +48,8 @@ class MarkerError(Exception):
 class Cell:
     """One cell, with the facts release and grading need."""
 
-    index: int                 # position in the notebook (0-based)
-    kind: str                  # "code" | "markdown" | "raw"
+    index: int  # position in the notebook (0-based)
+    kind: str  # "code" | "markdown" | "raw"
     source: str
     id: str = ""
     tags: tuple = ()
@@ -73,8 +74,9 @@ class Cell:
 
     @property
     def instructor_only(self) -> bool:
-        return (INSTRUCTOR_ONLY_TAG in self.tags
-                or self.source.lstrip().startswith(INSTRUCTOR_ONLY_MARK))
+        return INSTRUCTOR_ONLY_TAG in self.tags or self.source.lstrip().startswith(
+            INSTRUCTOR_ONLY_MARK
+        )
 
 
 def source_text(src) -> str:
@@ -99,8 +101,10 @@ def loads(raw: bytes, name: str) -> dict:
     try:
         nb = json.loads(raw.decode("utf-8", errors="replace"))
     except (ValueError, RecursionError) as exc:
-        raise NotebookError(f"{name} is not valid JSON ({str(exc)[:200]}); was it saved "
-                            "completely? Re-download it from Jupyter") from None
+        raise NotebookError(
+            f"{name} is not valid JSON ({str(exc)[:200]}); was it saved "
+            "completely? Re-download it from Jupyter"
+        ) from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise NotebookError(f"{name} is JSON but not a notebook (no list of cells)")
     if len(nb["cells"]) > MAX_CELLS:
@@ -122,8 +126,16 @@ def cells(nb: dict) -> list[Cell]:
             continue
         meta: dict = c["metadata"] if isinstance(c.get("metadata"), dict) else {}
         tags: list = meta["tags"] if isinstance(meta.get("tags"), list) else []
-        out.append(Cell(i, str(c.get("cell_type", "raw")), source_text(c.get("source", "")),
-                        str(c.get("id", "") or ""), tuple(str(t) for t in tags), meta))
+        out.append(
+            Cell(
+                i,
+                str(c.get("cell_type", "raw")),
+                source_text(c.get("source", "")),
+                str(c.get("id", "") or ""),
+                tuple(str(t) for t in tags),
+                meta,
+            )
+        )
     return out
 
 
@@ -135,31 +147,34 @@ def stable_id(stem: str, index: int, source: str) -> str:
 # ---------------------------------------------------------------------------------------
 # solution regions
 
+
 def solution_regions(cell: Cell) -> list[tuple[int, int]]:
     """(begin line, end line) pairs, 0-based and inclusive; MarkerError if unbalanced."""
     regions, start = [], None
     for n, line in enumerate(cell.source.splitlines()):
         if BEGIN in line:
             if start is not None:
-                raise MarkerError(f"{cell.label}: `{BEGIN}` on line {n + 1} before the "
-                                  f"`{END}` of the one on line {start + 1}")
+                raise MarkerError(
+                    f"{cell.label}: `{BEGIN}` on line {n + 1} before the "
+                    f"`{END}` of the one on line {start + 1}"
+                )
             start = n
         elif END in line:
             if start is None:
-                raise MarkerError(f"{cell.label}: `{END}` on line {n + 1} without a "
-                                  f"`{BEGIN}` before it")
+                raise MarkerError(
+                    f"{cell.label}: `{END}` on line {n + 1} without a `{BEGIN}` before it"
+                )
             regions.append((start, n))
             start = None
     if start is not None:
-        raise MarkerError(f"{cell.label}: `{BEGIN}` on line {start + 1} is never closed "
-                          f"by `{END}`")
+        raise MarkerError(f"{cell.label}: `{BEGIN}` on line {start + 1} is never closed by `{END}`")
     return regions
 
 
 def solution_lines(cell: Cell) -> list[str]:
     """The lines inside the solution regions of ``cell`` (markers excluded)."""
     lines = cell.source.splitlines()
-    return [l for a, b in solution_regions(cell) for l in lines[a + 1:b]]
+    return [l for a, b in solution_regions(cell) for l in lines[a + 1 : b]]
 
 
 def substantive(lines) -> list[str]:
@@ -174,6 +189,7 @@ def substantive(lines) -> list[str]:
 
 # ---------------------------------------------------------------------------------------
 # what a cell defines and checks
+
 
 def check_calls(source: str) -> list[tuple[str, str]]:
     """(exercise, function name) for every ``course.check("name", fn)`` in ``source``."""
@@ -211,8 +227,15 @@ def is_definitions_only(source: str) -> bool:
         tree = ast.parse(_strip_magics(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
-    allowed = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.FunctionDef,
-               ast.AsyncFunctionDef, ast.ClassDef)
+    allowed = (
+        ast.Import,
+        ast.ImportFrom,
+        ast.Assign,
+        ast.AnnAssign,
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.ClassDef,
+    )
     for node in tree.body:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             continue  # a docstring or a lone constant
@@ -222,20 +245,20 @@ def is_definitions_only(source: str) -> bool:
 
 
 def _strip_magics(source: str) -> str:
-    return "\n".join("" if l.lstrip().startswith(("%", "!")) else l
-                     for l in source.splitlines())
+    return "\n".join("" if l.lstrip().startswith(("%", "!")) else l for l in source.splitlines())
 
 
 # ---------------------------------------------------------------------------------------
 # the grading plan of an instructor notebook
+
 
 @dataclass
 class ExerciseCell:
     """Where an exercise lives in an instructor notebook (its spec: ``course.exercises``)."""
 
     name: str
-    function: str              # the function the check cell passes, e.g. "add"
-    cell: Cell                 # the instructor's exercise cell
+    function: str  # the function the check cell passes, e.g. "add"
+    cell: Cell  # the instructor's exercise cell
 
 
 @dataclass
@@ -243,8 +266,8 @@ class Plan:
     """What the grader runs for one lesson: setup cells and exercise cells, in order."""
 
     lesson: str
-    steps: list                # [("setup", Cell) | ("solution", Cell)], notebook order
-    exercises: dict            # name -> ExerciseCell, in notebook order
+    steps: list  # [("setup", Cell) | ("solution", Cell)], notebook order
+    exercises: dict  # name -> ExerciseCell, in notebook order
 
     @property
     def setup(self) -> list[Cell]:
@@ -260,8 +283,14 @@ def exercise_cells(cells: list[Cell]) -> dict:
         if check_cell.kind != "code":
             continue
         for ex, fn in check_calls(check_cell.source):
-            owners = [c for c in cells if c.kind == "code" and c.has_solution
-                      and c.index <= check_cell.index and fn in defined_functions(c.source)]
+            owners = [
+                c
+                for c in cells
+                if c.kind == "code"
+                and c.has_solution
+                and c.index <= check_cell.index
+                and fn in defined_functions(c.source)
+            ]
             if owners and ex not in out:
                 out[ex] = (fn, owners[-1])
     return out
@@ -284,13 +313,17 @@ def plan(path) -> Plan:
     """
     path = Path(path)
     nb = load(path)
-    all_cells = [c for c in cells(nb) if c.kind == "code" and not c.instructor_only
-                 and not is_colab_cell(c.source)]
+    all_cells = [
+        c
+        for c in cells(nb)
+        if c.kind == "code" and not c.instructor_only and not is_colab_cell(c.source)
+    ]
     solution = [c for c in all_cells if c.has_solution]
     for c in solution:
         solution_regions(c)  # MarkerError early
-    exercises = {ex: ExerciseCell(ex, fn, cell)
-                 for ex, (fn, cell) in exercise_cells(all_cells).items()}
+    exercises = {
+        ex: ExerciseCell(ex, fn, cell) for ex, (fn, cell) in exercise_cells(all_cells).items()
+    }
     tagged = any(SETUP_TAG in c.tags for c in all_cells)
     last = max((c.index for c in solution), default=-1)
     steps = []
@@ -299,7 +332,10 @@ def plan(path) -> Plan:
             steps.append(("solution", c))
         elif check_calls(c.source):
             continue
-        elif (SETUP_TAG in c.tags) if tagged else (
-                c is all_cells[0] or (c.index < last and is_definitions_only(c.source))):
+        elif (
+            (SETUP_TAG in c.tags)
+            if tagged
+            else (c is all_cells[0] or (c.index < last and is_definitions_only(c.source)))
+        ):
             steps.append(("setup", c))
     return Plan(path.stem, steps, exercises)

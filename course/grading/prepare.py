@@ -11,6 +11,7 @@ Everything a verdict depends on is settled here, while no student code runs anyw
 4. on a GPU, the ceilings figures are divided by (copy bandwidth, FP32 rate) are measured
    once, with the GPU's measuring lock held, and kept in memory (no cache file is read).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -31,8 +32,7 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
     subs = intake.collect(opts.submissions)
     for sub in subs:
         read_submission(sub, plans, opts.lesson)
-    summary = intake.keys(subs, lambda s: s.lesson,
-                          lambda s: intake.student_name(s.path, plans))
+    summary = intake.keys(subs, lambda s: s.lesson, lambda s: intake.student_name(s.path, plans))
     hidden.preload(e for p in plans.values() for e in p.exercises)
     run_dir = Path(tempfile.mkdtemp(prefix="course-grade-run-"))
     atexit.register(shutil.rmtree, run_dir, True)
@@ -42,15 +42,16 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
 
         hide = [p if p.is_dir() else p.parent for p in opts.submissions]
         hide += [opts.out.resolve().parent] + ([opts.feedback] if opts.feedback else [])
-        hide += [opts.notebooks.resolve()]          # the instructor notebooks: solutions
+        hide += [opts.notebooks.resolve()]  # the instructor notebooks: solutions
         isolation, said = for_grading(hide, run_dir)
         print(said)
-    settings = GradeSettings.from_args(opts, runtime.MODE, isolation,
-                                       ceilings_once(runtime.MODE))
+    settings = GradeSettings.from_args(opts, runtime.MODE, isolation, ceilings_once(runtime.MODE))
     if settings.timeout <= settings.limit:
-        print(f"note: --timeout {settings.timeout:g} s is not longer than one case's time "
-              f"limit ({settings.limit:g} s, --case-time-limit): a kernel that never ends "
-              "takes a submission's whole time, and its other exercises go ungraded")
+        print(
+            f"note: --timeout {settings.timeout:g} s is not longer than one case's time "
+            f"limit ({settings.limit:g} s, --case-time-limit): a kernel that never ends "
+            "takes a submission's whole time, and its other exercises go ungraded"
+        )
     return subs, summary, settings
 
 
@@ -68,8 +69,8 @@ def read_submission(sub, plans: dict, lesson: str | None) -> None:
         sub.lesson = intake.find_lesson(sub.notebook, sub.path, plans, lesson)
 
 
-_MEASURED: dict = {}      # this process's GPU ceilings, measured once
-CEILINGS_WAIT_S = 600     # how long the ceilings wait for the GPU's measuring lock
+_MEASURED: dict = {}  # this process's GPU ceilings, measured once
+CEILINGS_WAIT_S = 600  # how long the ceilings wait for the GPU's measuring lock
 
 
 def ceilings_once(mode: str) -> dict | None:
@@ -85,6 +86,8 @@ def ceilings_once(mode: str) -> dict | None:
         with device_lock(deadline=time.monotonic() + CEILINGS_WAIT_S):
             _MEASURED["ceilings"] = measure_ceilings()
         c = _MEASURED["ceilings"]
-        print(f"ceilings measured for this run: copy {c['copy_gbps']:.0f} GB/s, "
-              f"FP32 {c['fp32_tflops']:.1f} TFLOP/s")
+        print(
+            f"ceilings measured for this run: copy {c['copy_gbps']:.0f} GB/s, "
+            f"FP32 {c['fp32_tflops']:.1f} TFLOP/s"
+        )
     return _MEASURED["ceilings"]

@@ -10,6 +10,7 @@ place (``os.replace``), so two notebooks checking at once lose no record and a c
 leaves half a file.  A file that is not valid JSON is kept aside as
 ``<file>.corrupt-<time>`` with a one-line warning, never silently started over.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,7 +26,7 @@ from typing import Any
 fcntl: Any
 try:
     import fcntl
-except ImportError:           # Windows: no advisory locks; writes are still atomic
+except ImportError:  # Windows: no advisory locks; writes are still atomic
     fcntl = None
 
 FILE_NAME = ".course-progress.json"
@@ -83,8 +84,10 @@ def _read(p: Path) -> dict:
             where = f"kept as {aside}"
         except OSError:
             where = "left in place"
-        print(f"course.progress: {p} was not valid JSON ({where}); starting a new record",
-              file=sys.stderr)
+        print(
+            f"course.progress: {p} was not valid JSON ({where}); starting a new record",
+            file=sys.stderr,
+        )
         return {}
 
 
@@ -145,8 +148,9 @@ class Progress:
         for name, ex in sorted(self.exercises.items(), key=lambda kv: (kv[1].lesson, kv[0])):
             d = self.data.get(name)
             status = "not tried" if d is None else ("passed" if d["passed"] else "failed")
-            out.append((ex.lesson, name, status, d and d["mode"], d and d["cases"],
-                        d and d["when"]))
+            out.append(
+                (ex.lesson, name, status, d and d["mode"], d and d["cases"], d and d["when"])
+            )
         return out
 
     @property
@@ -166,12 +170,15 @@ class Progress:
             f"<tr><td>{html.escape(lesson)}</td><td><code>{html.escape(name)}</code></td>"
             f"<td style='color:{colors[status]}'><b>{status}</b></td><td>{mode or ''}</td>"
             f"<td>{cases or ''}</td><td>{when or ''}</td></tr>"
-            for lesson, name, status, mode, cases, when in self.rows())
-        return (f"<div class='course-progress'><style>.course-progress td, .course-progress th "
-                "{text-align:left !important}</style>"
-                f"<b>Progress: {self.passed}/{len(self.exercises)} exercises passed</b>"
-                "<table><tr><th>lesson</th><th>exercise</th><th>status</th><th>mode</th>"
-                f"<th>cases</th><th>when</th></tr>{body}</table></div>")
+            for lesson, name, status, mode, cases, when in self.rows()
+        )
+        return (
+            f"<div class='course-progress'><style>.course-progress td, .course-progress th "
+            "{text-align:left !important}</style>"
+            f"<b>Progress: {self.passed}/{len(self.exercises)} exercises passed</b>"
+            "<table><tr><th>lesson</th><th>exercise</th><th>status</th><th>mode</th>"
+            f"<th>cases</th><th>when</th></tr>{body}</table></div>"
+        )
 
 
 def progress() -> Progress:

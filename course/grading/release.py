@@ -12,6 +12,7 @@ Unbalanced markers stop the release with a message naming the cell.
 
 ``--check`` then validates the release (see :func:`validate`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,11 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..platform.resources import INSTALLED, PACKAGE
+from ..platform.resources import ROOT as REPO
 from . import notebook as nbk
 from . import student
 from .student import strip_solutions  # noqa: F401 - re-exported (tests import it here)
 
-from ..platform.resources import INSTALLED, PACKAGE, ROOT as REPO
 RESULT_MARK = "@@COURSE-RELEASE-CHECK@@"
 
 
@@ -37,6 +39,7 @@ class ReleaseError(Exception):
 
 # ---------------------------------------------------------------------------------------
 # making the student copy (student.py: the same function builds the wheel's copies)
+
 
 def student_notebook(nb: dict, stem: str) -> dict:
     """The student copy of instructor notebook ``nb`` (a new dict; ``nb`` is untouched),
@@ -52,12 +55,14 @@ def student_notebook(nb: dict, stem: str) -> dict:
 def release(sources: list[Path], out: Path) -> list[Path]:
     """Write the student copy of every notebook in ``sources`` to ``out``; their paths."""
     copies = []
-    for src in sources:          # all notebooks first: nothing is written if one is broken
+    for src in sources:  # all notebooks first: nothing is written if one is broken
         try:
             nb = nbk.load(src)
             if student.is_student_copy(nb):
-                raise ReleaseError(f"{src} is a student copy (no solutions): release from the "
-                                   "instructor notebooks (a checkout, or --instructor DIR)")
+                raise ReleaseError(
+                    f"{src} is a student copy (no solutions): release from the "
+                    "instructor notebooks (a checkout, or --instructor DIR)"
+                )
             copies.append((src, student_notebook(nb, src.stem)))
         except nbk.NotebookError as exc:
             raise ReleaseError(str(exc)) from None
@@ -73,6 +78,7 @@ def release(sources: list[Path], out: Path) -> list[Path]:
 # ---------------------------------------------------------------------------------------
 # --check
 
+
 def leaks(sources: list[Path], places: list[Path], markers: bool = True) -> list[str]:
     """Where solution text shows up in the files under ``places``: markers, or the body of
     an instructor solution region (compared line by line, ignoring spaces and comments).
@@ -82,21 +88,30 @@ def leaks(sources: list[Path], places: list[Path], markers: bool = True) -> list
     bodies = []
     for src in sources:
         cells = nbk.cells(nbk.load(src))
-        shown = [[_no_comment(l) for l in nbk.substantive(c.source.splitlines())]
-                 for c in cells if not c.has_solution]
+        shown = [
+            [_no_comment(l) for l in nbk.substantive(c.source.splitlines())]
+            for c in cells
+            if not c.has_solution
+        ]
         for cell in cells:
-            body = [_no_comment(l) for l in nbk.substantive(nbk.solution_lines(cell))] \
-                if cell.has_solution else []
+            body = (
+                [_no_comment(l) for l in nbk.substantive(nbk.solution_lines(cell))]
+                if cell.has_solution
+                else []
+            )
             if nbk.GIVEN in cell.source and len(body) <= 3:
-                continue    # a debug fix of a line or two: its text is common elsewhere
+                continue  # a debug fix of a line or two: its text is common elsewhere
             if any(_contains(lines, body) for lines in shown):
-                continue    # the lesson itself shows this text (lecture material): no secret
+                continue  # the lesson itself shows this text (lecture material): no secret
             if body:
                 bodies.append((f"{src.stem} {cell.label}", body))
     found = []
     for place in places:
-        files = [place] if place.is_file() else sorted(p for p in place.rglob("*")
-                                                       if p.suffix in (".ipynb", ".py", ".md"))
+        files = (
+            [place]
+            if place.is_file()
+            else sorted(p for p in place.rglob("*") if p.suffix in (".ipynb", ".py", ".md"))
+        )
         for f in files:
             for where, text in _texts(f):
                 if markers and (nbk.BEGIN in text or nbk.END in text):
@@ -128,10 +143,10 @@ def _no_comment(line: str) -> str:
 
 def _contains(lines: list[str], body: list[str]) -> bool:
     n = len(body)
-    return any(lines[i:i + n] == body for i in range(len(lines) - n + 1))
+    return any(lines[i : i + n] == body for i in range(len(lines) - n + 1))
 
 
-_INSTRUMENT = '''\
+_INSTRUMENT = """\
 import course, course.grading as _course_grading
 _COURSE_RESULTS = []
 def _course_check(exercise, fn, *args, _orig=_course_grading.check, **kw):
@@ -140,7 +155,7 @@ def _course_check(exercise, fn, *args, _orig=_course_grading.check, **kw):
     _COURSE_RESULTS.append([exercise, bool(result.passed), repr(result)])
     return result
 course.check = _course_grading.check = _course_check
-'''
+"""
 _REPORT = 'import json as _json; print("{mark}" + _json.dumps(_COURSE_RESULTS))'
 
 
@@ -153,20 +168,29 @@ def execute(path: Path, hidden: bool, timeout: int, cwd: Path) -> tuple[list, li
     nb = nbformat.read(path, as_version=4)
     nb.cells.insert(0, nbformat.v4.new_code_cell(_INSTRUMENT.format(hidden=hidden)))
     nb.cells.append(nbformat.v4.new_code_cell(_REPORT.format(mark=RESULT_MARK)))
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(cwd)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(cwd)}},
+    )
     try:
         client.execute()
     except Exception as exc:  # noqa: BLE001 - a dead kernel or a cell timeout
-        return [], [f"{path.name}: execution stopped: {type(exc).__name__}: "
-                    f"{str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else ''}"]
+        return [], [
+            f"{path.name}: execution stopped: {type(exc).__name__}: "
+            f"{str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else ''}"
+        ]
     errors, results = [], None
     for i, cell in enumerate(nb.cells[1:-1]):
         for o in cell.get("outputs", []):
             if o.get("output_type") == "error":
                 label = nbk.Cell(i, cell.cell_type, cell.source, cell.get("id", "")).label
-                errors.append(f"{path.name} {label}: an error escaped the cell: "
-                              f"{o.get('ename')}: {str(o.get('evalue'))[:300]}")
+                errors.append(
+                    f"{path.name} {label}: an error escaped the cell: "
+                    f"{o.get('ename')}: {str(o.get('evalue'))[:300]}"
+                )
     for o in nb.cells[-1].get("outputs", []):
         text = o.get("text", "")
         if RESULT_MARK in text:
@@ -180,14 +204,15 @@ def package_leaks(sources: list[Path]) -> list[str]:
     """Exercise solutions the ``course`` package itself holds: an exercise must never ask for
     a kernel the package (every student's copy of it) already contains.  The lecture's
     kernels stay; change the exercise."""
-    return [f"{leak} - the `course` package that every student installs holds this "
-            "exercise's answer: change the exercise so that it asks for a kernel the package "
-            "does not contain (keep the lecture's kernel)"
-            for leak in leaks(sources, [PACKAGE], markers=False)]
+    return [
+        f"{leak} - the `course` package that every student installs holds this "
+        "exercise's answer: change the exercise so that it asks for a kernel the package "
+        "does not contain (keep the lecture's kernel)"
+        for leak in leaks(sources, [PACKAGE], markers=False)
+    ]
 
 
-def validate(sources: list[Path], copies: list[Path], timeout: int = 600,
-             log=print) -> list[str]:
+def validate(sources: list[Path], copies: list[Path], timeout: int = 600, log=print) -> list[str]:
     """Problems with a release (empty list: it is fine).
 
     1. No solution markers and no instructor solution body anywhere in the release, nor
@@ -208,11 +233,16 @@ def validate(sources: list[Path], copies: list[Path], timeout: int = 600,
             for ex, _fn in nbk.check_calls(c.source):
                 if ex not in known:
                     problems.append(f"{src.name} {c.label}: checks unknown exercise {ex!r}")
-                elif hidden.file_for(ex) and known[ex].kind != "predict" and \
-                        not hidden.announced(known[ex]):
-                    problems.append(f"{ex} has hidden cases ({hidden.file_for(ex)}) but students "
-                                    "are not told: add it to ANNOUNCED in "
-                                    "course/grading/hidden.py")
+                elif (
+                    hidden.file_for(ex)
+                    and known[ex].kind != "predict"
+                    and not hidden.announced(known[ex])
+                ):
+                    problems.append(
+                        f"{ex} has hidden cases ({hidden.file_for(ex)}) but students "
+                        "are not told: add it to ANNOUNCED in "
+                        "course/grading/hidden.py"
+                    )
     with tempfile.TemporaryDirectory(prefix="course-release-check-") as tmp:
         old = os.environ.get("COURSE_PROGRESS_FILE")
         os.environ["COURSE_PROGRESS_FILE"] = str(Path(tmp) / "progress.json")
@@ -220,25 +250,33 @@ def validate(sources: list[Path], copies: list[Path], timeout: int = 600,
             for src, copy_ in zip(sources, copies):
                 for path, is_instructor in ((src, True), (copy_, False)):
                     t0 = time.perf_counter()
-                    results, errors = execute(path, hidden=is_instructor, timeout=timeout,
-                                              cwd=src.parent)
+                    results, errors = execute(
+                        path, hidden=is_instructor, timeout=timeout, cwd=src.parent
+                    )
                     who = "instructor" if is_instructor else "student"
                     problems += [f"{who} copy: {e}" for e in errors]
                     for ex, passed, report in results:
                         if is_instructor and not passed:
-                            problems.append(f"instructor {src.name}: check {ex!r} fails "
-                                            f"(public + hidden cases):\n{report}")
+                            problems.append(
+                                f"instructor {src.name}: check {ex!r} fails "
+                                f"(public + hidden cases):\n{report}"
+                            )
                         if not is_instructor and passed:
-                            problems.append(f"student {copy_.name}: check {ex!r} passes on "
-                                            "the empty solution: the check is broken or the "
-                                            "solution leaked")
+                            problems.append(
+                                f"student {copy_.name}: check {ex!r} passes on "
+                                "the empty solution: the check is broken or the "
+                                "solution leaked"
+                            )
                     checked = {r[0] for r in results}
-                    expected = {ex for c in nbk.cells(nbk.load(src))
-                                for ex, _ in nbk.check_calls(c.source)}
+                    expected = {
+                        ex for c in nbk.cells(nbk.load(src)) for ex, _ in nbk.check_calls(c.source)
+                    }
                     for ex in sorted(expected - checked):
                         problems.append(f"{who} {path.name}: check {ex!r} never ran")
-                    log(f"  {who:<10} {path.name}: {len(results)} checks, "
-                        f"{len(errors)} errors, {time.perf_counter() - t0:.1f} s")
+                    log(
+                        f"  {who:<10} {path.name}: {len(results)} checks, "
+                        f"{len(errors)} errors, {time.perf_counter() - t0:.1f} s"
+                    )
         finally:
             if old is None:
                 os.environ.pop("COURSE_PROGRESS_FILE", None)
@@ -250,6 +288,7 @@ def validate(sources: list[Path], copies: list[Path], timeout: int = 600,
 # ---------------------------------------------------------------------------------------
 # command line
 
+
 def find_sources(src_dir: Path, names: list[str] | None) -> list[Path]:
     """The instructor notebooks to release: all of ``src_dir``, or those named."""
     if not names:
@@ -257,7 +296,7 @@ def find_sources(src_dir: Path, names: list[str] | None) -> list[Path]:
     from .lesson_names import UnknownLesson, find_lesson
 
     every = sorted(src_dir.glob("*.ipynb"))
-    try:                                 # 01, 1, vector_add or 01_vector_add, as everywhere
+    try:  # 01, 1, vector_add or 01_vector_add, as everywhere
         return [find_lesson(name, every, "--notebooks") for name in names]
     except UnknownLesson as exc:
         raise ReleaseError(f"{exc}, in {src_dir}") from None
@@ -265,23 +304,46 @@ def find_sources(src_dir: Path, names: list[str] | None) -> list[Path]:
 
 def main(argv=None) -> int:
     """``python -m course release [--out DIR] [--notebooks NAME ...] [--check]``"""
-    ap = argparse.ArgumentParser(prog="python -m course release",
-                                 description="Write student copies of the instructor notebooks.")
-    ap.add_argument("--instructor", type=Path, metavar="DIR",
-                    help="the instructor folder (notebooks/ with solutions, instructor/hidden/; "
-                         "default: this checkout)")
-    ap.add_argument("--src", type=Path,
-                    help="instructor notebooks (default: notebooks/ of the instructor folder)")
-    ap.add_argument("--out", type=Path,
-                    default=Path("release") if INSTALLED else REPO / "release",
-                    help="where the student copies go (default: release/)")
-    ap.add_argument("--notebooks", nargs="+", metavar="NAME",
-                    help="only these notebooks, e.g. 01_vector_add (default: all)")
-    ap.add_argument("--check", action="store_true",
-                    help="validate: instructor copies pass all checks (hidden too), student "
-                         "copies run and fail every check, no solution text in the release")
-    ap.add_argument("--timeout", type=int, default=600,
-                    help="--check: seconds a notebook cell may run (default 600)")
+    ap = argparse.ArgumentParser(
+        prog="python -m course release",
+        description="Write student copies of the instructor notebooks.",
+    )
+    ap.add_argument(
+        "--instructor",
+        type=Path,
+        metavar="DIR",
+        help="the instructor folder (notebooks/ with solutions, instructor/hidden/; "
+        "default: this checkout)",
+    )
+    ap.add_argument(
+        "--src",
+        type=Path,
+        help="instructor notebooks (default: notebooks/ of the instructor folder)",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=Path("release") if INSTALLED else REPO / "release",
+        help="where the student copies go (default: release/)",
+    )
+    ap.add_argument(
+        "--notebooks",
+        nargs="+",
+        metavar="NAME",
+        help="only these notebooks, e.g. 01_vector_add (default: all)",
+    )
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="validate: instructor copies pass all checks (hidden too), student "
+        "copies run and fail every check, no solution text in the release",
+    )
+    ap.add_argument(
+        "--timeout",
+        type=int,
+        default=600,
+        help="--check: seconds a notebook cell may run (default 600)",
+    )
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     from . import hidden

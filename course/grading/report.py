@@ -3,6 +3,7 @@ and what grading one submission records, in order, for scoring and the leaderboa
 (``session.Outcome.events``): :class:`Started`, :class:`CellError`, :class:`Judged` and
 :class:`Tampering`.  These are records of the trusted side: the sandboxed worker's replies
 are checked first (``wire.py``, ``session.Ran``) and only then become one of them."""
+
 from __future__ import annotations
 
 import html
@@ -16,7 +17,7 @@ from ..exercises.outcome import CaseResult
 class Started:
     """A step went to the worker: a setup cell, or the cell of ``exercise``."""
 
-    label: str                   # "setup cell 3", "your vector_add cell (cell 7)"
+    label: str  # "setup cell 3", "your vector_add cell (cell 7)"
     exercise: str | None
 
 
@@ -25,7 +26,7 @@ class CellError:
     """A cell raised: the student's own error text (500 characters at most)."""
 
     label: str
-    kind: str                    # "setup" | "solution" | "code" (a leaderboard file)
+    kind: str  # "setup" | "solution" | "code" (a leaderboard file)
     exercise: str | None
     message: str
 
@@ -59,9 +60,19 @@ class Tampering:
 
 def case_events(cases: list) -> list[dict]:
     """Case results as plain data: what a graded row, Gradescope and the leaderboard keep."""
-    return [{"name": c.name, "launch": c.launch, "hidden": c.hidden, "passed": c.passed,
-             "message": c.message, "figures": c.figures, "timed_out": c.timed_out,
-             "timed": c.timed} for c in cases]
+    return [
+        {
+            "name": c.name,
+            "launch": c.launch,
+            "hidden": c.hidden,
+            "passed": c.passed,
+            "message": c.message,
+            "figures": c.figures,
+            "timed_out": c.timed_out,
+            "timed": c.timed,
+        }
+        for c in cases
+    ]
 
 
 @dataclass
@@ -72,12 +83,12 @@ class CheckResult:
     passed: bool
     mode: str
     seed: int
-    spec: Any = None                 # the exercise (``exercises.Exercise``)
+    spec: Any = None  # the exercise (``exercises.Exercise``)
     cases: list = field(default_factory=list)
     error: str = ""
     elapsed_s: float = 0.0
     hidden_run: bool = False
-    interrupted: bool = False      # Stop (Ctrl-C) during the check: ``cases`` are those done
+    interrupted: bool = False  # Stop (Ctrl-C) during the check: ``cases`` are those done
 
     # -- numbers ---------------------------------------------------------------------------
     @property
@@ -112,10 +123,16 @@ class CheckResult:
         if self.interrupted:
             total = len(self.spec.cases()) if self.spec is not None else 0
             done = f" after {len(self.cases)} of {total} cases" if total else ""
-            gpu = (" A kernel still running keeps the GPU busy until it ends: if the next "
-                   "check hangs, restart the notebook kernel." if self.mode == "gpu" else "")
-            return (f"{self.exercise}: interrupted{done} ({mode}, {self.elapsed_s:.1f} s) - "
-                    f"no further case ran; run the check again when ready.{gpu}")
+            gpu = (
+                " A kernel still running keeps the GPU busy until it ends: if the next "
+                "check hangs, restart the notebook kernel."
+                if self.mode == "gpu"
+                else ""
+            )
+            return (
+                f"{self.exercise}: interrupted{done} ({mode}, {self.elapsed_s:.1f} s) - "
+                f"no further case ran; run the check again when ready.{gpu}"
+            )
         if self.error:
             return f"{self.exercise}: not checked - {self.error}"
         pub = self.public
@@ -157,12 +174,12 @@ class CheckResult:
         note = self._hidden_note()
         if note:
             lines.append(f"  {note}")
-        if not self.passed and self.spec is not None and not self.error \
-                and not self.interrupted:
+        if not self.passed and self.spec is not None and not self.error and not self.interrupted:
             lines.append(f"  expected: {self.spec.signature} - {self.spec.goal}")
         if self._seed_shown():
-            lines.append(f"  seed {self.seed} (course.check(..., seed={self.seed}) replays "
-                         "these inputs)")
+            lines.append(
+                f"  seed {self.seed} (course.check(..., seed={self.seed}) replays these inputs)"
+            )
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -171,32 +188,45 @@ class CheckResult:
         mark = "&#10004;" if self.passed else "&#10008;"
         rows = []
         for c in self.cases:
-            status = ("<span style='color:#1a7f37'>pass</span>" if c.passed
-                      else "<span style='color:#b42318'><b>fail</b></span>")
+            status = (
+                "<span style='color:#1a7f37'>pass</span>"
+                if c.passed
+                else "<span style='color:#b42318'><b>fail</b></span>"
+            )
             rows.append(
                 f"<tr><td>{html.escape(c.name)}{' <i>(hidden)</i>' if c.hidden else ''}</td>"
                 f"<td><code>{html.escape(c.launch)}</code></td><td>{status}</td>"
-                f"<td>{html.escape(c.message)}</td></tr>")
-        table = ("<style>.course-check td, .course-check th {text-align:left !important;"
-                 "vertical-align:top}</style>"
-                 "<table style='border-collapse:collapse;font-size:90%'><tr><th>case"
-                 "</th><th>launch</th><th>result</th>"
-                 "<th>details</th></tr>" + "".join(rows) + "</table>") if rows else ""
+                f"<td>{html.escape(c.message)}</td></tr>"
+            )
+        table = (
+            (
+                "<style>.course-check td, .course-check th {text-align:left !important;"
+                "vertical-align:top}</style>"
+                "<table style='border-collapse:collapse;font-size:90%'><tr><th>case"
+                "</th><th>launch</th><th>result</th>"
+                "<th>details</th></tr>" + "".join(rows) + "</table>"
+            )
+            if rows
+            else ""
+        )
         extra = [html.escape(t) for t in self._tolerance_lines()]
         note = self._hidden_note()
         if note:
             extra.append(f"<b>{html.escape(note)}</b>")
-        if not self.passed and self.spec is not None and not self.error \
-                and not self.interrupted:
-            extra.append(f"expected: <code>{html.escape(self.spec.signature)}</code> - "
-                         f"{html.escape(self.spec.goal)}")
+        if not self.passed and self.spec is not None and not self.error and not self.interrupted:
+            extra.append(
+                f"expected: <code>{html.escape(self.spec.signature)}</code> - "
+                f"{html.escape(self.spec.goal)}"
+            )
         if self._seed_shown():
             extra.append(f"seed {self.seed} (pass <code>seed={self.seed}</code> to replay)")
         if self.interrupted:
             color, bg, mark = "#9a6700", "#fff8e5", "&#9632;"
-        return (f"<div class='course-check' data-passed='{str(self.passed).lower()}' "
-                f"data-interrupted='{str(self.interrupted).lower()}' "
-                f"style='border:2px solid {color};background:{bg};padding:6px 10px;"
-                f"border-radius:6px'><div style='color:{color};font-weight:bold'>{mark} "
-                f"{html.escape(self._headline())}</div>{table}"
-                f"<div style='font-size:85%;color:#444'>{'<br>'.join(extra)}</div></div>")
+        return (
+            f"<div class='course-check' data-passed='{str(self.passed).lower()}' "
+            f"data-interrupted='{str(self.interrupted).lower()}' "
+            f"style='border:2px solid {color};background:{bg};padding:6px 10px;"
+            f"border-radius:6px'><div style='color:{color};font-weight:bold'>{mark} "
+            f"{html.escape(self._headline())}</div>{table}"
+            f"<div style='font-size:85%;color:#444'>{'<br>'.join(extra)}</div></div>"
+        )

@@ -13,6 +13,7 @@ Protocol (request ``measure``): ``"sample": {"seed", "names", "sim_runs"}`` plus
 ``sample:NAME`` (dtype of NAME, shape (runs <= MAX_RUNS, min(SAMPLES, elements))); the
 judge's channel refuses anything else before reading it (``wire.py``).
 """
+
 from __future__ import annotations
 
 import math
@@ -25,14 +26,14 @@ from ..exercises.timed import MAX_RUNS, positions, sample_count
 from . import judge
 from .wire import allowed
 
-SIM_RUNS = 0     # runs after the traced one in the simulator (the tests ask for more)
+SIM_RUNS = 0  # runs after the traced one in the simulator (the tests ask for more)
 
 
 @dataclass
 class Plan:
     seed: int
-    names: list          # outputs and in-out arrays, in the order positions are drawn
-    domains: dict        # name -> flat positions the reference judges (absent: all)
+    names: list  # outputs and in-out arrays, in the order positions are drawn
+    domains: dict  # name -> flat positions the reference judges (absent: all)
     sim_runs: int = 0
 
     def request(self) -> dict:
@@ -79,13 +80,17 @@ def plan(spec, prep) -> Plan:
 
 
 def _where(r, runs, name, shape, pos, got, exp, tol) -> str:
-    bad = [k for k in range(len(pos)) if judge.compare(name, got[k:k + 1], exp[k:k + 1], tol)]
+    bad = [k for k in range(len(pos)) if judge.compare(name, got[k : k + 1], exp[k : k + 1], tol)]
     k = bad[0]
     idx = tuple(int(i) for i in np.unravel_index(int(pos[k]), shape))
     at = f"{name}[{idx[0] if len(idx) == 1 else ', '.join(map(str, idx))}]"
-    what = ("still held the poison value (never written)"
-            if got.dtype.kind == "f" and np.isnan(got[k]) else
-            f"got {judge.number_text(got[k])}, expected {judge.number_text(exp[k])}")
-    return (f"no figure: timed run {r + 1} of {runs} gave wrong results at {at}: {what} "
-            f"({len(bad)} of {len(pos)} sampled elements wrong) - every run must do all of "
-            "the work")
+    what = (
+        "still held the poison value (never written)"
+        if got.dtype.kind == "f" and np.isnan(got[k])
+        else f"got {judge.number_text(got[k])}, expected {judge.number_text(exp[k])}"
+    )
+    return (
+        f"no figure: timed run {r + 1} of {runs} gave wrong results at {at}: {what} "
+        f"({len(bad)} of {len(pos)} sampled elements wrong) - every run must do all of "
+        "the work"
+    )

@@ -10,6 +10,7 @@ passes; a *debug* or *tune* exercise earns them only when every case passes - it
 kernel passes most cases as given, so partial credit would pay for the bug left in (or for
 the slow kernel as handed out).  ``--all-or-nothing`` applies the second rule to all.
 """
+
 from __future__ import annotations
 
 from . import notebook as nbk
@@ -24,15 +25,20 @@ def score(g, plan: nbk.Plan, out, settings) -> None:
     g.mode = out.mode or g.mode
     for e in out.events:
         if isinstance(e, CellError):
-            g.notes.append(e.message if e.kind == "solution" and e.exercise
-                           else f"{e.message} (grading went on)")
+            g.notes.append(
+                e.message
+                if e.kind == "solution" and e.exercise
+                else f"{e.message} (grading went on)"
+            )
         elif isinstance(e, Judged):
             judged[e.name] = e
-            g.results[e.name] = e.as_data()        # plain data: feedback and exports
+            g.results[e.name] = e.as_data()  # plain data: feedback and exports
         elif isinstance(e, Tampering):
-            g.notes.append(f"for the instructor: the student's process wrote to the grader's "
-                           f"pipe out of turn or broke the protocol ({e.message}); no "
-                           "points were given for what was not checked")
+            g.notes.append(
+                f"for the instructor: the student's process wrote to the grader's "
+                f"pipe out of turn or broke the protocol ({e.message}); no "
+                "points were given for what was not checked"
+            )
     for name in plan.exercises:
         if name not in g.max_points or name in g.not_found:
             continue
@@ -40,22 +46,32 @@ def score(g, plan: nbk.Plan, out, settings) -> None:
         e = judged.get(name)
         if e is None:
             if tampered is not None:
-                g.reasons.append(f"{name}: 0 points: tampered" + (
-                    f" - the grading conversation was broken while this exercise was being "
-                    f"checked ({tampered.message})" if tampered.exercise == name else
-                    " - grading stopped when the conversation with the student's process "
-                    "was broken" + (f" during {tampered.exercise}" if tampered.exercise
-                                    else "")))
+                g.reasons.append(
+                    f"{name}: 0 points: tampered"
+                    + (
+                        f" - the grading conversation was broken while this exercise was being "
+                        f"checked ({tampered.message})"
+                        if tampered.exercise == name
+                        else " - grading stopped when the conversation with the student's process "
+                        "was broken" + (f" during {tampered.exercise}" if tampered.exercise else "")
+                    )
+                )
             elif status == "timeout":
-                g.reasons.append(f"{name}: not graded: the notebook did not finish within "
-                                 f"{settings.timeout:g} s" + (
-                                     f"; it was running {started[-1].label} (an endless loop "
-                                     "there, or in a kernel that cell launches?)" if started
-                                     else " (an endless loop?)"))
+                g.reasons.append(
+                    f"{name}: not graded: the notebook did not finish within "
+                    f"{settings.timeout:g} s"
+                    + (
+                        f"; it was running {started[-1].label} (an endless loop "
+                        "there, or in a kernel that cell launches?)"
+                        if started
+                        else " (an endless loop?)"
+                    )
+                )
             elif status == "crashed":
-                g.reasons.append(f"{name}: not graded: the grader process died ({last})"
-                                 + (f" while running {started[-1].label}" if started
-                                    else ""))
+                g.reasons.append(
+                    f"{name}: not graded: the grader process died ({last})"
+                    + (f" while running {started[-1].label}" if started else "")
+                )
             else:
                 g.reasons.append(f"{name}: not graded")
             continue
@@ -71,9 +87,11 @@ def score(g, plan: nbk.Plan, out, settings) -> None:
         earned = 0.0 if g.whole[name] else round(full * ok / len(cases), 2)
         g.points[name] = earned
         first = next(c for c in cases if not c.passed)
-        g.reasons.append(f"{name} (-{round(full - earned, 2):g}): {len(cases) - ok} of "
-                         f"{len(cases)} cases failed; first: {first.name}"
-                         f"{' (hidden)' if first.hidden else ''}: {first.message}")
+        g.reasons.append(
+            f"{name} (-{round(full - earned, 2):g}): {len(cases) - ok} of "
+            f"{len(cases)} cases failed; first: {first.name}"
+            f"{' (hidden)' if first.hidden else ''}: {first.message}"
+        )
 
 
 def all_or_nothing(name: str, every: bool = False) -> bool:

@@ -18,6 +18,7 @@ not fit is *tampering* (the exercise in progress gets 0 points and the instructo
 silence past the time limit is a *timeout*, a dead worker a *crash*.  A measurer that dies
 costs only the exercise it was measuring.  Both run in the sandbox of ``isolate.py``.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -43,10 +44,10 @@ if TYPE_CHECKING:
 class Outcome:
     """What grading one submission produced (all of it decided on this side)."""
 
-    events: list = field(default_factory=list)    # Started, CellError, Judged, Tampering
-    status: str = "graded"                        # graded | timeout | crashed | tampered
-    last: str = ""                                # last words of a crashed worker
-    mode: str = ""                                # the worker's, once it greeted: sim | gpu
+    events: list = field(default_factory=list)  # Started, CellError, Judged, Tampering
+    status: str = "graded"  # graded | timeout | crashed | tampered
+    last: str = ""  # last words of a crashed worker
+    mode: str = ""  # the worker's, once it greeted: sim | gpu
 
 
 @dataclass(frozen=True)
@@ -75,13 +76,13 @@ class Ran:
 class Judge:
     """What every exercise of one submission is judged with (all of it on this side)."""
 
-    settings: GradeSettings             # the run's seed, mode, limits and ceilings
-    start_measurer: Callable[[], Child]    # a started Child running measurer.py
-    start_gate: Callable[[], Child] | None = None   # ... running gate.py (sandboxed)
+    settings: GradeSettings  # the run's seed, mode, limits and ceilings
+    start_measurer: Callable[[], Child]  # a started Child running measurer.py
+    start_gate: Callable[[], Child] | None = None  # ... running gate.py (sandboxed)
     measurer: Child | None = None
-    compiler: Gate | None = None        # this submission's compile gate
-    on_stage: Callable[[str], None] | None = None   # "testing", then "timing"
-    deadline: float = float("inf")      # time.monotonic() when the submission's time is up
+    compiler: Gate | None = None  # this submission's compile gate
+    on_stage: Callable[[str], None] | None = None  # "testing", then "timing"
+    deadline: float = float("inf")  # time.monotonic() when the submission's time is up
 
     @property
     def seed(self) -> int:
@@ -133,10 +134,12 @@ def grade_steps(steps: list[dict], settings: GradeSettings, on_stage=None) -> Ou
     run_dir = s.isolation.run_dir if s.isolation is not None else None
     with tempfile.TemporaryDirectory(prefix="course-grade-", dir=run_dir) as name:
         tmp = Path(name)
-        worker = Child("course.grading.worker", tmp / "worker", deadline, s.memory_mb,
-                       s.timeout, s.isolation)
-        jd = _new_judge(s, tmp, deadline, on_stage,
-                        _sandbox_mb(step.get("exercise") for step in steps))
+        worker = Child(
+            "course.grading.worker", tmp / "worker", deadline, s.memory_mb, s.timeout, s.isolation
+        )
+        jd = _new_judge(
+            s, tmp, deadline, on_stage, _sandbox_mb(step.get("exercise") for step in steps)
+        )
         try:
             worker.greeted()
             out.mode = s.mode
@@ -167,29 +170,41 @@ def _sandbox_mb(names) -> int | None:
     return max(need, default=0) or None
 
 
-def _new_judge(s: GradeSettings, tmp: Path, deadline: float, on_stage=None,
-               sandbox_mb: int | None = None) -> Judge:
+def _new_judge(
+    s: GradeSettings, tmp: Path, deadline: float, on_stage=None, sandbox_mb: int | None = None
+) -> Judge:
     """A Judge whose measurers and compile gate start in their own folders under ``tmp``,
     in the sandbox, with the submission's deadline."""
     from .gate import start_sandboxed
 
-    return Judge(s, lambda: Child("course.grading.measurer",
-                                  Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
-                                  deadline, s.memory_mb, s.timeout, s.isolation, sandbox_mb),
-                 start_gate=lambda: start_sandboxed(tmp, deadline, s.memory_mb, s.timeout,
-                                                    s.isolation),
-                 on_stage=on_stage, deadline=deadline)
+    return Judge(
+        s,
+        lambda: Child(
+            "course.grading.measurer",
+            Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
+            deadline,
+            s.memory_mb,
+            s.timeout,
+            s.isolation,
+            sandbox_mb,
+        ),
+        start_gate=lambda: start_sandboxed(tmp, deadline, s.memory_mb, s.timeout, s.isolation),
+        on_stage=on_stage,
+        deadline=deadline,
+    )
 
 
 def judge_unit(spec, unit: dict, settings: GradeSettings, on_stage=None):
     """(error, case results) of a kernel that arrived as a unit (data: the leaderboard's
     ``course.submit``): no student statement to run, so no worker; the gate, then the
     measurer runs every case and, for a tune exercise or board, the measured launch."""
+
     def run(jd):
         try:
             return _judge_kernel(jd, spec, unit, None)
         except Tampered as exc:
             return f"the kernel unit is malformed ({exc})", []
+
     return _alone(spec, settings, run, on_stage)
 
 
@@ -197,9 +212,14 @@ def judge_entry(spec, name: str, settings: GradeSettings, on_stage=None):
     """(error, case results) of one of the course's own kernels entered on a board by the
     instructor (``exercises/entries.py``): the same cases, measured launch and judging as a
     unit, in the same measurer; it carries a name, not code, so there is nothing to gate."""
-    return _alone(spec, settings, lambda jd: _run_loaded(
-        jd, spec, {"op": "load", "entry": name}, f"the course kernel {name} cannot run here"),
-        on_stage)
+    return _alone(
+        spec,
+        settings,
+        lambda jd: _run_loaded(
+            jd, spec, {"op": "load", "entry": name}, f"the course kernel {name} cannot run here"
+        ),
+        on_stage,
+    )
 
 
 def _alone(spec, s: GradeSettings, run, on_stage=None) -> tuple[str, list]:
@@ -223,25 +243,39 @@ def _tampered(out: Outcome, message: str) -> None:
 def _run_step(worker, jd: Judge, n: int, step: dict, out: Outcome) -> None:
     ex, fn = step.get("exercise"), step.get("function") or ""
     out.events.append(Started(step["label"], ex))
-    reply, _ = worker.ask({"op": "run", "step": n, "label": step["label"],
-                           "source": step["source"], "want": fn, "exercise": ex}, "ran", n)
-    ran = Ran.read(reply, fn if ex else None)      # what the worker says, checked
+    reply, _ = worker.ask(
+        {
+            "op": "run",
+            "step": n,
+            "label": step["label"],
+            "source": step["source"],
+            "want": fn,
+            "exercise": ex,
+        },
+        "ran",
+        n,
+    )
+    ran = Ran.read(reply, fn if ex else None)  # what the worker says, checked
     if ran.error:
         out.events.append(CellError(step["label"], step["kind"], ex, ran.error[:500]))
     if not ex:
         return
     spec = _ex.get(ex)
     if ran.have == "missing":
-        out.events.append(Judged(ex, f"your {ex} cell does not define `{fn}`" if not ran.error
-                                 else f"`{fn}` was not defined because the cell failed: "
-                                      f"{ran.error}"))
+        out.events.append(
+            Judged(
+                ex,
+                f"your {ex} cell does not define `{fn}`"
+                if not ran.error
+                else f"`{fn}` was not defined because the cell failed: {ran.error}",
+            )
+        )
         return
     err, cases = "", []
     if spec.kind == "predict":
         cases = _judge_answer(worker, n, spec, fn)
     elif ran.have != "kernel":
-        err = (f"`{fn}` is not a CUDA kernel: decorate it with @cuda.jit "
-               f"(expected {spec.signature})")
+        err = f"`{fn}` is not a CUDA kernel: decorate it with @cuda.jit (expected {spec.signature})"
     else:
         err, cases = _judge_kernel(jd, spec, ran.unit, ran.unit_error)
     out.events.append(Judged(ex, err, cases))
@@ -276,8 +310,7 @@ def _run_loaded(jd: Judge, spec, load: dict, cannot: str) -> tuple[str, list]:
         if reply.get("error"):
             return f"{cannot}: {str(reply['error'])[:500]}", []
         jd.stage("testing")
-        cases = run_cases(spec, None, jd.seed, True, jd.settings.limit,
-                          launch=_measured_launch(m))
+        cases = run_cases(spec, None, jd.seed, True, jd.settings.limit, launch=_measured_launch(m))
         if spec.kind == "tune" and cases and all(c.passed for c in cases):
             jd.stage("timing")
             cases.append(_judge_measure(m, spec, jd))
@@ -285,45 +318,64 @@ def _run_loaded(jd: Judge, spec, load: dict, cannot: str) -> tuple[str, list]:
         last = jd.measurer.last_words() if jd.measurer else ""
         jd.close_measurer()
         if getattr(exc, "timed_out", False) or time.monotonic() >= jd.deadline - 1:
-            return ("not judged: it ran past the time limit for a submission (its tests and "
-                    "timed launches did not finish in time)"), []
-        return (f"the kernel broke the process that measures it ({exc}"
-                + (f"; {last}" if last else "") + ")"), []
+            return (
+                "not judged: it ran past the time limit for a submission (its tests and "
+                "timed launches did not finish in time)"
+            ), []
+        return (
+            f"the kernel broke the process that measures it ({exc}"
+            + (f"; {last}" if last else "")
+            + ")"
+        ), []
     if any(c.timed_out for c in cases):
-        jd.close_measurer()          # a hung kernel may still hold the GPU: start afresh
+        jd.close_measurer()  # a hung kernel may still hold the GPU: start afresh
     return "", cases
 
 
 def _measured_launch(m):
     """A ``launch`` for ``check.run_cases``: the measurer runs the kernel on the judge's
     buffers; whatever comes back that was not sent is tampering."""
+
     def launch(spec, fn, staged, limit, race_hunt):
-        header = {"op": "launch", "exercise": spec.name, "case": _case_data(staged.case),
-                  "shapes": staged.shapes, "scalars": staged.scalars, "time_limit": limit,
-                  "race_hunt": race_hunt}
-        reply, arrays = m.ask(header, "launched", arrays=staged.buffers,
-                              expect=allowed(staged.buffers))
+        header = {
+            "op": "launch",
+            "exercise": spec.name,
+            "case": _case_data(staged.case),
+            "shapes": staged.shapes,
+            "scalars": staged.scalars,
+            "time_limit": limit,
+            "race_hunt": race_hunt,
+        }
+        reply, arrays = m.ask(
+            header, "launched", arrays=staged.buffers, expect=allowed(staged.buffers)
+        )
         error = reply.get("error")
         if error:
             return {}, str(error)[:1000], reply.get("timed_out") is True
         _same_arrays(arrays, staged.buffers)
         return arrays, None, False
+
     return launch
 
 
 def _case_data(case) -> dict:
-    return {"name": case.name, "params": case.params, "grid": case.grid, "block": case.block,
-            "shared_bytes": case.shared_bytes}
+    return {
+        "name": case.name,
+        "params": case.params,
+        "grid": case.grid,
+        "block": case.block,
+        "shared_bytes": case.shared_bytes,
+    }
 
 
 def _same_arrays(arrays: dict, buffers: dict) -> None:
     if set(arrays) != set(buffers) or any(
-            arrays[k].shape != v.shape or arrays[k].dtype != v.dtype
-            for k, v in buffers.items()):
+        arrays[k].shape != v.shape or arrays[k].dtype != v.dtype for k, v in buffers.items()
+    ):
         raise Tampered("a launch sent back other arrays than it was given")
 
 
-MEASURE_S = 60.0    # seconds a measurement may hold this GPU's measuring lock
+MEASURE_S = 60.0  # seconds a measurement may hold this GPU's measuring lock
 
 
 def _judge_measure(m, spec, jd: Judge) -> CaseResult:
@@ -343,28 +395,36 @@ def _judge_measure(m, spec, jd: Judge) -> CaseResult:
             # more): a kernel slow only at the timed size cannot keep every other
             # submission's measurement waiting until its own deadline
             if jd.mode == "gpu":
-                m.chan.deadline = min(jd.deadline, time.monotonic()
-                                      + max(MEASURE_S, spec.time_budget_s))
-            reply, arrays = m.ask({"op": "measure", "exercise": spec.name,
-                                   "case": _case_data(case), "shapes": prep.shapes,
-                                   "scalars": prep.scalars(), "sample": p.request()},
-                                  "measured", arrays={**prep.buffers(), **p.arrays()},
-                                  expect=p.expect(prep))
+                m.chan.deadline = min(
+                    jd.deadline, time.monotonic() + max(MEASURE_S, spec.time_budget_s)
+                )
+            reply, arrays = m.ask(
+                {
+                    "op": "measure",
+                    "exercise": spec.name,
+                    "case": _case_data(case),
+                    "shapes": prep.shapes,
+                    "scalars": prep.scalars(),
+                    "sample": p.request(),
+                },
+                "measured",
+                arrays={**prep.buffers(), **p.arrays()},
+                expect=p.expect(prep),
+            )
             if jd.mode == "gpu":
                 m.chan.deadline = jd.deadline
     except LockTimeout:
-        return measure_failed("not judged: the GPU stayed busy past this submission's "
-                              "time limit")
+        return measure_failed("not judged: the GPU stayed busy past this submission's time limit")
     if reply.get("error") is not None:
         return measure_failed(str(reply["error"]))
     figures = reply.get("figures")
     if not isinstance(figures, dict):
         raise Tampered("a measurement came back without figures")
-    samples = {k[len("sample:"):]: arrays.pop(k) for k in list(arrays)
-               if k.startswith("sample:")}
+    samples = {k[len("sample:") :]: arrays.pop(k) for k in list(arrays) if k.startswith("sample:")}
     _same_arrays(arrays, prep.buffers())
-    return judge_measured(spec, case, prep, arrays, figures, jd.mode, jd.settings.ceilings,
-                          plan=p, samples=samples)
+    return judge_measured(
+        spec, case, prep, arrays, figures, jd.mode, jd.settings.ceilings, plan=p, samples=samples
+    )
 
 
 def _judge_answer(worker, n: int, spec, name: str) -> list:

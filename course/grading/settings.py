@@ -6,6 +6,7 @@ submission (``leaderboard/runner.py``).  From there it travels unchanged: ``batc
 -> ``session`` (the judge, its measurers and compile gate) -> ``scoring``.  A Dask worker
 grades with a copy that holds its own machine's sandbox and ceilings (:meth:`here`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -18,16 +19,16 @@ from .launch import TIME_LIMIT_S
 class GradeSettings:
     """Everything grading one submission depends on besides the submission itself."""
 
-    seed: int                           # the input seed, the same for every student
-    mode: str                           # "sim" (numba's simulator) or "gpu"
-    timeout: float = 600.0              # seconds per submission, all exercises together
-    memory_mb: int = 0                  # address-space limit of each process, MiB (0: none)
-    case_time_limit: float | None = None   # seconds per case (None: course.check's)
-    lesson: str | None = None           # --lesson: the lesson of every submission
-    all_or_nothing: bool = False        # every exercise scores only if every case passes
-    isolation: Any = None               # the sandbox (``isolate.Isolation``); None: none
-    isolation_choice: str = "none"      # "auto": a Dask worker builds its own sandbox
-    ceilings: dict | None = None        # GPU: copy GB/s and FP32 TFLOP/s, measured once
+    seed: int  # the input seed, the same for every student
+    mode: str  # "sim" (numba's simulator) or "gpu"
+    timeout: float = 600.0  # seconds per submission, all exercises together
+    memory_mb: int = 0  # address-space limit of each process, MiB (0: none)
+    case_time_limit: float | None = None  # seconds per case (None: course.check's)
+    lesson: str | None = None  # --lesson: the lesson of every submission
+    all_or_nothing: bool = False  # every exercise scores only if every case passes
+    isolation: Any = None  # the sandbox (``isolate.Isolation``); None: none
+    isolation_choice: str = "none"  # "auto": a Dask worker builds its own sandbox
+    ceilings: dict | None = None  # GPU: copy GB/s and FP32 TFLOP/s, measured once
 
     @property
     def limit(self) -> float:
@@ -45,10 +46,16 @@ class GradeSettings:
         whose driver maps a lot)."""
         import secrets
 
-        memory = opts.memory_mb if opts.memory_mb is not None else (
-            0 if mode == "gpu" else 16384)
-        return cls(seed=secrets.randbits(31) if opts.seed is None else opts.seed, mode=mode,
-                   timeout=opts.timeout, memory_mb=memory,
-                   case_time_limit=opts.case_time_limit, lesson=opts.lesson,
-                   all_or_nothing=opts.all_or_nothing, isolation=isolation,
-                   isolation_choice=opts.isolation_choice, ceilings=ceilings)
+        memory = opts.memory_mb if opts.memory_mb is not None else (0 if mode == "gpu" else 16384)
+        return cls(
+            seed=secrets.randbits(31) if opts.seed is None else opts.seed,
+            mode=mode,
+            timeout=opts.timeout,
+            memory_mb=memory,
+            case_time_limit=opts.case_time_limit,
+            lesson=opts.lesson,
+            all_or_nothing=opts.all_or_nothing,
+            isolation=isolation,
+            isolation_choice=opts.isolation_choice,
+            ceilings=ceilings,
+        )

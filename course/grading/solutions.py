@@ -6,6 +6,7 @@ stubs, made by the release), and returns the kernel or answer it defines.  The t
 to prove that every solution passes and every student copy fails; ``checktimes`` uses it to
 time ``course.check`` on each solution, the wait a student has each time they run a check.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,7 @@ from . import notebook as nbk
 from .unit import run_cell
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _setup(lesson: str, notebooks: str):
     plan = nbk.plan(Path(notebooks) / f"{lesson}.ipynb")
     ns = {"__name__": "__main__", "display": lambda *a, **k: None}
@@ -40,20 +41,25 @@ def defined(name: str, student: bool = False, notebooks: Path | None = None):
     ex = plan.exercises[name]
     src = strip_solutions(ex.cell) if student else ex.cell.source
     local = dict(ns)
-    run_cell(src, f"<{name}>", local)      # the course's own cells
+    run_cell(src, f"<{name}>", local)  # the course's own cells
     return local[ex.function], local
 
 
 def main(argv=None) -> int:
     """``python -m course checktimes [--out FILE.md]``: seconds per check of every solution."""
-    ap = argparse.ArgumentParser(prog="python -m course checktimes",
-                                 description="Time course.check on every exercise's solution "
-                                             "(public cases, as a student runs it).")
+    ap = argparse.ArgumentParser(
+        prog="python -m course checktimes",
+        description="Time course.check on every exercise's solution "
+        "(public cases, as a student runs it).",
+    )
     ap.add_argument("--out", type=Path, help="also write the table (markdown) here")
     ap.add_argument("--only", nargs="*", help="exercise names (default: all)")
-    ap.add_argument("--instructor", type=Path, metavar="DIR",
-                    help="the instructor folder (notebooks/ with solutions; default: this "
-                         "checkout)")
+    ap.add_argument(
+        "--instructor",
+        type=Path,
+        metavar="DIR",
+        help="the instructor folder (notebooks/ with solutions; default: this checkout)",
+    )
     opts = ap.parse_args(argv)
     from .hidden import InstructorFolderError, use_instructor
 
@@ -65,22 +71,25 @@ def main(argv=None) -> int:
         return 2
     import warnings
 
-    import course
     from numba.core.errors import NumbaPerformanceWarning
+
+    import course
 
     from ..exercises import all_exercises
 
-    warnings.simplefilter("ignore", NumbaPerformanceWarning)   # small launches are the point
+    warnings.simplefilter("ignore", NumbaPerformanceWarning)  # small launches are the point
     from ..platform.runtime import device_info
 
     ceilings = ""
-    if course.MODE == "gpu":     # measured once per device and cached: not a check's cost
+    if course.MODE == "gpu":  # measured once per device and cached: not a check's cost
         from ..measure.perf import measured_ceilings
 
         t0 = time.perf_counter()
         measured_ceilings()
-        ceilings = (f" The device's copy and FP32 ceilings (used by tune targets) were measured "
-                    f"first, once, in {time.perf_counter() - t0:.1f} s, and cached.")
+        ceilings = (
+            f" The device's copy and FP32 ceilings (used by tune targets) were measured "
+            f"first, once, in {time.perf_counter() - t0:.1f} s, and cached."
+        )
     from .check import admit
     from .gate import gate
 
@@ -90,7 +99,7 @@ def main(argv=None) -> int:
             continue
         fn, _ = defined(name)
         gate_s = 0.0
-        if spec.kind != "predict":     # the compile gate alone, its cache empty
+        if spec.kind != "predict":  # the compile gate alone, its cache empty
             gate()._cache.clear()
             t0 = time.perf_counter()
             admit(spec, fn, 1)
@@ -101,20 +110,26 @@ def main(argv=None) -> int:
         r = course.check(name, fn, record=False, seed=1)
         dt = time.perf_counter() - t0
         times.append(dt)
-        rows.append(f"| `{name}` | {spec.kind} | {spec.lesson} | {len(r.cases)} | "
-                    f"{'pass' if r.passed else 'FAIL'} | {dt:.1f} | "
-                    f"{gate_s:.2f} |")
+        rows.append(
+            f"| `{name}` | {spec.kind} | {spec.lesson} | {len(r.cases)} | "
+            f"{'pass' if r.passed else 'FAIL'} | {dt:.1f} | "
+            f"{gate_s:.2f} |"
+        )
         print(rows[-1], flush=True)
     dev = device_info().get("name", course.MODE) if course.MODE == "gpu" else "simulator"
-    head = [f"# Check times ({dev}, {time.strftime('%Y-%m-%d')})", "",
-            f"`course.check` on each exercise's solution, public cases (seed 1); "
-            f"{len(times)} exercises, median {statistics.median(times):.1f} s, "
-            f"max {max(times):.1f} s.{ceilings} Each check includes its compile gate "
-            f"(``course/grading/gate.py``) with an empty cache; that step alone, the last "
-            f"column, has median {statistics.median(gates or [0]):.2f} s (a repeated check "
-            f"of the same kernel finds it cached).", "",
-            "| exercise | kind | lesson | cases | result | seconds | of which compile gate |",
-            "|---|---|---|---|---|---|---|"]
+    head = [
+        f"# Check times ({dev}, {time.strftime('%Y-%m-%d')})",
+        "",
+        f"`course.check` on each exercise's solution, public cases (seed 1); "
+        f"{len(times)} exercises, median {statistics.median(times):.1f} s, "
+        f"max {max(times):.1f} s.{ceilings} Each check includes its compile gate "
+        f"(``course/grading/gate.py``) with an empty cache; that step alone, the last "
+        f"column, has median {statistics.median(gates or [0]):.2f} s (a repeated check "
+        f"of the same kernel finds it cached).",
+        "",
+        "| exercise | kind | lesson | cases | result | seconds | of which compile gate |",
+        "|---|---|---|---|---|---|---|",
+    ]
     text = "\n".join(head + rows) + "\n"
     if opts.out:
         opts.out.parent.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ student copies, never the instructor notebooks, into the wheel.  ``release.py`` 
 instructor's ``python -m course release``) and ``distribute.py`` (``python -m course
 notebooks``) make their copies with the same function.
 """
+
 from __future__ import annotations
 
 import copy
@@ -22,8 +23,8 @@ def strip_solutions(cell: nbk.Cell) -> str:
     out, pos = [], 0
     for a, b in regions:
         out += lines[pos:a]
-        indent = lines[a][:len(lines[a]) - len(lines[a].lstrip())]
-        given = [_given(l) for l in lines[a + 1:b] if l.lstrip().startswith(nbk.GIVEN)]
+        indent = lines[a][: len(lines[a]) - len(lines[a].lstrip())]
+        given = [_given(l) for l in lines[a + 1 : b] if l.lstrip().startswith(nbk.GIVEN)]
         if given and cell.kind == "code":
             out += given
         elif cell.kind == "code":
@@ -46,8 +47,14 @@ def nbgrader_meta(exercise: str, answer: bool, points=lambda name: 1.0) -> dict:
     """nbgrader's cell metadata (schema 3): the exercise cell is an autograded answer, its
     check cell a locked, graded test worth the exercise's points - so a course that already
     uses nbgrader can import the released notebooks."""
-    meta = {"schema_version": 3, "solution": answer, "grade": not answer, "locked": not answer,
-            "task": False, "grade_id": f"{exercise}" if answer else f"{exercise}-check"}
+    meta = {
+        "schema_version": 3,
+        "solution": answer,
+        "grade": not answer,
+        "locked": not answer,
+        "task": False,
+        "grade_id": f"{exercise}" if answer else f"{exercise}-check",
+    }
     if not answer:
         meta["points"] = points(exercise)
     return meta

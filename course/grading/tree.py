@@ -16,6 +16,7 @@ It imports nothing of the course and runs as one process with plain system calls
 sandbox starts in tens of milliseconds, not the hundreds a shell script of ``mount``
 commands takes.
 """
+
 import ctypes
 import json
 import os
@@ -25,8 +26,15 @@ import sys
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 1024, 2048, 4096, 16384
 MS_RELATIME, MS_STRICTATIME, MNT_DETACH = 1 << 21, 1 << 24, 2
-LOCKED = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
-          "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
+LOCKED = {
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+    "strictatime": MS_STRICTATIME,
+}
 # /proc entries that write to the host's kernel, read-only as a container runtime keeps them
 PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
@@ -45,8 +53,10 @@ def _check(rc, what):
 
 
 def mount(src, dst, fstype, flags, data=None):
-    _check(libc.mount(_c(src), _c(dst), _c(fstype), ctypes.c_ulong(flags), _c(data)),
-           f"mount {src} on {dst}")
+    _check(
+        libc.mount(_c(src), _c(dst), _c(fstype), ctypes.c_ulong(flags), _c(data)),
+        f"mount {src} on {dst}",
+    )
 
 
 def readonly(folder, itself):
@@ -56,7 +66,7 @@ def readonly(folder, itself):
         lines = f.read().splitlines()
     for line in lines:
         fields = line.split()
-        point = fields[4].encode().decode("unicode_escape")     # \040 for a space
+        point = fields[4].encode().decode("unicode_escape")  # \040 for a space
         if (itself and point == folder) or point.startswith(folder + "/"):
             flags = sum(LOCKED.get(o, 0) for o in fields[5].split(","))
             mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
@@ -88,7 +98,7 @@ def pivot_into(new):
     if number is None:
         raise OSError(f"pivot_root: unknown system call number on {platform.machine()}")
     _check(libc.syscall(ctypes.c_long(number), b".", b"."), "pivot_root")
-    _check(libc.umount2(b".", MNT_DETACH), "umount the host's tree")   # gone for good
+    _check(libc.umount2(b".", MNT_DETACH), "umount the host's tree")  # gone for good
     os.chdir("/")
 
 
@@ -107,12 +117,12 @@ def main(argv):
         os.chmod(new + scratch, 0o1777)
     else:
         mount(new + tmp, new + scratch, None, MS_BIND)
-    if plan["late"]:                      # what lies under /tmp: bound onto the scratch tmpfs
+    if plan["late"]:  # what lies under /tmp: bound onto the scratch tmpfs
         build(new, plan["late"])
         readonly(new + tmp, False)
     mount("course-shm", new + "/dev/shm", "tmpfs", 0, f"size={plan['shm_mb']}m,mode=1777")
-    mount("/proc", new + "/proc", None, MS_BIND | MS_REC)    # unshare's own, fresh /proc
-    for name in PROC_READONLY:    # the host's knobs: root's own uid may write them by mode
+    mount("/proc", new + "/proc", None, MS_BIND | MS_REC)  # unshare's own, fresh /proc
+    for name in PROC_READONLY:  # the host's knobs: root's own uid may write them by mode
         at = f"{new}/proc/{name}"
         if os.path.lexists(at):
             mount(at, at, None, MS_BIND | MS_REC)

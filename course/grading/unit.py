@@ -19,6 +19,7 @@ So the process that rebuilds and launches a unit (``measurer.py``) runs no other
 of the student's cells: a patched ``course`` module, a replaced ``Tune.measure_figures``
 or a monkeypatched numpy in the student's process does not travel.
 """
+
 from __future__ import annotations
 
 import ast
@@ -37,12 +38,18 @@ from .allowed import BUILTINS, NUMBA_TYPES, NotAllowed, check_attr, check_body, 
 from .decorator import JIT_OPTIONS, SIM_OPTIONS, UnitError, check_options, jit_options, names_jit
 from .signature import parse as parse_signature
 
-MODULES = {"numba.cuda": "cuda", "math": "math", "cmath": "cmath", "numpy": "np",
-           "numba": "numba", "numba.core.types": "types"}
-MAX_SOURCE = 64 << 10          # characters of one function's source
-MAX_ARRAY = 1 << 16            # elements of a global constant array
-MAX_DEPTH = 8                  # device functions calling device functions
-MAX_UNITS = 64                 # functions in one unit's tree (kernel + device calls)
+MODULES = {
+    "numba.cuda": "cuda",
+    "math": "math",
+    "cmath": "cmath",
+    "numpy": "np",
+    "numba": "numba",
+    "numba.core.types": "types",
+}
+MAX_SOURCE = 64 << 10  # characters of one function's source
+MAX_ARRAY = 1 << 16  # elements of a global constant array
+MAX_DEPTH = 8  # device functions calling device functions
+MAX_UNITS = 64  # functions in one unit's tree (kernel + device calls)
 
 
 def extract(fn, extra_names=(), _depth: int = 0, _memo: dict | None = None) -> dict:
@@ -56,21 +63,26 @@ def extract(fn, extra_names=(), _depth: int = 0, _memo: dict | None = None) -> d
         raise UnitError(f"{getattr(fn, '__name__', fn)!r} is not a @cuda.jit function")
     if _depth > MAX_DEPTH:
         raise UnitError("device functions nest deeper than the course allows")
-    memo = {} if _memo is None else _memo          # each device function read once
+    memo = {} if _memo is None else _memo  # each device function read once
     if id(py) in memo:
         return memo[id(py)]
     try:
         source = textwrap.dedent(inspect.getsource(py))
     except (OSError, TypeError) as exc:
-        raise UnitError(f"the source of `{py.__name__}` cannot be read ({exc}); define it "
-                        "in a cell or a file") from None
+        raise UnitError(
+            f"the source of `{py.__name__}` cannot be read ({exc}); define it in a cell or a file"
+        ) from None
     fdef = parse(source, py.__name__)
-    closure = dict(zip(py.__code__.co_freevars,
-                       (c.cell_contents for c in (py.__closure__ or ()))))
+    closure = dict(zip(py.__code__.co_freevars, (c.cell_contents for c in (py.__closure__ or ()))))
     options, sig = jit_options(fdef, fn, {**py.__globals__, **closure})
-    unit: dict[str, Any] = {"name": py.__name__, "source": source, "options": options,
-                            "signature": sig,
-            "firstline": int(py.__code__.co_firstlineno), "globals": {}}
+    unit: dict[str, Any] = {
+        "name": py.__name__,
+        "source": source,
+        "options": options,
+        "signature": sig,
+        "firstline": int(py.__code__.co_firstlineno),
+        "globals": {},
+    }
     for name in sorted(free_names(fdef, py) | set(extra_names)):
         if name in closure:
             value = closure[name]
@@ -78,8 +90,10 @@ def extract(fn, extra_names=(), _depth: int = 0, _memo: dict | None = None) -> d
             value = py.__globals__[name]
         elif hasattr(builtins, name):
             if name not in BUILTINS:
-                raise UnitError(f"`{py.__name__}` uses `{name}`, which a GPU kernel cannot "
-                                f"call (it may use {', '.join(BUILTINS[:-3])})")
+                raise UnitError(
+                    f"`{py.__name__}` uses `{name}`, which a GPU kernel cannot "
+                    f"call (it may use {', '.join(BUILTINS[:-3])})"
+                )
             continue
         elif name in extra_names:
             continue
@@ -89,8 +103,10 @@ def extract(fn, extra_names=(), _depth: int = 0, _memo: dict | None = None) -> d
     check_names(fdef, unit)
     memo[id(py)] = unit
     if _memo is None and _size(unit, MAX_UNITS) > MAX_UNITS:
-        raise UnitError(f"`{py.__name__}` calls device functions more than {MAX_UNITS} times "
-                        f"over (counting each call path); the course allows {MAX_UNITS}")
+        raise UnitError(
+            f"`{py.__name__}` calls device functions more than {MAX_UNITS} times "
+            f"over (counting each call path); the course allows {MAX_UNITS}"
+        )
     return unit
 
 
@@ -110,14 +126,24 @@ def _size(unit: dict, limit: int) -> int:
 def check_names(fdef: ast.FunctionDef, unit: dict) -> None:
     """UnitError unless the body uses only the kernel API (``allowed.py``): the same
     program for the compiler, the measurer and the simulator."""
-    modules: dict[str, tuple[str, list]] = {n: (d[1], []) for n, d in unit["globals"].items()
-               if isinstance(d, list) and d[:1] == ["module"] and len(d) == 2}
-    modules.update({n: (d[1], [d[2]]) for n, d in unit["globals"].items()
-                    if isinstance(d, list) and d[:1] == ["attr"] and len(d) == 3})
+    modules: dict[str, tuple[str, list]] = {
+        n: (d[1], [])
+        for n, d in unit["globals"].items()
+        if isinstance(d, list) and d[:1] == ["module"] and len(d) == 2
+    }
+    modules.update(
+        {
+            n: (d[1], [d[2]])
+            for n, d in unit["globals"].items()
+            if isinstance(d, list) and d[:1] == ["attr"] and len(d) == 3
+        }
+    )
     unknown = free_names(fdef) - set(unit["globals"]) - set(BUILTINS)
     if unknown:
-        raise UnitError(f"`{unit['name']}` uses `{sorted(unknown)[0]}`, which is neither a "
-                        "value it carries nor something a GPU kernel can call")
+        raise UnitError(
+            f"`{unit['name']}` uses `{sorted(unknown)[0]}`, which is neither a "
+            "value it carries nor something a GPU kernel can call"
+        )
     try:
         check_body(fdef, modules)
         for d in unit["globals"].values():
@@ -135,22 +161,28 @@ def parse(source: str, name: str) -> ast.FunctionDef:
         tree = ast.parse(source)
     except SyntaxError as exc:
         raise UnitError(f"the source of `{name}` does not parse: {exc.msg}") from None
-    except (RecursionError, MemoryError, ValueError):     # nested past the parser's limits
+    except (RecursionError, MemoryError, ValueError):  # nested past the parser's limits
         raise UnitError(f"the source of `{name}` is nested too deeply to read") from None
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) \
-            or tree.body[0].name != name:
+    if (
+        len(tree.body) != 1
+        or not isinstance(tree.body[0], ast.FunctionDef)
+        or tree.body[0].name != name
+    ):
         raise UnitError(f"the source of `{name}` must be exactly one `def {name}(...)`")
     fdef = tree.body[0]
     for d in fdef.args.defaults + [d for d in fdef.args.kw_defaults if d is not None]:
         try:
             value = ast.literal_eval(d)
         except ValueError:
-            raise UnitError(f"`{name}` has a default value that is not a literal "
-                            f"(`{ast.unparse(d)}`)") from None
+            raise UnitError(
+                f"`{name}` has a default value that is not a literal (`{ast.unparse(d)}`)"
+            ) from None
         if value is None:
-            raise UnitError(f"`{name}` has an argument that defaults to None; numba decides "
-                            "comparisons with None before the kernel runs (the simulator "
-                            "does not): give a number")
+            raise UnitError(
+                f"`{name}` has an argument that defaults to None; numba decides "
+                "comparisons with None before the kernel runs (the simulator "
+                "does not): give a number"
+            )
     return fdef
 
 
@@ -159,9 +191,10 @@ def free_names(fdef: ast.FunctionDef, py=None) -> set:
     the decorator is not part of the body (a unit keeps its options as data)."""
     nodes = [n for part in (*fdef.body, fdef.args) for n in ast.walk(part)]
     loads = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    local = {a.arg for a in nodes if isinstance(a, ast.arg)}      # nested defs' too
-    local |= {n.id for n in nodes if isinstance(n, ast.Name)
-              and isinstance(n.ctx, (ast.Store, ast.Del))}
+    local = {a.arg for a in nodes if isinstance(a, ast.arg)}  # nested defs' too
+    local |= {
+        n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))
+    }
     if py is not None:
         local |= set(py.__code__.co_varnames) | set(py.__code__.co_cellvars)
     return loads - local
@@ -172,18 +205,26 @@ def _describe(name: str, value, owner: str, depth: int, memo: dict):
     if isinstance(value, types.ModuleType):
         if value.__name__ in MODULES:
             return ["module", value.__name__]
-        raise UnitError(f"`{owner}` uses the module `{name}` ({value.__name__}); a kernel "
-                        f"may use only {', '.join(MODULES)}")
-    if isinstance(value, (bool, int, float, np.bool_, np.number)) and not \
-            isinstance(value, np.datetime64):
+        raise UnitError(
+            f"`{owner}` uses the module `{name}` ({value.__name__}); a kernel "
+            f"may use only {', '.join(MODULES)}"
+        )
+    if isinstance(value, (bool, int, float, np.bool_, np.number)) and not isinstance(
+        value, np.datetime64
+    ):
         if isinstance(value, (np.number, np.bool_)):
             return ["scalar", np.dtype(type(value)).str, _plain(value.item())]
-        return ["const", value if not isinstance(value, float) or math.isfinite(value)
-                else repr(value)]
+        return [
+            "const",
+            value if not isinstance(value, float) or math.isfinite(value) else repr(value),
+        ]
     if isinstance(value, complex):
         return ["complex", value.real, value.imag]
-    if isinstance(value, tuple) and len(value) <= 64 and all(
-            isinstance(v, (bool, int, float)) for v in value):
+    if (
+        isinstance(value, tuple)
+        and len(value) <= 64
+        and all(isinstance(v, (bool, int, float)) for v in value)
+    ):
         return ["tuple", list(value)]
     if isinstance(value, np.dtype):
         if value.kind not in "biufc" or value.fields is not None:
@@ -191,14 +232,19 @@ def _describe(name: str, value, owner: str, depth: int, memo: dict):
         return ["dtype", value.str]
     if isinstance(value, np.ndarray):
         if value.size > MAX_ARRAY or value.dtype.kind not in "biuf":
-            raise UnitError(f"`{name}` is a {value.dtype} array of {value.size:,} elements; "
-                            f"a kernel's global arrays must be numbers, at most "
-                            f"{MAX_ARRAY:,} elements")
+            raise UnitError(
+                f"`{name}` is a {value.dtype} array of {value.size:,} elements; "
+                f"a kernel's global arrays must be numbers, at most "
+                f"{MAX_ARRAY:,} elements"
+            )
         return ["array", value.dtype.str, list(value.shape), value.ravel().tolist()]
     if hasattr(value, "py_func") and hasattr(value, "__getitem__"):
         return ["device", extract(value, _depth=depth + 1, _memo=memo)]
-    if isinstance(value, type) and issubclass(value, np.generic) and \
-            getattr(np, type_name := value.__name__, None) is value:
+    if (
+        isinstance(value, type)
+        and issubclass(value, np.generic)
+        and getattr(np, type_name := value.__name__, None) is value
+    ):
         return ["attr", "numpy", type_name]
     for mod_name in MODULES:
         mod = _module(mod_name)
@@ -208,14 +254,20 @@ def _describe(name: str, value, owner: str, depth: int, memo: dict):
     try:
         from numba.core import types as nbtypes
 
-        if isinstance(value, nbtypes.Type) and str(value) in NUMBA_TYPES and \
-                str(value) != "void" and getattr(nbtypes, str(value), None) == value:
+        if (
+            isinstance(value, nbtypes.Type)
+            and str(value) in NUMBA_TYPES
+            and str(value) != "void"
+            and getattr(nbtypes, str(value), None) == value
+        ):
             return ["numba_type", str(value)]
     except ImportError:  # pragma: no cover - numba is a dependency
         pass
-    raise UnitError(f"`{owner}` uses `{name}`, a {type(value).__name__}: a GPU kernel can "
-                    "only use numbers, tuples of numbers, small numpy arrays, numba/numpy "
-                    "types, device functions and the modules cuda, math and numpy")
+    raise UnitError(
+        f"`{owner}` uses `{name}`, a {type(value).__name__}: a GPU kernel can "
+        "only use numbers, tuples of numbers, small numpy arrays, numba/numpy "
+        "types, device functions and the modules cuda, math and numpy"
+    )
 
 
 def _plain(v):
@@ -245,6 +297,7 @@ def key(unit: dict, *extra) -> str:
 # ---------------------------------------------------------------------------------------
 # rebuilding: measuring process side (runs no student statement)
 
+
 def rebuild(unit: dict, _depth: int = 0, lazy: bool = False):
     """The ``@cuda.jit`` function a unit describes, defined in a fresh namespace.
     ``lazy``: the kernel's signature is not handed to ``cuda.jit`` (which would compile at
@@ -258,21 +311,25 @@ def rebuild(unit: dict, _depth: int = 0, lazy: bool = False):
     check_names(fdef, unit)
     # the options come from the unit, never from running the source's decorator; an
     # identity decorator in its place keeps the function's first line where it was
-    fdef.decorator_list = [ast.copy_location(ast.Name("_unit_keeps_lines", ast.Load()), d)
-                           for d in fdef.decorator_list]
+    fdef.decorator_list = [
+        ast.copy_location(ast.Name("_unit_keeps_lines", ast.Load()), d) for d in fdef.decorator_list
+    ]
     fdef.returns = None
     for a in ast.walk(fdef.args):
         if isinstance(a, ast.arg):
             a.annotation = None
-    ns = {"__builtins__": safe_builtins(), "__name__": f"course_unit_{unit['name']}",
-          "_unit_keeps_lines": lambda f: f}
+    ns = {
+        "__builtins__": safe_builtins(),
+        "__name__": f"course_unit_{unit['name']}",
+        "_unit_keeps_lines": lambda f: f,
+    }
     for name, desc in unit["globals"].items():
         ns[name] = _value(desc, _depth)
     module = ast.Module([fdef], [])
-    ast.increment_lineno(module, unit["firstline"] - 1)   # the cell's line numbers
+    ast.increment_lineno(module, unit["firstline"] - 1)  # the cell's line numbers
     filename = f"<kernel {unit['name']}>"
     exec(compile(ast.fix_missing_locations(module), filename, "exec"), ns)  # noqa: S102
-    fn = ns[unit["name"]]        # defining it ran nothing: no decorator, no default code
+    fn = ns[unit["name"]]  # defining it ran nothing: no decorator, no default code
     import linecache
 
     lines = ["\n"] * (unit["firstline"] - 1) + unit["source"].splitlines(True)
@@ -286,26 +343,39 @@ def rebuild(unit: dict, _depth: int = 0, lazy: bool = False):
 
 def validate(unit, depth: int = 0) -> None:
     """UnitError unless ``unit`` has the shape :func:`extract` makes (data from a worker)."""
-    if not isinstance(unit, dict) or set(unit) != {"name", "source", "options", "signature",
-                                                    "firstline", "globals"}:
-        raise UnitError("a kernel unit must have name, source, options, signature, "
-                        "firstline, globals")
+    if not isinstance(unit, dict) or set(unit) != {
+        "name",
+        "source",
+        "options",
+        "signature",
+        "firstline",
+        "globals",
+    }:
+        raise UnitError(
+            "a kernel unit must have name, source, options, signature, firstline, globals"
+        )
     if not isinstance(unit["firstline"], int) or not 0 < unit["firstline"] < 1_000_000:
         raise UnitError("a kernel unit's first line is not a line number")
-    if not (isinstance(unit["name"], str) and unit["name"].isidentifier()
-            and isinstance(unit["source"], str) and isinstance(unit["options"], dict)
-            and isinstance(unit["globals"], dict)
-            and (unit["signature"] is None or isinstance(unit["signature"], str))):
+    if not (
+        isinstance(unit["name"], str)
+        and unit["name"].isidentifier()
+        and isinstance(unit["source"], str)
+        and isinstance(unit["options"], dict)
+        and isinstance(unit["globals"], dict)
+        and (unit["signature"] is None or isinstance(unit["signature"], str))
+    ):
         raise UnitError("a kernel unit's fields have the wrong types")
     if set(unit["options"]) - (JIT_OPTIONS - {"cache"}):
         raise UnitError("a kernel unit asks for @cuda.jit options that are not allowed")
     check_options(unit["options"], unit["signature"], unit["name"])
     if depth > MAX_DEPTH:
         raise UnitError("device functions nest deeper than the course allows")
-    if not all(isinstance(k, str) and k.isidentifier() and not k.startswith("_")
-               for k in unit["globals"]):
-        raise UnitError("a kernel unit's global names must be identifiers that do not start "
-                        "with `_`")
+    if not all(
+        isinstance(k, str) and k.isidentifier() and not k.startswith("_") for k in unit["globals"]
+    ):
+        raise UnitError(
+            "a kernel unit's global names must be identifiers that do not start with `_`"
+        )
 
 
 def constants(unit: dict) -> dict:
@@ -313,9 +383,11 @@ def constants(unit: dict) -> dict:
     e.g. tile sizes or a weights array), turned back into values without rebuilding
     anything."""
     validate(unit)
-    return {name: _value(desc, 0) for name, desc in unit["globals"].items()
-            if isinstance(desc, list) and desc[:1] in (["const"], ["scalar"], ["tuple"],
-                                                       ["array"])}
+    return {
+        name: _value(desc, 0)
+        for name, desc in unit["globals"].items()
+        if isinstance(desc, list) and desc[:1] in (["const"], ["scalar"], ["tuple"], ["array"])
+    }
 
 
 def _value(desc, depth: int):
@@ -330,23 +402,33 @@ def _value(desc, depth: int):
         if kind == "scalar":
             if np.dtype(rest[0]).kind not in "biufc":
                 raise UnitError("a kernel unit's scalar is not a number")
-            return np.dtype(rest[0]).type(rest[1] if not isinstance(rest[1], str)
-                                          else float(rest[1]))
+            return np.dtype(rest[0]).type(
+                rest[1] if not isinstance(rest[1], str) else float(rest[1])
+            )
         if kind == "complex":
             return complex(float(rest[0]), float(rest[1]))
         if kind == "tuple":
             return tuple(v for v in rest[0] if isinstance(v, (bool, int, float)))
         if kind == "array":
             dtype, shape, data = np.dtype(rest[0]), tuple(int(s) for s in rest[1]), rest[2]
-            if dtype.kind not in "biuf" or len(shape) > 8 or any(s < 0 for s in shape) \
-                    or math.prod(shape) > MAX_ARRAY or not isinstance(data, list) \
-                    or len(data) != math.prod(shape):
+            if (
+                dtype.kind not in "biuf"
+                or len(shape) > 8
+                or any(s < 0 for s in shape)
+                or math.prod(shape) > MAX_ARRAY
+                or not isinstance(data, list)
+                or len(data) != math.prod(shape)
+            ):
                 raise UnitError("a kernel unit's array is too large, malformed or not numeric")
             return np.asarray(data, dtype=dtype).reshape(shape)
         if kind == "device":
             return rebuild(rest[0], depth + 1)
-        if kind == "attr" and rest[0] in MODULES and isinstance(rest[1], str) \
-                and not rest[1].startswith("_"):
+        if (
+            kind == "attr"
+            and rest[0] in MODULES
+            and isinstance(rest[1], str)
+            and not rest[1].startswith("_")
+        ):
             value = getattr(_module(rest[0]), rest[1])
             if isinstance(value, types.ModuleType):
                 raise UnitError("a kernel unit's global is a module taken by name")

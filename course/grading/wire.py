@@ -12,6 +12,7 @@ whose ``.npy`` header announces another dtype or shape, or whose blob is longer 
 array, is refused after reading the blob's small ``.npy`` header and before reading (or
 allocating) its data; so a reply costs the judge at most what it asked for.
 """
+
 from __future__ import annotations
 
 import io
@@ -24,9 +25,9 @@ import time
 
 import numpy as np
 
-MAX_HEADER = 1 << 20          # bytes of JSON in one header
-MAX_ARRAY = 4 << 30           # bytes in one array blob (a request to a child)
-MAX_NPY_HEADER = 4096         # bytes of one .npy header in a reply (numpy writes ~128)
+MAX_HEADER = 1 << 20  # bytes of JSON in one header
+MAX_ARRAY = 4 << 30  # bytes in one array blob (a request to a child)
+MAX_NPY_HEADER = 4096  # bytes of one .npy header in a reply (numpy writes ~128)
 _LEN = struct.Struct("<Q")
 _NPY_MAGIC = b"\x93NUMPY"
 
@@ -79,8 +80,7 @@ class Channel:
             except BlockingIOError:
                 continue
             except (BrokenPipeError, OSError) as exc:
-                raise WireError(f"the other side closed the pipe ({exc})", closed=True) \
-                    from None
+                raise WireError(f"the other side closed the pipe ({exc})", closed=True) from None
             view = view[n:]
 
     # -- receiving ------------------------------------------------------------------------
@@ -104,8 +104,7 @@ class Channel:
         names = header.get("arrays", [])
         most = len(expect) if expect is not None else 64
         if len(names) > most:
-            raise WireError(f"a message announces {len(names)} arrays (at most {most} "
-                            "asked for)")
+            raise WireError(f"a message announces {len(names)} arrays (at most {most} asked for)")
         arrays = {}
         for name in names:
             if not isinstance(name, str) or name in arrays:
@@ -130,11 +129,15 @@ class Channel:
         data (never more than the expected array's bytes)."""
         dtype = np.dtype(dtype)
         most = MAX_NPY_HEADER + dtype.itemsize * math.prod(
-            (s.stop - 1 if isinstance(s, range) else s) for s in shape)
+            (s.stop - 1 if isinstance(s, range) else s) for s in shape
+        )
         n = self._length(most, f"array {name!r}")
         prefix = self._read(min(n, 10))
-        if len(prefix) < 10 or prefix[:6] != _NPY_MAGIC or prefix[6:8] not in (
-                b"\x01\x00", b"\x02\x00"):
+        if (
+            len(prefix) < 10
+            or prefix[:6] != _NPY_MAGIC
+            or prefix[6:8] not in (b"\x01\x00", b"\x02\x00")
+        ):
             raise WireError(f"array {name!r} is not a valid .npy blob")
         if prefix[6] == 1:
             hlen, more = struct.unpack("<H", prefix[8:10])[0], b""
@@ -147,14 +150,17 @@ class Channel:
         head = io.BytesIO(prefix + more + self._read(hlen))
         try:
             fmt = np.lib.format
-            read = {(1, 0): fmt.read_array_header_1_0,
-                    (2, 0): fmt.read_array_header_2_0}[fmt.read_magic(head)]
+            read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}[
+                fmt.read_magic(head)
+            ]
             got_shape, fortran, got_dtype = read(head, max_header_size=MAX_NPY_HEADER)
         except (ValueError, OSError, EOFError, SyntaxError, TypeError, KeyError):
             raise WireError(f"array {name!r} is not a valid .npy blob") from None
         if got_dtype != dtype or fortran or not _fits(got_shape, shape):
-            raise WireError(f"array {name!r} came back as {got_dtype} {tuple(got_shape)}, "
-                            f"not the {dtype} {_shape_text(shape)} that was asked for")
+            raise WireError(
+                f"array {name!r} came back as {got_dtype} {tuple(got_shape)}, "
+                f"not the {dtype} {_shape_text(shape)} that was asked for"
+            )
         size = dtype.itemsize * math.prod(got_shape)
         if n != start + hlen + size:
             raise WireError(f"array {name!r} announces {n} bytes for {size} bytes of data")
@@ -177,7 +183,7 @@ class Channel:
         while view:
             self._wait(write=False)
             try:
-                got = os.readv(self.rfd, [view[:1 << 20]])
+                got = os.readv(self.rfd, [view[: 1 << 20]])
             except BlockingIOError:
                 continue
             if not got:
@@ -198,12 +204,16 @@ class Channel:
 
 def _fits(shape, allowed_shape) -> bool:
     return len(shape) == len(allowed_shape) and all(
-        (s in a) if isinstance(a, range) else s == a for s, a in zip(shape, allowed_shape))
+        (s in a) if isinstance(a, range) else s == a for s, a in zip(shape, allowed_shape)
+    )
 
 
 def _shape_text(shape) -> str:
-    return "(" + ", ".join(f"{a.start}..{a.stop - 1}" if isinstance(a, range) else str(a)
-                           for a in shape) + ")"
+    return (
+        "("
+        + ", ".join(f"{a.start}..{a.stop - 1}" if isinstance(a, range) else str(a) for a in shape)
+        + ")"
+    )
 
 
 def json_default(x):

@@ -19,6 +19,7 @@ conversation (the grader calls that *tampered* and gives the exercise 0 points).
 sandbox it runs in (``isolate.py``) keeps it from the grader, the measurer and other
 students.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,13 +57,20 @@ def run_step(label: str, source: str, ns: dict) -> str | None:
     try:
         code = compile(source, filename, "exec")
     except SyntaxError as exc:
-        return (f"syntax error on line {exc.lineno} of {label}: {exc.msg}"
-                + (f": {exc.text.strip()}" if exc.text else ""))
+        return f"syntax error on line {exc.lineno} of {label}: {exc.msg}" + (
+            f": {exc.text.strip()}" if exc.text else ""
+        )
     try:
         exec(code, ns)  # noqa: S102 - running the submission is the point
     except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, anything
-        line = next((ln for fr, ln in traceback.walk_tb(exc.__traceback__)
-                     if fr.f_code.co_filename == filename), None)
+        line = next(
+            (
+                ln
+                for fr, ln in traceback.walk_tb(exc.__traceback__)
+                if fr.f_code.co_filename == filename
+            ),
+            None,
+        )
         where = f" (line {line})" if line else ""
         return f"{label} raised {type(exc).__name__}{where}: {str(exc)[:300]}"
     return None
@@ -112,15 +120,20 @@ def main(argv=None) -> int:
     import course  # chooses gpu/sim before numba loads
 
     chan.send({"op": "hello", "mode": course.MODE})
-    ns = {"__name__": "__main__", "get_ipython": _FakeIPython,
-          "display": lambda *a, **k: None}
+    ns = {"__name__": "__main__", "get_ipython": _FakeIPython, "display": lambda *a, **k: None}
     while True:
         req, arrays = chan.recv()
         op = req.get("op")
         if op == "run":
             error = run_step(req["label"], req["source"], ns)
-            chan.send({"op": "ran", "step": req["step"], "error": error,
-                       **_defined(req.get("want"), req.get("exercise"), ns)})
+            chan.send(
+                {
+                    "op": "ran",
+                    "step": req["step"],
+                    "error": error,
+                    **_defined(req.get("want"), req.get("exercise"), ns),
+                }
+            )
         elif op == "value":
             chan.send({"op": "value", "step": req["step"], **_value(req["name"], ns)})
         else:  # "bye"

@@ -8,6 +8,7 @@ first) - into a file, and runs ``ncu ... python -m course.hardware.ncu PAYLOAD``
 makes the call once.  ncu prints one CSV row per kernel launched (``--page raw --csv
 --print-units base``); :func:`parse` turns them into dicts of floats.
 """
+
 from __future__ import annotations
 
 import csv
@@ -21,24 +22,33 @@ from pathlib import Path
 
 # The metrics course.profile asks for: few, so that a call takes seconds, not minutes.
 METRICS = [
-    "gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
+    "gpu__time_duration.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
     "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
     "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
     "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
-    "l1tex__t_sector_hit_rate.pct", "lts__t_sector_hit_rate.pct",
+    "l1tex__t_sector_hit_rate.pct",
+    "lts__t_sector_hit_rate.pct",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
-    "smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_shared_st.sum",
+    "smsp__inst_executed_op_shared_ld.sum",
+    "smsp__inst_executed_op_shared_st.sum",
     "sm__warps_active.avg.pct_of_peak_sustained_active",
     "sm__maximum_warps_per_active_cycle_pct",
-    "launch__occupancy_limit_registers", "launch__occupancy_limit_shared_mem",
-    "launch__occupancy_limit_blocks", "launch__occupancy_limit_warps",
-    "launch__registers_per_thread", "launch__shared_mem_per_block_static",
-    "launch__shared_mem_per_block_dynamic", "launch__block_size", "launch__grid_size",
+    "launch__occupancy_limit_registers",
+    "launch__occupancy_limit_shared_mem",
+    "launch__occupancy_limit_blocks",
+    "launch__occupancy_limit_warps",
+    "launch__registers_per_thread",
+    "launch__shared_mem_per_block_static",
+    "launch__shared_mem_per_block_dynamic",
+    "launch__block_size",
+    "launch__grid_size",
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
 ]
@@ -70,18 +80,36 @@ def run(payload: Path, timeout: float, launches: int, clock_control: str) -> str
         raise NcuError(
             "Nsight Compute (`ncu`) was not found. It comes with the CUDA toolkit (cuda-nsight-"
             "compute, or the Nsight Compute installer from NVIDIA); put its folder on PATH. "
-            "Without it, course.sim.trace shows the same memory counts in the simulator.")
-    cmd = [exe, "--csv", "--print-units", "base", "--page", "raw", "--target-processes", "all",
-           "--launch-count", str(launches), "--clock-control", clock_control,
-           "--metrics", ",".join(METRICS + [STALLS]),
-           sys.executable, "-m", "course.hardware.ncu", str(payload)]
+            "Without it, course.sim.trace shows the same memory counts in the simulator."
+        )
+    cmd = [
+        exe,
+        "--csv",
+        "--print-units",
+        "base",
+        "--page",
+        "raw",
+        "--target-processes",
+        "all",
+        "--launch-count",
+        str(launches),
+        "--clock-control",
+        clock_control,
+        "--metrics",
+        ",".join(METRICS + [STALLS]),
+        sys.executable,
+        "-m",
+        "course.hardware.ncu",
+        str(payload),
+    ]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        raise NcuError(f"ncu did not finish within {timeout:g} s: profile a smaller input, or "
-                       "pass timeout= (each kernel is replayed once per group of metrics)") \
-            from None
+        raise NcuError(
+            f"ncu did not finish within {timeout:g} s: profile a smaller input, or "
+            "pass timeout= (each kernel is replayed once per group of metrics)"
+        ) from None
     text = r.stdout + "\n" + r.stderr
     if "ERR_NVGPUCTRPERM" in text:
         raise NcuError(
@@ -89,13 +117,16 @@ def run(payload: Path, timeout: float, launches: int, clock_control: str) -> str
             "an administrator, or let every user profile: put `options nvidia "
             "NVreg_RestrictProfilingToAdminUsers=0` in /etc/modprobe.d/ and reboot (see "
             "NVIDIA's ERR_NVGPUCTRPERM page). In a container, start it with --cap-add "
-            "SYS_ADMIN.")
+            "SYS_ADMIN."
+        )
     if '"ID"' not in r.stdout:
         tail = " | ".join(l for l in text.strip().splitlines()[-4:] if l.strip())
         if r.returncode == 0 or "No kernels were profiled" in text:
-            raise NcuError("the function launched no kernel, so there is nothing to profile "
-                           "(is it a host function that only uses numpy? did it return before "
-                           f"launching?). ncu said: {tail[:400]}")
+            raise NcuError(
+                "the function launched no kernel, so there is nothing to profile "
+                "(is it a host function that only uses numpy? did it return before "
+                f"launching?). ncu said: {tail[:400]}"
+            )
         raise NcuError(f"ncu failed (exit {r.returncode}): {tail[:600]}")
     return r.stdout
 
@@ -114,8 +145,11 @@ def parse(text: str) -> list[dict]:
         if len(r) != len(header):
             continue
         d = dict(zip(header, r))
-        row = {"kernel": _short_name(d.get("Kernel Name", "?")), "block": d.get("Block Size"),
-               "grid": d.get("Grid Size")}
+        row = {
+            "kernel": _short_name(d.get("Kernel Name", "?")),
+            "block": d.get("Block Size"),
+            "grid": d.get("Grid Size"),
+        }
         for name, value in d.items():
             if "__" in name:
                 row[name] = _number(value)
@@ -138,20 +172,22 @@ def _short_name(mangled: str) -> str:
 # ---------------------------------------------------------------------------------------
 # the subprocess side: python -m course.hardware.ncu PAYLOAD
 
+
 def write_payload(fn, args, kwargs, folder: Path) -> Path:
     """Pickle what the subprocess needs to make the call once (see the module docstring)."""
     from numba import cloudpickle
 
     launch = None
-    if hasattr(fn, "dispatcher") and hasattr(fn, "griddim"):       # kernel[grid, block]
+    if hasattr(fn, "dispatcher") and hasattr(fn, "griddim"):  # kernel[grid, block]
         d = fn.dispatcher
         launch = (d.py_func, dict(d.targetoptions), fn.griddim, fn.blockdim, fn.sharedmem)
         fn = None
     args = [_to_host(a) for a in args]
     kwargs = {k: _to_host(v) for k, v in kwargs.items()}
     path = folder / "call.pkl"
-    path.write_bytes(cloudpickle.dumps({"fn": fn, "launch": launch, "args": args,
-                                        "kwargs": kwargs}))
+    path.write_bytes(
+        cloudpickle.dumps({"fn": fn, "launch": launch, "args": args, "kwargs": kwargs})
+    )
     return path
 
 
@@ -163,17 +199,20 @@ def main(argv=None) -> int:
     import pickle
 
     path = Path((argv or sys.argv[1:])[0])
-    import course  # noqa: F401 - GPU mode, before numba loads
     from numba import cuda
+
+    import course  # noqa: F401 - GPU mode, before numba loads
 
     call = pickle.loads(path.read_bytes())
     if call["launch"] is not None:
         py_func, options, grid, block, shared = call["launch"]
-        options = {k: v for k, v in options.items() if k in ("fastmath", "max_registers",
-                                                             "lineinfo", "opt", "debug")}
+        options = {
+            k: v
+            for k, v in options.items()
+            if k in ("fastmath", "max_registers", "lineinfo", "opt", "debug")
+        }
         kernel = cuda.jit(**options)(py_func)
-        args = [cuda.to_device(a) if hasattr(a, "__array_interface__") else a
-                for a in call["args"]]
+        args = [cuda.to_device(a) if hasattr(a, "__array_interface__") else a for a in call["args"]]
         kernel[grid, block, 0, shared](*args)
     else:
         call["fn"](*call["args"], **call["kwargs"])
@@ -181,8 +220,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def profile_call(fn, args, kwargs, *, timeout: float, launches: int,
-                 clock_control: str) -> list[dict]:
+def profile_call(
+    fn, args, kwargs, *, timeout: float, launches: int, clock_control: str
+) -> list[dict]:
     """Rows of ncu metrics for one call of ``fn`` in a subprocess (NcuError if it fails)."""
     with tempfile.TemporaryDirectory(prefix="course-profile-") as tmp:
         payload = write_payload(fn, args, kwargs, Path(tmp))

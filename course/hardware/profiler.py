@@ -12,6 +12,7 @@ per request, bank-conflict wavefronts, reads and writes per thread - and every o
 says "needs a GPU".  Nothing raises for a student's mistake: the Profile says what went
 wrong instead.
 """
+
 from __future__ import annotations
 
 import html
@@ -27,52 +28,87 @@ FIELDS = {
     "duration_us": ("kernel duration (us)", "gpu__time_duration.sum", False),
     "dram_read_mb": ("DRAM read (MB)", "dram__bytes_read.sum", False),
     "dram_write_mb": ("DRAM written (MB)", "dram__bytes_write.sum", False),
-    "dram_pct_peak": ("DRAM throughput, % of peak",
-                      "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", False),
-    "ld_sectors_per_request": ("global load: 32-B sectors per request",
-                               "l1tex__t_sectors_pipe_lsu_mem_global_op_ld / ..._requests_...",
-                               True),
-    "st_sectors_per_request": ("global store: 32-B sectors per request",
-                               "l1tex__t_sectors_pipe_lsu_mem_global_op_st / ..._requests_...",
-                               True),
+    "dram_pct_peak": (
+        "DRAM throughput, % of peak",
+        "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+        False,
+    ),
+    "ld_sectors_per_request": (
+        "global load: 32-B sectors per request",
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld / ..._requests_...",
+        True,
+    ),
+    "st_sectors_per_request": (
+        "global store: 32-B sectors per request",
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_st / ..._requests_...",
+        True,
+    ),
     "l1_hit_pct": ("L1 hit rate %", "l1tex__t_sector_hit_rate.pct", False),
     "l2_hit_pct": ("L2 hit rate %", "lts__t_sector_hit_rate.pct", False),
-    "shared_ld_conflicts": ("shared load bank conflicts",
-                            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", True),
-    "shared_st_conflicts": ("shared store bank conflicts",
-                            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum", True),
+    "shared_ld_conflicts": (
+        "shared load bank conflicts",
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+        True,
+    ),
+    "shared_st_conflicts": (
+        "shared store bank conflicts",
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+        True,
+    ),
     "shared_ld_wavefronts_per_request": (
         "shared load wavefronts per request",
         "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld / smsp__inst_executed_op_shared_ld",
-        True),
+        True,
+    ),
     "shared_st_wavefronts_per_request": (
         "shared store wavefronts per request",
         "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st / smsp__inst_executed_op_shared_st",
-        True),
-    "achieved_occupancy_pct": ("achieved occupancy %",
-                               "sm__warps_active.avg.pct_of_peak_sustained_active", False),
-    "theoretical_occupancy_pct": ("theoretical occupancy %",
-                                  "sm__maximum_warps_per_active_cycle_pct", False),
+        True,
+    ),
+    "achieved_occupancy_pct": (
+        "achieved occupancy %",
+        "sm__warps_active.avg.pct_of_peak_sustained_active",
+        False,
+    ),
+    "theoretical_occupancy_pct": (
+        "theoretical occupancy %",
+        "sm__maximum_warps_per_active_cycle_pct",
+        False,
+    ),
     "occupancy_limiter": ("what limits occupancy", "launch__occupancy_limit_* (smallest)", False),
     "registers_per_thread": ("registers per thread", "launch__registers_per_thread", False),
-    "shared_bytes_per_block": ("shared memory per block (B)",
-                               "launch__shared_mem_per_block_static + _dynamic", False),
+    "shared_bytes_per_block": (
+        "shared memory per block (B)",
+        "launch__shared_mem_per_block_static + _dynamic",
+        False,
+    ),
     "block_size": ("threads per block", "launch__block_size", True),
     "grid_size": ("blocks", "launch__grid_size", True),
-    "sol_memory_pct": ("memory speed of light %",
-                       "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", False),
-    "sol_compute_pct": ("compute speed of light %",
-                        "sm__throughput.avg.pct_of_peak_sustained_elapsed", False),
-    "top_stalls": ("top warp stalls (cycles per issued instruction)",
-                   "smsp__average_warps_issue_stalled_*_per_issue_active.ratio", False),
+    "sol_memory_pct": (
+        "memory speed of light %",
+        "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+        False,
+    ),
+    "sol_compute_pct": (
+        "compute speed of light %",
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+        False,
+    ),
+    "top_stalls": (
+        "top warp stalls (cycles per issued instruction)",
+        "smsp__average_warps_issue_stalled_*_per_issue_active.ratio",
+        False,
+    ),
     "global_lines_per_request": ("global: 128-B lines per request", "(tracer only)", True),
     "reads_per_thread": ("global reads per thread", "(tracer only)", True),
     "writes_per_thread": ("global writes per thread", "(tracer only)", True),
 }
-LIMITS = {"launch__occupancy_limit_registers": "registers per thread",
-          "launch__occupancy_limit_shared_mem": "shared memory per block",
-          "launch__occupancy_limit_blocks": "blocks per SM",
-          "launch__occupancy_limit_warps": "block size (warps per SM)"}
+LIMITS = {
+    "launch__occupancy_limit_registers": "registers per thread",
+    "launch__occupancy_limit_shared_mem": "shared memory per block",
+    "launch__occupancy_limit_blocks": "blocks per SM",
+    "launch__occupancy_limit_warps": "block size (warps per SM)",
+}
 
 
 @dataclass
@@ -80,7 +116,7 @@ class Profile:
     """What ``course.profile`` returns: ``.rows`` (one dict per kernel), text and HTML views."""
 
     rows: list = field(default_factory=list)
-    source: str = "ncu"              # "ncu" (measured) | "tracer" (simulated)
+    source: str = "ncu"  # "ncu" (measured) | "tracer" (simulated)
     device: str = ""
     when: str = ""
     seconds: float = 0.0
@@ -96,8 +132,11 @@ class Profile:
 
     # -- views ---------------------------------------------------------------------------
     def _title(self) -> str:
-        how = ("Nsight Compute" if self.source == "ncu" else
-               "course.sim.trace in the simulator: simulated counts")
+        how = (
+            "Nsight Compute"
+            if self.source == "ncu"
+            else "course.sim.trace in the simulator: simulated counts"
+        )
         return f"profile ({how}; {self.device or '?'}; {self.when or '?'}; {self.seconds:.1f} s)"
 
     def __repr__(self) -> str:
@@ -117,8 +156,10 @@ class Profile:
 
     def _repr_html_(self) -> str:
         if self.error:
-            return (f"<div style='border:2px solid #b42318;padding:6px'><b>profile: not "
-                    f"measured</b> - {html.escape(self.error)}</div>")
+            return (
+                f"<div style='border:2px solid #b42318;padding:6px'><b>profile: not "
+                f"measured</b> - {html.escape(self.error)}</div>"
+            )
         parts = [f"<div><b>{html.escape(self._title())}</b>"]
         for r in self.rows:
             cells = []
@@ -127,29 +168,49 @@ class Profile:
                 if st == "simulator only":
                     continue
                 value = _fmt(r.get(key)) if st in ("measured", "simulated") else f"<i>{st}</i>"
-                cells.append(f"<tr><td>{html.escape(words)}</td><td style='text-align:right'>"
-                             f"{value if st == 'needs a GPU' else html.escape(value)}"
-                             f"{' <i>(sim)</i>' if st == 'simulated' else ''}</td>"
-                             f"<td><code>{html.escape(metric)}</code></td></tr>")
-            parts.append(f"<p>kernel <code>{html.escape(str(r['kernel']))}</code>, grid "
-                         f"{html.escape(str(r.get('grid')))}, block "
-                         f"{html.escape(str(r.get('block')))}</p><table>{''.join(cells)}</table>")
+                cells.append(
+                    f"<tr><td>{html.escape(words)}</td><td style='text-align:right'>"
+                    f"{value if st == 'needs a GPU' else html.escape(value)}"
+                    f"{' <i>(sim)</i>' if st == 'simulated' else ''}</td>"
+                    f"<td><code>{html.escape(metric)}</code></td></tr>"
+                )
+            parts.append(
+                f"<p>kernel <code>{html.escape(str(r['kernel']))}</code>, grid "
+                f"{html.escape(str(r.get('grid')))}, block "
+                f"{html.escape(str(r.get('block')))}</p><table>{''.join(cells)}</table>"
+            )
         return "".join(parts) + "</div>"
 
     # -- JSON ----------------------------------------------------------------------------
     def save(self, path) -> Path:
         path = Path(path)
-        path.write_text(json.dumps({"version": 1, "source": self.source, "device": self.device,
-                                    "when": self.when, "seconds": self.seconds,
-                                    "error": self.error, "rows": self.rows}, indent=1))
+        path.write_text(
+            json.dumps(
+                {
+                    "version": 1,
+                    "source": self.source,
+                    "device": self.device,
+                    "when": self.when,
+                    "seconds": self.seconds,
+                    "error": self.error,
+                    "rows": self.rows,
+                },
+                indent=1,
+            )
+        )
         return path
 
     @classmethod
-    def load(cls, path) -> "Profile":
+    def load(cls, path) -> Profile:
         d = json.loads(Path(path).read_text())
-        return cls(rows=d["rows"], source=d["source"], device=d.get("device", ""),
-                   when=d.get("when", ""), seconds=d.get("seconds", 0.0),
-                   error=d.get("error", ""))
+        return cls(
+            rows=d["rows"],
+            source=d["source"],
+            device=d.get("device", ""),
+            when=d.get("when", ""),
+            seconds=d.get("seconds", 0.0),
+            error=d.get("error", ""),
+        )
 
 
 def _fmt(v) -> str:
@@ -164,8 +225,10 @@ def _fmt(v) -> str:
 
 # ---------------------------------------------------------------------------------------
 
-def profile(fn, *args, timeout: float = 120, launches: int = 20, clock_control: str = "none",
-            **kwargs) -> Profile:
+
+def profile(
+    fn, *args, timeout: float = 120, launches: int = 20, clock_control: str = "none", **kwargs
+) -> Profile:
     """Profile one call ``fn(*args, **kwargs)``: Nsight Compute on a GPU, the tracer in the
     simulator.  ``launches``: kernels profiled at most; ``timeout`` in seconds."""
     started = time.perf_counter()
@@ -174,9 +237,12 @@ def profile(fn, *args, timeout: float = 120, launches: int = 20, clock_control: 
         try:
             rows = _traced_rows(fn, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - said, not raised
-            return Profile(source="tracer", device="simulator", when=when,
-                           error=f"the call failed in the simulator: {type(exc).__name__}: "
-                                 f"{str(exc)[:300]}")
+            return Profile(
+                source="tracer",
+                device="simulator",
+                when=when,
+                error=f"the call failed in the simulator: {type(exc).__name__}: {str(exc)[:300]}",
+            )
         p = Profile(rows, "tracer", "simulator", when, time.perf_counter() - started)
         if not rows:
             p.error = "the function launched no kernel, so there is nothing to profile"
@@ -185,19 +251,24 @@ def profile(fn, *args, timeout: float = 120, launches: int = 20, clock_control: 
 
     device = runtime.device_info().get("name", "GPU")
     try:
-        raw = ncu.profile_call(fn, args, kwargs, timeout=timeout, launches=launches,
-                               clock_control=clock_control)
+        raw = ncu.profile_call(
+            fn, args, kwargs, timeout=timeout, launches=launches, clock_control=clock_control
+        )
     except ncu.NcuError as exc:
         return Profile(source="ncu", device=device, when=when, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - e.g. an argument that cannot be pickled
-        return Profile(source="ncu", device=device, when=when,
-                       error=f"could not hand the call to ncu: {type(exc).__name__}: {exc}")
-    return Profile([from_ncu(r) for r in raw], "ncu", device, when,
-                   time.perf_counter() - started)
+        return Profile(
+            source="ncu",
+            device=device,
+            when=when,
+            error=f"could not hand the call to ncu: {type(exc).__name__}: {exc}",
+        )
+    return Profile([from_ncu(r) for r in raw], "ncu", device, when, time.perf_counter() - started)
 
 
 def from_ncu(r: dict) -> dict:
     """The vocabulary's fields from one parsed ncu row (see course/hardware/ncu.py)."""
+
     def ratio(a, b):
         a, b = r.get(a), r.get(b)
         return a / b if isinstance(a, float) and isinstance(b, float) and b else None
@@ -205,18 +276,30 @@ def from_ncu(r: dict) -> dict:
     p = "l1tex__t_%s_pipe_lsu_mem_global_op_%s.sum"
     w = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_%s.sum"
     limits = {LIMITS[k]: r[k] for k in LIMITS if isinstance(r.get(k), float)}
-    from .ncu import STALL_PREFIX as prefix, STALL_SUFFIX as suffix
+    from .ncu import STALL_PREFIX as prefix
+    from .ncu import STALL_SUFFIX as suffix
 
-    stalls = sorted(((k[len(prefix):-len(suffix)], v) for k, v in r.items()
-                     if k.startswith(prefix) and k.endswith(suffix) and isinstance(v, float)
-                     and k[len(prefix):-len(suffix)] != "selected"),   # issuing, not a stall
-                    key=lambda t: -t[1])
+    stalls = sorted(
+        (
+            (k[len(prefix) : -len(suffix)], v)
+            for k, v in r.items()
+            if k.startswith(prefix)
+            and k.endswith(suffix)
+            and isinstance(v, float)
+            and k[len(prefix) : -len(suffix)] != "selected"
+        ),  # issuing, not a stall
+        key=lambda t: -t[1],
+    )
     mb = lambda k: r[k] / 1e6 if isinstance(r.get(k), float) else None  # noqa: E731
     return {
-        "kernel": r["kernel"], "grid": r.get("grid"), "block": r.get("block"),
+        "kernel": r["kernel"],
+        "grid": r.get("grid"),
+        "block": r.get("block"),
         "duration_us": r["gpu__time_duration.sum"] / 1e3
-        if isinstance(r.get("gpu__time_duration.sum"), float) else None,
-        "dram_read_mb": mb("dram__bytes_read.sum"), "dram_write_mb": mb("dram__bytes_write.sum"),
+        if isinstance(r.get("gpu__time_duration.sum"), float)
+        else None,
+        "dram_read_mb": mb("dram__bytes_read.sum"),
+        "dram_write_mb": mb("dram__bytes_write.sum"),
         "dram_pct_peak": r.get("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
         "ld_sectors_per_request": ratio(p % ("sectors", "ld"), p % ("requests", "ld")),
         "st_sectors_per_request": ratio(p % ("sectors", "st"), p % ("requests", "st")),
@@ -234,7 +317,8 @@ def from_ncu(r: dict) -> dict:
         "registers_per_thread": r.get("launch__registers_per_thread"),
         "shared_bytes_per_block": (r.get("launch__shared_mem_per_block_static") or 0)
         + (r.get("launch__shared_mem_per_block_dynamic") or 0),
-        "block_size": r.get("launch__block_size"), "grid_size": r.get("launch__grid_size"),
+        "block_size": r.get("launch__block_size"),
+        "grid_size": r.get("launch__grid_size"),
         "sol_memory_pct": r.get("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"),
         "sol_compute_pct": r.get("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
         "top_stalls": [[name, v] for name, v in stalls[:3]],
@@ -267,31 +351,54 @@ def _traced_rows(fn, args, kwargs) -> list[dict]:
         glob = {a.id for a in t.arrays if a.space == "global"}
         reads = sum(1 for r in t.records if r[2] in glob and r[4] == 0)
         writes = sum(1 for r in t.records if r[2] in glob and r[4] != 0)
-        rows.append({
-            "kernel": t.kernel_name, "grid": str(tuple(t.grid)), "block": str(tuple(t.block)),
-            "ld_sectors_per_request": per(g.get("ld"), "sectors"),
-            "st_sectors_per_request": per(g.get("st"), "sectors"),
-            "global_lines_per_request": (sum(d["lines"] for d in g.values()) /
-                                         max(1, sum(d["requests"] for d in g.values()))),
-            "shared_ld_conflicts": float(s["ld"]["wavefronts"] - s["ld"]["ideal"])
-            if "ld" in s else 0.0,
-            "shared_st_conflicts": float(s["st"]["wavefronts"] - s["st"]["ideal"])
-            if "st" in s else 0.0,
-            "shared_ld_wavefronts_per_request": per(s.get("ld"), "wavefronts"),
-            "shared_ld_requests": float(s["ld"]["requests"]) if "ld" in s else 0.0,
-            "shared_st_requests": float(s["st"]["requests"]) if "st" in s else 0.0,
-            "shared_st_wavefronts_per_request": per(s.get("st"), "wavefronts"),
-            "block_size": float(np.prod(t.block)), "grid_size": float(np.prod(t.grid)),
-            "reads_per_thread": reads / nthreads, "writes_per_thread": writes / nthreads,
-        })
+        rows.append(
+            {
+                "kernel": t.kernel_name,
+                "grid": str(tuple(t.grid)),
+                "block": str(tuple(t.block)),
+                "ld_sectors_per_request": per(g.get("ld"), "sectors"),
+                "st_sectors_per_request": per(g.get("st"), "sectors"),
+                "global_lines_per_request": (
+                    sum(d["lines"] for d in g.values())
+                    / max(1, sum(d["requests"] for d in g.values()))
+                ),
+                "shared_ld_conflicts": float(s["ld"]["wavefronts"] - s["ld"]["ideal"])
+                if "ld" in s
+                else 0.0,
+                "shared_st_conflicts": float(s["st"]["wavefronts"] - s["st"]["ideal"])
+                if "st" in s
+                else 0.0,
+                "shared_ld_wavefronts_per_request": per(s.get("ld"), "wavefronts"),
+                "shared_ld_requests": float(s["ld"]["requests"]) if "ld" in s else 0.0,
+                "shared_st_requests": float(s["st"]["requests"]) if "st" in s else 0.0,
+                "shared_st_wavefronts_per_request": per(s.get("st"), "wavefronts"),
+                "block_size": float(np.prod(t.block)),
+                "grid_size": float(np.prod(t.grid)),
+                "reads_per_thread": reads / nthreads,
+                "writes_per_thread": writes / nthreads,
+            }
+        )
     return rows
 
 
-def compare(rows: dict, keys=("duration_us", "dram_pct_peak", "ld_sectors_per_request",
-                             "shared_ld_conflicts", "shared_st_conflicts",
-                             "achieved_occupancy_pct", "theoretical_occupancy_pct",
-                             "occupancy_limiter", "sol_memory_pct", "sol_compute_pct",
-                             "top_stalls"), title: str = "", note: str = ""):
+def compare(
+    rows: dict,
+    keys=(
+        "duration_us",
+        "dram_pct_peak",
+        "ld_sectors_per_request",
+        "shared_ld_conflicts",
+        "shared_st_conflicts",
+        "achieved_occupancy_pct",
+        "theoretical_occupancy_pct",
+        "occupancy_limiter",
+        "sol_memory_pct",
+        "sol_compute_pct",
+        "top_stalls",
+    ),
+    title: str = "",
+    note: str = "",
+):
     """A Table with one column per profiled kernel: ``rows`` maps a label to a Profile row."""
     from ..measure.tables import Table
 

@@ -5,13 +5,22 @@ report builder in ``course/bench/validation.py``, which launches the lesson kern
 here, below the kernels and the figures, so that the report's figure
 (``course/show/figures/profiles.py``) and lesson 10 read the same rule the report applies.
 """
+
 from __future__ import annotations
 
-COMPARED = ("ld_sectors_per_request", "st_sectors_per_request",
-            "shared_ld_wavefronts_per_request", "shared_st_wavefronts_per_request")
+COMPARED = (
+    "ld_sectors_per_request",
+    "st_sectors_per_request",
+    "shared_ld_wavefronts_per_request",
+    "shared_st_wavefronts_per_request",
+)
 ALL = COMPARED + ("shared_ld_conflicts_per_request", "shared_st_conflicts_per_request")
-TOTALS = ("shared_ld_wavefronts", "shared_st_wavefronts", "shared_ld_conflicts",
-          "shared_st_conflicts")
+TOTALS = (
+    "shared_ld_wavefronts",
+    "shared_st_wavefronts",
+    "shared_ld_conflicts",
+    "shared_st_conflicts",
+)
 # What must be equal: global sectors per request, and shared wavefronts and bank conflicts
 # per launch (their per-request averages differ where the hardware counts predicated-off
 # instructions as requests: shown, and explained in the report)

@@ -14,6 +14,7 @@ holding the judge, or the disk, for long anyway:
 
 The instructor's token is exempt from both (as from the rate limits).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,16 +22,15 @@ import math
 
 from .limits import Refused
 
-JUDGE_S = 1200.0             # seconds of judging per student ...
-JUDGE_WINDOW_S = 3600.0      # ... in any window this long
-QUOTA_BYTES = 20_000_000    # bytes of sources and units kept per student
+JUDGE_S = 1200.0  # seconds of judging per student ...
+JUDGE_WINDOW_S = 3600.0  # ... in any window this long
+QUOTA_BYTES = 20_000_000  # bytes of sources and units kept per student
 
 
 def used(intervals, start: float, now: float) -> float:
     """Seconds of ``intervals`` ((started, finished or None = running)) inside
     ``[start, now]``."""
-    return sum(max(0.0, min(now if f is None else f, now) - max(s, start))
-               for s, f in intervals)
+    return sum(max(0.0, min(now if f is None else f, now) - max(s, start)) for s, f in intervals)
 
 
 def wait_s(intervals, budget: float, window: float, now: float) -> float:
@@ -38,7 +38,7 @@ def wait_s(intervals, budget: float, window: float, now: float) -> float:
     counting running judgings as ending now."""
     if used(intervals, now - window, now) < budget:
         return 0.0
-    lo, hi = 0.0, window                      # used(...) falls as the window's start moves on
+    lo, hi = 0.0, window  # used(...) falls as the window's start moves on
     for _ in range(40):
         mid = (lo + hi) / 2
         if used(intervals, now - window + mid, now) < budget:
@@ -53,23 +53,30 @@ def check_judge_time(store, student: str, budget: float, window: float, now: flo
     wait = wait_s(store.judging(student, now - window), budget, window, now)
     if wait > 0:
         retry = math.ceil(wait) + 1
-        raise Refused(429, f"your submissions have been judged for {budget:.0f} s in the "
-                           f"last {window / 60:.0f} minutes, the most one student may take; "
-                           f"try again in {math.ceil(retry / 60)} minute(s)",
-                      {"Retry-After": str(retry)})
+        raise Refused(
+            429,
+            f"your submissions have been judged for {budget:.0f} s in the "
+            f"last {window / 60:.0f} minutes, the most one student may take; "
+            f"try again in {math.ceil(retry / 60)} minute(s)",
+            {"Retry-After": str(retry)},
+        )
 
 
 def size(source: str, unit) -> int:
     """Bytes a submission adds to the database (as ``Store.add`` writes it)."""
     return len(source.encode("utf-8", "surrogatepass")) + (
-        0 if unit is None else len(json.dumps(unit).encode()))
+        0 if unit is None else len(json.dumps(unit).encode())
+    )
 
 
 def check_storage(store, student: str, adds: int, quota: int) -> None:
     """Refused (413) when keeping ``adds`` more bytes would pass the student's quota."""
     have = store.stored_bytes(student)
     if have + adds > quota:
-        raise Refused(413, f"your submissions already take {have / 1e6:.3g} MB of the "
-                           f"leaderboard's storage and this one would add {adds / 1e6:.3g} "
-                           f"MB; the limit is {quota / 1e6:g} MB per student: ask your "
-                           "instructor to raise it")
+        raise Refused(
+            413,
+            f"your submissions already take {have / 1e6:.3g} MB of the "
+            f"leaderboard's storage and this one would add {adds / 1e6:.3g} "
+            f"MB; the limit is {quota / 1e6:g} MB per student: ask your "
+            "instructor to raise it",
+        )

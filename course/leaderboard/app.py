@@ -24,6 +24,7 @@ the student's judge time in the window (``Retry-After`` says when to retry;
 Connection-level limits (header deadline, per-client cap): ``limits.py``.
 HTML pages (``pages.py``): ``/boards``, ``/boards/{board}``, ``/signin``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -45,18 +46,18 @@ from .limits import Refused, read_body
 from .shown import unit_view
 from .store import COURSE_PREFIX, same_token
 
-MAX_SOURCE = 64 << 10        # characters of a submitted file
+MAX_SOURCE = 64 << 10  # characters of a submitted file
 
 
 @dataclass
 class Settings:
-    rate: int = 6                     # submissions per student ...
-    per_s: float = 60.0               # ... per this many seconds
-    max_waiting: int = 4              # queued or running at once, per student
-    judge_s: float = allowance.JUDGE_S            # seconds judged per student ...
-    judge_window_s: float = allowance.JUDGE_WINDOW_S   # ... in any window this long
-    quota_bytes: int = allowance.QUOTA_BYTES      # sources and units kept per student
-    admin_token: str | None = None    # COURSE_LEADERBOARD_ADMIN_TOKEN
+    rate: int = 6  # submissions per student ...
+    per_s: float = 60.0  # ... per this many seconds
+    max_waiting: int = 4  # queued or running at once, per student
+    judge_s: float = allowance.JUDGE_S  # seconds judged per student ...
+    judge_window_s: float = allowance.JUDGE_WINDOW_S  # ... in any window this long
+    quota_bytes: int = allowance.QUOTA_BYTES  # sources and units kept per student
+    admin_token: str | None = None  # COURSE_LEADERBOARD_ADMIN_TOKEN
     mode: str = "sim"
     boards: dict = field(default_factory=dict)
 
@@ -68,19 +69,29 @@ def error(status: int, message: str, headers=None) -> JSONResponse:
 def who(request: Request, settings: Settings, store, required: bool = True):
     """(student name or None, is the instructor) from the bearer token or the page cookie."""
     auth = request.headers.get("authorization", "")
-    token = auth[7:].strip() if auth.lower().startswith("bearer ") else \
-        request.cookies.get("leaderboard_token", "")
+    token = (
+        auth[7:].strip()
+        if auth.lower().startswith("bearer ")
+        else request.cookies.get("leaderboard_token", "")
+    )
     if token and not token.isascii():
-        raise Refused(401, "the token has characters a leaderboard token never has (tokens "
-                           "are ASCII letters, digits, - and _): use the one your instructor "
-                           "gave you")
+        raise Refused(
+            401,
+            "the token has characters a leaderboard token never has (tokens "
+            "are ASCII letters, digits, - and _): use the one your instructor "
+            "gave you",
+        )
     if token and same_token(token, settings.admin_token):
         return "instructor", True
     student = store.student_for(token) if token else None
     if student is None and required:
-        raise Refused(401, "no token was given" if not token else
-                      "this token is not known to the leaderboard: use the one your "
-                      "instructor gave you (COURSE_LEADERBOARD_TOKEN)")
+        raise Refused(
+            401,
+            "no token was given"
+            if not token
+            else "this token is not known to the leaderboard: use the one your "
+            "instructor gave you (COURSE_LEADERBOARD_TOKEN)",
+        )
     return student, False
 
 
@@ -110,14 +121,17 @@ def check_submission(data: dict, settings: Settings) -> tuple[str, str, str, dic
         if source is None:
             source = unit["source"]
         elif source != unit["source"]:
-            raise Refused(422, '"source" is not the unit\'s source, and the unit is what is '
-                               'judged: send the unit\'s source (course.submit does)')
+            raise Refused(
+                422,
+                '"source" is not the unit\'s source, and the unit is what is '
+                "judged: send the unit's source (course.submit does)",
+            )
     if not isinstance(source, str) or not isinstance(function, str) or not source.strip():
-        raise Refused(400, '"source" (the file\'s text) and "function" (the kernel\'s name) '
-                           "must be strings")
+        raise Refused(
+            400, '"source" (the file\'s text) and "function" (the kernel\'s name) must be strings'
+        )
     if len(source) > MAX_SOURCE:
-        raise Refused(413, f"the source is {len(source):,} characters; the limit is "
-                           f"{MAX_SOURCE:,}")
+        raise Refused(413, f"the source is {len(source):,} characters; the limit is {MAX_SOURCE:,}")
     if not function.isidentifier():
         raise Refused(422, f"{function[:80]!r} is not a Python function name")
     try:
@@ -125,11 +139,11 @@ def check_submission(data: dict, settings: Settings) -> tuple[str, str, str, dic
         defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function]
         jitted = bool(defs) and any("jit" in ast.unparse(d) for d in defs[-1].decorator_list)
     except SyntaxError as exc:
-        raise Refused(422, f"the source does not compile: {exc.msg} (line {exc.lineno})") \
-            from None
-    except (ValueError, RecursionError, MemoryError) as exc:   # NUL bytes, deep nesting
-        raise Refused(422, f"the source cannot be read as Python ({type(exc).__name__}: "
-                           f"{str(exc)[:120]})") from None
+        raise Refused(422, f"the source does not compile: {exc.msg} (line {exc.lineno})") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, deep nesting
+        raise Refused(
+            422, f"the source cannot be read as Python ({type(exc).__name__}: {str(exc)[:120]})"
+        ) from None
     if not defs:
         raise Refused(422, f"the source defines no function `{function}` at its top level")
     if not jitted:
@@ -147,7 +161,7 @@ def _check_unit(unit, function) -> dict:
     except Exception as exc:  # noqa: BLE001 - any malformed unit is the sender's, not ours
         raise Refused(422, f"the kernel unit cannot be used: {str(exc)[:300]}") from None
     if unit["name"] != function:
-        raise Refused(422, "the unit's function is not the one named in \"function\"")
+        raise Refused(422, 'the unit\'s function is not the one named in "function"')
     return unit
 
 
@@ -168,17 +182,40 @@ def check_entry(data: dict, settings: Settings, admin: bool) -> tuple:
     if entry.board != board:
         raise Refused(422, f"{entry.name} is entered on the {entry.board} board, not {board}")
     if entry.gpu_only and settings.mode != "gpu":
-        raise Refused(422, f"{entry.name} links CUDA C++: it runs only on a GPU, and this "
-                           "service runs the simulator")
+        raise Refused(
+            422,
+            f"{entry.name} links CUDA C++: it runs only on a GPU, and this "
+            "service runs the simulator",
+        )
     source = f"# the course's own kernel {entry.name}: {entry.where}\n"
     return board, COURSE_PREFIX + entry.name, entry.name, source, {"course_kernel": entry.name}
 
 
 def public(sub: dict, store, with_source: bool) -> dict:
-    out = {k: sub.get(k) for k in ("id", "board", "student", "function", "status", "passed",
-                                   "message", "mean_ms", "std_ms", "best_ms", "median_ms",
-                                   "runs", "device", "mode", "created", "started",
-                                   "finished", "cases", "versions")}
+    out = {
+        k: sub.get(k)
+        for k in (
+            "id",
+            "board",
+            "student",
+            "function",
+            "status",
+            "passed",
+            "message",
+            "mean_ms",
+            "std_ms",
+            "best_ms",
+            "median_ms",
+            "runs",
+            "device",
+            "mode",
+            "created",
+            "started",
+            "finished",
+            "cases",
+            "versions",
+        )
+    }
     out["rank"] = store.rank_of(sub)
     if with_source:
         out["source"] = sub["source"]
@@ -197,11 +234,25 @@ def create_app(store, queue, settings: Settings) -> Starlette:
         name = request.path_params["board"]
         if name not in settings.boards:
             raise Refused(404, boards_mod.unknown(name, settings.boards))
-        rows = [{k: r[k] for k in ("rank", "student", "kind", "mean_ms", "std_ms", "best_ms",
-                                   "runs", "device", "finished", "id")}
-                for r in store.ranked(name)]
-        return JSONResponse({"board": settings.boards[name].describe(settings.mode),
-                             "rows": rows})
+        rows = [
+            {
+                k: r[k]
+                for k in (
+                    "rank",
+                    "student",
+                    "kind",
+                    "mean_ms",
+                    "std_ms",
+                    "best_ms",
+                    "runs",
+                    "device",
+                    "finished",
+                    "id",
+                )
+            }
+            for r in store.ranked(name)
+        ]
+        return JSONResponse({"board": settings.boards[name].describe(settings.mode), "rows": rows})
 
     async def submit(request):
         student, admin = who(request, settings, store)
@@ -215,28 +266,40 @@ def create_app(store, queue, settings: Settings) -> Starlette:
         if not admin:
             recent = store.submitted_since(student, time.time() - settings.per_s)
             if recent >= settings.rate:
-                raise Refused(429, f"too many submissions: {settings.rate} per "
-                                   f"{settings.per_s:.0f} s; try again in a minute",
-                              {"Retry-After": str(int(settings.per_s))})
+                raise Refused(
+                    429,
+                    f"too many submissions: {settings.rate} per "
+                    f"{settings.per_s:.0f} s; try again in a minute",
+                    {"Retry-After": str(int(settings.per_s))},
+                )
             if store.waiting(student) >= settings.max_waiting:
-                raise Refused(429, f"you already have {settings.max_waiting} submissions "
-                                   "waiting; try again when one is done",
-                              {"Retry-After": "30"})
-            allowance.check_judge_time(store, student, settings.judge_s,
-                                       settings.judge_window_s, time.time())
-            allowance.check_storage(store, student, allowance.size(source, unit),
-                                    settings.quota_bytes)
+                raise Refused(
+                    429,
+                    f"you already have {settings.max_waiting} submissions "
+                    "waiting; try again when one is done",
+                    {"Retry-After": "30"},
+                )
+            allowance.check_judge_time(
+                store, student, settings.judge_s, settings.judge_window_s, time.time()
+            )
+            allowance.check_storage(
+                store, student, allowance.size(source, unit), settings.quota_bytes
+            )
         sid = store.add(student, board, function, source, unit, kind=kind)
         queue.notify()
-        return JSONResponse({"id": sid, "status": "queued",
-                             "url": f"/api/submissions/{sid}"}, status_code=202)
+        return JSONResponse(
+            {"id": sid, "status": "queued", "url": f"/api/submissions/{sid}"}, status_code=202
+        )
 
     async def submission(request):
         student, admin = who(request, settings, store)
         text = request.path_params["sid"]
         if not (text.isascii() and text.isdigit() and len(text) <= 18):
-            raise Refused(404, f"there is no submission {text[:40]!r}: a submission's id is "
-                               "the whole number its POST answered")
+            raise Refused(
+                404,
+                f"there is no submission {text[:40]!r}: a submission's id is "
+                "the whole number its POST answered",
+            )
         sid = int(text)
         sub = store.get(sid)
         if sub is None:
@@ -253,21 +316,35 @@ def create_app(store, queue, settings: Settings) -> Starlette:
 
     async def http_error(request, exc: HTTPException):
         msg = {404: "there is no such page", 405: "that method is not allowed here"}
-        return error(exc.status_code, msg.get(exc.status_code, str(exc.detail)),
-                     getattr(exc, "headers", None))
+        return error(
+            exc.status_code,
+            msg.get(exc.status_code, str(exc.detail)),
+            getattr(exc, "headers", None),
+        )
 
-    async def failed(request, exc: Exception):   # a bug of ours: say so (uvicorn logs it)
-        return error(500, f"the leaderboard failed on this request ({type(exc).__name__}); "
-                          "the instructor's log has the details")
+    async def failed(request, exc: Exception):  # a bug of ours: say so (uvicorn logs it)
+        return error(
+            500,
+            f"the leaderboard failed on this request ({type(exc).__name__}); "
+            "the instructor's log has the details",
+        )
 
-    routes = [Route("/api/boards", list_boards), Route("/api/boards/{board}", board_rows),
-              Route("/api/submissions", submit, methods=["POST"]),
-              Route("/api/submissions/{sid}", submission),
-              Route("/api/health", health), *pages.routes(store, settings, who)]
+    routes = [
+        Route("/api/boards", list_boards),
+        Route("/api/boards/{board}", board_rows),
+        Route("/api/submissions", submit, methods=["POST"]),
+        Route("/api/submissions/{sid}", submission),
+        Route("/api/health", health),
+        *pages.routes(store, settings, who),
+    ]
     handlers: dict[Any, Any] = {Refused: refused, HTTPException: http_error, Exception: failed}
     return Starlette(routes=routes, exception_handlers=handlers)
 
 
 def settings_from_env(mode: str, **kw) -> Settings:
-    return Settings(admin_token=os.environ.get("COURSE_LEADERBOARD_ADMIN_TOKEN") or None,
-                    mode=mode, boards=boards_mod.all_boards(), **kw)
+    return Settings(
+        admin_token=os.environ.get("COURSE_LEADERBOARD_ADMIN_TOKEN") or None,
+        mode=mode,
+        boards=boards_mod.all_boards(),
+        **kw,
+    )

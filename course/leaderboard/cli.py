@@ -5,6 +5,7 @@
         --roster roster.csv --host 0.0.0.0 --port 8000 [--scheduler tcp://host:8786]
     python -m course leaderboard export --db class.db --out submissions.csv
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,18 +33,22 @@ def _roster(path: Path | None):
 def tokens(opts) -> int:
     roster = _roster(opts.roster)
     if opts.out.exists():
-        print(f"error: {opts.out} exists; tokens are written once (choose another --out)",
-              file=sys.stderr)
+        print(
+            f"error: {opts.out} exists; tokens are written once (choose another --out)",
+            file=sys.stderr,
+        )
         return 2
     store = Store(opts.db)
     new, kept = store.issue_tokens(sorted(roster))
-    fd = os.open(opts.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)   # tokens: owner only
+    fd = os.open(opts.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # tokens: owner only
     with open(fd, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["student", "token"])
         w.writerows(new)
-    print(f"{len(new)} new token(s) written to {opts.out} (only their hashes are in "
-          f"{opts.db}); {len(kept)} student(s) already had one")
+    print(
+        f"{len(new)} new token(s) written to {opts.out} (only their hashes are in "
+        f"{opts.db}); {len(kept)} student(s) already had one"
+    )
     return 0
 
 
@@ -80,6 +85,7 @@ def _exit_with(pid: int) -> None:
                 os._exit(0)
             except PermissionError:
                 pass
+
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
@@ -90,7 +96,7 @@ def serve(opts) -> int:
         _exit_with(int(os.environ["COURSE_LEADERBOARD_EXIT_WITH"]))
     files = limits.raise_open_files()
     backlog = limits.backlog(files)
-    try:                              # the port first: nothing starts on a taken one
+    try:  # the port first: nothing starts on a taken one
         sock = limits.bind(opts.host, opts.port, backlog)
     except limits.BindError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -116,31 +122,53 @@ def serve(opts) -> int:
         q = queues.DaskQueue(store, opts.scheduler, task=judge)
         where = f"Dask scheduler {opts.scheduler} (tasks need GPU=1)"
     else:
-        q = queues.LocalQueue(store, judge=judge, isolation=isolation,
-                              case_time_limit=opts.case_time_limit)
+        q = queues.LocalQueue(
+            store, judge=judge, isolation=isolation, case_time_limit=opts.case_time_limit
+        )
         where = "this machine, one submission at a time"
-    settings = settings_from_env(runtime.MODE, rate=opts.rate, per_s=opts.per,
-                                 judge_s=opts.judge_seconds, judge_window_s=opts.judge_window,
-                                 quota_bytes=int(opts.quota_mb * 1e6))
+    settings = settings_from_env(
+        runtime.MODE,
+        rate=opts.rate,
+        per_s=opts.per,
+        judge_s=opts.judge_seconds,
+        judge_window_s=opts.judge_window,
+        quota_bytes=int(opts.quota_mb * 1e6),
+    )
     app = create_app(store, q, settings)
 
-    def said(requeued, gave_up):     # before the queue starts: its first work may kill it
-        print(f"leaderboard: {opts.db}, mode {runtime.MODE} ({runtime.device_name()}), "
-              f"queue on {where}; {requeued} unfinished submission(s) queued again"
-              + (f", {gave_up} that stopped the service twice marked error" if gave_up
-                 else "") + ("" if settings.admin_token else "; no "
-                             "COURSE_LEADERBOARD_ADMIN_TOKEN: no instructor access"),
-              flush=True)
+    def said(requeued, gave_up):  # before the queue starts: its first work may kill it
+        print(
+            f"leaderboard: {opts.db}, mode {runtime.MODE} ({runtime.device_name()}), "
+            f"queue on {where}; {requeued} unfinished submission(s) queued again"
+            + (f", {gave_up} that stopped the service twice marked error" if gave_up else "")
+            + (
+                ""
+                if settings.admin_token
+                else "; no COURSE_LEADERBOARD_ADMIN_TOKEN: no instructor access"
+            ),
+            flush=True,
+        )
+
     q.start(said)
-    print(f"limits: headers within {limits.HEADER_S:g} s, bodies within "
-          f"{limits.BODY_S:g} s, {opts.max_per_client} connections per client address, "
-          f"{most} in all ({files} open files); per student {opts.judge_seconds:g} s of "
-          f"judging per {opts.judge_window:g} s, {opts.quota_mb:g} MB kept", flush=True)
+    print(
+        f"limits: headers within {limits.HEADER_S:g} s, bodies within "
+        f"{limits.BODY_S:g} s, {opts.max_per_client} connections per client address, "
+        f"{most} in all ({files} open files); per student {opts.judge_seconds:g} s of "
+        f"judging per {opts.judge_window:g} s, {opts.quota_mb:g} MB kept",
+        flush=True,
+    )
     print(f"serving on http://{opts.host}:{opts.port}/boards", flush=True)
-    config = uvicorn.Config(app, root_path=opts.root_path, log_level="warning", ws="none",
-                            http=limits.protocol(opts.max_per_client, limits.HEADER_S, most),
-                            limit_concurrency=most, timeout_keep_alive=limits.KEEP_ALIVE_S,
-                            timeout_graceful_shutdown=limits.SHUTDOWN_S, backlog=backlog)
+    config = uvicorn.Config(
+        app,
+        root_path=opts.root_path,
+        log_level="warning",
+        ws="none",
+        http=limits.protocol(opts.max_per_client, limits.HEADER_S, most),
+        limit_concurrency=most,
+        timeout_keep_alive=limits.KEEP_ALIVE_S,
+        timeout_graceful_shutdown=limits.SHUTDOWN_S,
+        backlog=backlog,
+    )
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
@@ -149,8 +177,9 @@ def serve(opts) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m course leaderboard",
-                                 description="The class leaderboard service.")
+    ap = argparse.ArgumentParser(
+        prog="python -m course leaderboard", description="The class leaderboard service."
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="run the service (HTTP API + pages)")
     s.add_argument("--db", type=Path, required=True, help="SQLite file (made if missing)")
@@ -160,28 +189,61 @@ def main(argv=None) -> int:
     s.add_argument("--scheduler", help="tcp://... of a Dask scheduler with GPU workers")
     s.add_argument("--rate", type=int, default=6, help="submissions per student per --per s")
     s.add_argument("--per", type=float, default=60.0)
-    s.add_argument("--judge-seconds", type=float, default=allowance.JUDGE_S, metavar="S",
-                   help="seconds of judging per student in any --judge-window (default "
-                        "%(default)g); past it a new submission is refused (429)")
-    s.add_argument("--judge-window", type=float, default=allowance.JUDGE_WINDOW_S,
-                   metavar="S", help="the sliding window of --judge-seconds (default "
-                                     "%(default)g s)")
-    s.add_argument("--quota-mb", type=float, default=allowance.QUOTA_BYTES / 1e6,
-                   metavar="MB", help="sources and units kept per student (default "
-                                      "%(default).1f MB); past it a submission gets 413")
-    s.add_argument("--root-path", default="", help="the prefix behind a proxy "
-                   "(JupyterHub service: /services/leaderboard)")
-    s.add_argument("--isolation", choices=["auto", "none"], default="auto",
-                   help="the grading sandbox for files run to find a kernel (default auto)")
-    s.add_argument("--case-time-limit", type=float, help="seconds per test case (default "
-                   "10 on a GPU, 60 in the simulator)")
-    s.add_argument("--max-per-client", type=int, default=limits.PER_CLIENT, metavar="N",
-                   help="open connections per client address (default %(default)s; behind "
-                        "a proxy every client has the proxy's address)")
-    s.add_argument("--max-connections", type=int, default=limits.MAX_CONNECTIONS,
-                   metavar="N", help="open connections in all (default %(default)s, within "
-                                     "the open-file limit)")
-    s.add_argument("--judge", help=argparse.SUPPRESS)   # MODULE:FUNC, tests only
+    s.add_argument(
+        "--judge-seconds",
+        type=float,
+        default=allowance.JUDGE_S,
+        metavar="S",
+        help="seconds of judging per student in any --judge-window (default "
+        "%(default)g); past it a new submission is refused (429)",
+    )
+    s.add_argument(
+        "--judge-window",
+        type=float,
+        default=allowance.JUDGE_WINDOW_S,
+        metavar="S",
+        help="the sliding window of --judge-seconds (default %(default)g s)",
+    )
+    s.add_argument(
+        "--quota-mb",
+        type=float,
+        default=allowance.QUOTA_BYTES / 1e6,
+        metavar="MB",
+        help="sources and units kept per student (default "
+        "%(default).1f MB); past it a submission gets 413",
+    )
+    s.add_argument(
+        "--root-path",
+        default="",
+        help="the prefix behind a proxy (JupyterHub service: /services/leaderboard)",
+    )
+    s.add_argument(
+        "--isolation",
+        choices=["auto", "none"],
+        default="auto",
+        help="the grading sandbox for files run to find a kernel (default auto)",
+    )
+    s.add_argument(
+        "--case-time-limit",
+        type=float,
+        help="seconds per test case (default 10 on a GPU, 60 in the simulator)",
+    )
+    s.add_argument(
+        "--max-per-client",
+        type=int,
+        default=limits.PER_CLIENT,
+        metavar="N",
+        help="open connections per client address (default %(default)s; behind "
+        "a proxy every client has the proxy's address)",
+    )
+    s.add_argument(
+        "--max-connections",
+        type=int,
+        default=limits.MAX_CONNECTIONS,
+        metavar="N",
+        help="open connections in all (default %(default)s, within the open-file limit)",
+    )
+    s.add_argument("--judge", help=argparse.SUPPRESS)  # MODULE:FUNC, tests only
     t = sub.add_parser("tokens", help="make a token for each roster student (CSV, once)")
     t.add_argument("--db", type=Path, required=True)
     t.add_argument("--roster", type=Path, required=True)

@@ -21,6 +21,7 @@ kernels, launched their own way (``course/exercises/entries.py``)::
 
     python -m course submit histogram --course-kernel histogram_tuned
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,6 +38,7 @@ from pathlib import Path
 def ms_text(v: float) -> str:
     """A time in ms to 4 significant digits, never in exponent form (22,140 not 2.214e+04)."""
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
 
 FINAL = ("done", "rejected", "error")
 
@@ -70,15 +72,18 @@ class Submission:
     def lines(self) -> list[str]:
         tests = self.cases or []
         ok = sum(bool(c.get("passed")) for c in tests)
-        out = [f"submission {self.id} to {self.board}: {self.status}"
-               + (f" ({self.device})" if self.device else "")]
+        out = [
+            f"submission {self.id} to {self.board}: {self.status}"
+            + (f" ({self.device})" if self.device else "")
+        ]
         if tests:
-            out.append(f"[{'x' if ok == len(tests) else ' '}] tests passed: {ok} of "
-                       f"{len(tests)}")
+            out.append(f"[{'x' if ok == len(tests) else ' '}] tests passed: {ok} of {len(tests)}")
         if self.mean_ms is not None:
             best = ms_text(self.best_ms) if self.best_ms is not None else "?"
-            out.append(f"[x] benchmark: {ms_text(self.mean_ms)} ± {self.std_ms or 0:.2g} ms "
-                       f"(best {best} ms, {self.runs} runs)")
+            out.append(
+                f"[x] benchmark: {ms_text(self.mean_ms)} ± {self.std_ms or 0:.2g} ms "
+                f"(best {best} ms, {self.runs} runs)"
+            )
             out.append(f"rank {self.rank} on {self.board}" if self.rank else "not ranked")
         if self.message:
             out.append(self.message)
@@ -120,11 +125,15 @@ def _where(server, token, words=PYTHON_WORDS) -> tuple[str, str]:
     server = (server or os.environ.get("COURSE_LEADERBOARD_URL") or "").rstrip("/")
     token = (token or os.environ.get("COURSE_LEADERBOARD_TOKEN") or "").strip()
     if not server:
-        raise SubmitError(f"no leaderboard given: {words['server']} or set "
-                          "COURSE_LEADERBOARD_URL (your instructor has the address)")
+        raise SubmitError(
+            f"no leaderboard given: {words['server']} or set "
+            "COURSE_LEADERBOARD_URL (your instructor has the address)"
+        )
     if not token:
-        raise SubmitError(f"no token given: {words['token']} or set "
-                          "COURSE_LEADERBOARD_TOKEN (your instructor gave you one)")
+        raise SubmitError(
+            f"no token given: {words['token']} or set "
+            "COURSE_LEADERBOARD_TOKEN (your instructor gave you one)"
+        )
     return server, token
 
 
@@ -144,16 +153,24 @@ def kernel_in(board: str, source: str, file="the file") -> str:
         tree = ast.parse(source)
     except (SyntaxError, ValueError) as exc:
         raise SubmitError(f"{file} is not Python: {getattr(exc, 'msg', exc)}") from None
-    kernels = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)
-               and any(_is_kernel(d) for d in n.decorator_list)]
+    kernels = [
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef) and any(_is_kernel(d) for d in n.decorator_list)
+    ]
     if expected in kernels:
         return expected
     if len(set(kernels)) == 1:
         return kernels[0]
-    which = (f"{len(set(kernels))} @cuda.jit kernels ({', '.join(sorted(set(kernels)))})"
-             if kernels else "no @cuda.jit kernel")
-    raise SubmitError(f"{file} defines {which} and none is called `{expected}` (the name "
-                      f"the {board} board expects): give --function NAME")
+    which = (
+        f"{len(set(kernels))} @cuda.jit kernels ({', '.join(sorted(set(kernels)))})"
+        if kernels
+        else "no @cuda.jit kernel"
+    )
+    raise SubmitError(
+        f"{file} defines {which} and none is called `{expected}` (the name "
+        f"the {board} board expects): give --function NAME"
+    )
 
 
 def _is_kernel(decorator) -> bool:
@@ -165,14 +182,30 @@ def _is_kernel(decorator) -> bool:
     name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
     if name != "jit":
         return False
-    return not (call and any(k.arg == "device" and isinstance(k.value, ast.Constant)
-                             and k.value.value is True for k in call.keywords))
+    return not (
+        call
+        and any(
+            k.arg == "device" and isinstance(k.value, ast.Constant) and k.value.value is True
+            for k in call.keywords
+        )
+    )
 
 
-def send(board: str, source: str | None, function: str | None, unit: dict | None = None, *,
-         server=None, token=None, wait: bool = True, timeout: float = 900,
-         poll_s: float = 1.0, out=None, course_kernel: str | None = None,
-         words=PYTHON_WORDS) -> Submission:
+def send(
+    board: str,
+    source: str | None,
+    function: str | None,
+    unit: dict | None = None,
+    *,
+    server=None,
+    token=None,
+    wait: bool = True,
+    timeout: float = 900,
+    poll_s: float = 1.0,
+    out=None,
+    course_kernel: str | None = None,
+    words=PYTHON_WORDS,
+) -> Submission:
     """POST one submission and (``wait``) follow it to its result with a progress line.
     ``course_kernel`` (instructor's token): enter the course's own kernel of that name
     instead of a source (``course/exercises/entries.py``)."""
@@ -187,12 +220,19 @@ def send(board: str, source: str | None, function: str | None, unit: dict | None
     sid = _request("POST", f"{server}/api/submissions", token, body)["id"]
     if not wait:
         return Submission(sid, board)
-    return follow(sid, board, server=server, token=token, timeout=timeout, poll_s=poll_s,
-                  out=out)
+    return follow(sid, board, server=server, token=token, timeout=timeout, poll_s=poll_s, out=out)
 
 
-def follow(sid: int, board: str, *, server: str, token: str, timeout: float = 900,
-           poll_s: float = 1.0, out=None) -> Submission:
+def follow(
+    sid: int,
+    board: str,
+    *,
+    server: str,
+    token: str,
+    timeout: float = 900,
+    poll_s: float = 1.0,
+    out=None,
+) -> Submission:
     """Wait for submission ``sid`` to end, writing one progress line to ``out``
     (queued -> testing -> timing -> done); its result, or SubmitError after ``timeout``."""
     out = out or sys.stdout
@@ -210,12 +250,15 @@ def follow(sid: int, board: str, *, server: str, token: str, timeout: float = 90
             return Submission.from_json(d)
         time.sleep(poll_s)
     out.write("\n")
-    raise SubmitError(f"submission {sid} was not done after {timeout:.0f} s; it stays "
-                      f"queued: look it up later at {server}/api/submissions/{sid}")
+    raise SubmitError(
+        f"submission {sid} was not done after {timeout:.0f} s; it stays "
+        f"queued: look it up later at {server}/api/submissions/{sid}"
+    )
 
 
-def submit(board: str, kernel, server: str | None = None, token: str | None = None,
-           **kw) -> Submission:
+def submit(
+    board: str, kernel, server: str | None = None, token: str | None = None, **kw
+) -> Submission:
     """Send ``kernel`` (a ``@cuda.jit`` function defined in a cell or a file) to ``board``
     and wait for its result.  Raises :class:`SubmitError` with one sentence when the
     kernel cannot travel or the service refuses it."""
@@ -234,16 +277,24 @@ def submit(board: str, kernel, server: str | None = None, token: str | None = No
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m course submit",
-                                 description="Submit a kernel file to the class leaderboard.")
+    ap = argparse.ArgumentParser(
+        prog="python -m course submit", description="Submit a kernel file to the class leaderboard."
+    )
     ap.add_argument("board", help="e.g. tune_vector_add, histogram, flash_attention")
-    ap.add_argument("file", type=Path, nargs="?",
-                    help="a .py file that defines the @cuda.jit kernel")
-    ap.add_argument("--function", help="the kernel's name in the file (default: the "
-                    "name the board expects, or the file's only @cuda.jit kernel)")
-    ap.add_argument("--course-kernel", metavar="NAME",
-                    help="instead of a file: enter the course's own kernel NAME (instructor's "
-                         "token; histogram_tuned on histogram, flash_mma on flash_attention)")
+    ap.add_argument(
+        "file", type=Path, nargs="?", help="a .py file that defines the @cuda.jit kernel"
+    )
+    ap.add_argument(
+        "--function",
+        help="the kernel's name in the file (default: the "
+        "name the board expects, or the file's only @cuda.jit kernel)",
+    )
+    ap.add_argument(
+        "--course-kernel",
+        metavar="NAME",
+        help="instead of a file: enter the course's own kernel NAME (instructor's "
+        "token; histogram_tuned on histogram, flash_mma on flash_attention)",
+    )
     ap.add_argument("--server", help="default: $COURSE_LEADERBOARD_URL")
     ap.add_argument("--token", help="default: $COURSE_LEADERBOARD_TOKEN")
     ap.add_argument("--no-wait", action="store_true", help="print the id and return")
@@ -252,11 +303,19 @@ def main(argv=None) -> int:
         ap.error("give a FILE (a .py file with the kernel), or --course-kernel NAME")
     try:
         source = opts.file.read_text() if opts.file is not None else None
-        function = opts.function or (kernel_in(opts.board, source, opts.file)
-                                     if source is not None else None)
-        sub = send(opts.board, source, function, server=opts.server, token=opts.token,
-                   wait=not opts.no_wait, course_kernel=opts.course_kernel,
-                   words=SHELL_WORDS)
+        function = opts.function or (
+            kernel_in(opts.board, source, opts.file) if source is not None else None
+        )
+        sub = send(
+            opts.board,
+            source,
+            function,
+            server=opts.server,
+            token=opts.token,
+            wait=not opts.no_wait,
+            course_kernel=opts.course_kernel,
+            words=SHELL_WORDS,
+        )
     except (OSError, SubmitError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -36,6 +36,7 @@ connections once made the service unreachable at the usual limit of 1,024 open f
   64 K-character source limit. To cap it from outside, run it under a cgroup
   (``systemd-run --scope -p MemoryMax=8G python -m course leaderboard serve ...``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,14 +45,14 @@ import json
 import resource
 import socket
 
-HEADER_S = 5.0           # request line + headers complete within this after (re)start
-KEEP_ALIVE_S = 5         # an idle kept-alive connection is closed after this
-PER_CLIENT = 64          # open connections per client address
-MAX_CONNECTIONS = 2048   # in all (uvicorn's limit_concurrency)
-SHUTDOWN_S = 5           # a stop waits this long for open requests, no longer
-FILES_KEPT = 256         # open files kept for the database, the judges' pipes, logs
-MAX_BODY = 1 << 20           # bytes of a request (the source plus its unit)
-BODY_S = 15.0                # seconds for a request's whole body to arrive
+HEADER_S = 5.0  # request line + headers complete within this after (re)start
+KEEP_ALIVE_S = 5  # an idle kept-alive connection is closed after this
+PER_CLIENT = 64  # open connections per client address
+MAX_CONNECTIONS = 2048  # in all (uvicorn's limit_concurrency)
+SHUTDOWN_S = 5  # a stop waits this long for open requests, no longer
+FILES_KEPT = 256  # open files kept for the database, the judges' pipes, logs
+MAX_BODY = 1 << 20  # bytes of a request (the source plus its unit)
+BODY_S = 15.0  # seconds for a request's whole body to arrive
 BODIES_IN_FLIGHT = 64 << 20  # bytes of bodies being read at once, all requests together
 
 
@@ -63,6 +64,7 @@ class Refused(Exception):
 
 class _Bodies:
     """Bytes of request bodies being read right now, across every request."""
+
     held = 0
 
 
@@ -74,8 +76,9 @@ async def read_body(request, limit: int = MAX_BODY) -> bytes:
     close = {"Connection": "close"}
     length = request.headers.get("content-length", "")
     if length.isdigit() and (len(length) > 18 or int(length) > limit):
-        raise Refused(413, f"the request says it is {length[:24]} bytes; the limit is "
-                           f"{limit:,}", close)
+        raise Refused(
+            413, f"the request says it is {length[:24]} bytes; the limit is {limit:,}", close
+        )
     chunks, held = [], 0
 
     async def read():
@@ -84,18 +87,23 @@ async def read_body(request, limit: int = MAX_BODY) -> bytes:
             if held + len(chunk) > limit:
                 raise Refused(413, f"the request is over the limit of {limit:,} bytes", close)
             if _Bodies.held + len(chunk) > BODIES_IN_FLIGHT:
-                raise Refused(503, "the leaderboard is receiving too much at once; try again "
-                                   "in a few seconds", dict(close, **{"Retry-After": "5"}))
+                raise Refused(
+                    503,
+                    "the leaderboard is receiving too much at once; try again in a few seconds",
+                    dict(close, **{"Retry-After": "5"}),
+                )
             chunks.append(chunk)
             held += len(chunk)
             _Bodies.held += len(chunk)
+
     try:
         await asyncio.wait_for(read(), BODY_S)
     except ClientDisconnect:
         raise Refused(400, "the request's body was cut off", close) from None
     except asyncio.TimeoutError:
-        raise Refused(408, f"the request's body did not arrive within {BODY_S:g} s",
-                      close) from None
+        raise Refused(
+            408, f"the request's body did not arrive within {BODY_S:g} s", close
+        ) from None
     finally:
         _Bodies.held -= held
     return b"".join(chunks)
@@ -110,10 +118,12 @@ def bind(host: str, port: int, backlog: int = 2048) -> socket.socket:
     "serving", so a taken port is told at once."""
     try:
         family, kind, proto, _, addr = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
     except (socket.gaierror, UnicodeError) as exc:
-        raise BindError(f"--host {host} is not an address this machine can serve on "
-                        f"({exc})") from None
+        raise BindError(
+            f"--host {host} is not an address this machine can serve on ({exc})"
+        ) from None
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -123,13 +133,15 @@ def bind(host: str, port: int, backlog: int = 2048) -> socket.socket:
         sock.close()
         import errno
 
-        why = {errno.EADDRINUSE: "it is already in use (another leaderboard or program is "
-                                 "serving there)",
-               errno.EACCES: "permission denied (ports below 1024 need root)",
-               errno.EADDRNOTAVAIL: f"{host} is not an address of this machine"}.get(
-            exc.errno or 0, exc.strerror or str(exc))
-        raise BindError(f"cannot serve on port {port} of {host}: {why}; choose another "
-                        "--port") from None
+        why = {
+            errno.EADDRINUSE: "it is already in use (another leaderboard or program is "
+            "serving there)",
+            errno.EACCES: "permission denied (ports below 1024 need root)",
+            errno.EADDRNOTAVAIL: f"{host} is not an address of this machine",
+        }.get(exc.errno or 0, exc.strerror or str(exc))
+        raise BindError(
+            f"cannot serve on port {port} of {host}: {why}; choose another --port"
+        ) from None
     return sock
 
 
@@ -160,14 +172,18 @@ def max_connections(asked: int, open_files: int) -> int:
 
 def _answer(status: int, reason: str, message: str, retry: str | None = None) -> bytes:
     body = json.dumps({"error": message}).encode()
-    head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n"
-            + (f"retry-after: {retry}\r\n" if retry else "") + "\r\n")
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n"
+        + (f"retry-after: {retry}\r\n" if retry else "")
+        + "\r\n"
+    )
     return head.encode() + body
 
 
-def protocol(per_client: int = PER_CLIENT, header_s: float = HEADER_S,
-             most: int = MAX_CONNECTIONS) -> type:
+def protocol(
+    per_client: int = PER_CLIENT, header_s: float = HEADER_S, most: int = MAX_CONNECTIONS
+) -> type:
     """uvicorn's h11 protocol with a header deadline and per-client and global caps (one
     class per server: the counts live in it)."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -184,15 +200,27 @@ def protocol(per_client: int = PER_CLIENT, header_s: float = HEADER_S,
             super().connection_made(transport)
             key = self.client[0] if self.client else ""
             if counts[key] >= per_client:
-                transport.write(_answer(
-                    429, "Too Many Requests", f"this address already has {per_client} "
-                    "connections open to the leaderboard; close one and try again", "5"))
+                transport.write(
+                    _answer(
+                        429,
+                        "Too Many Requests",
+                        f"this address already has {per_client} "
+                        "connections open to the leaderboard; close one and try again",
+                        "5",
+                    )
+                )
                 transport.close()
                 return
             if len(self.connections) > most:
-                transport.write(_answer(
-                    503, "Service Unavailable", f"the leaderboard has {most} connections "
-                    "open, its limit; try again in a few seconds", "5"))
+                transport.write(
+                    _answer(
+                        503,
+                        "Service Unavailable",
+                        f"the leaderboard has {most} connections "
+                        "open, its limit; try again in a few seconds",
+                        "5",
+                    )
+                )
                 transport.close()
                 return
             counts[key] += 1
@@ -216,12 +244,12 @@ def protocol(per_client: int = PER_CLIENT, header_s: float = HEADER_S,
         def handle_events(self) -> None:
             cycle = self.cycle
             super().handle_events()
-            if self.cycle is not cycle:        # a request line and headers were complete
+            if self.cycle is not cycle:  # a request line and headers were complete
                 self._disarm()
 
         def on_response_complete(self) -> None:
-            self._arm()                        # the next request has header_s too; armed
-            super().on_response_complete()     # first: a pipelined one disarms it at once
+            self._arm()  # the next request has header_s too; armed
+            super().on_response_complete()  # first: a pipelined one disarms it at once
 
         def send_400_response(self, msg: str) -> None:
             """Malformed HTTP: a 400 with a sentence if no response has begun, and close.
@@ -234,9 +262,15 @@ def protocol(per_client: int = PER_CLIENT, header_s: float = HEADER_S,
                 self.cycle.disconnected = True
                 self.cycle.message_event.set()
             if self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE) and (
-                    self.cycle is None or not self.cycle.response_started):
-                self.transport.write(_answer(400, "Bad Request", "this is not a valid "
-                                             "HTTP/1.1 request; the connection is closed"))
+                self.cycle is None or not self.cycle.response_started
+            ):
+                self.transport.write(
+                    _answer(
+                        400,
+                        "Bad Request",
+                        "this is not a valid HTTP/1.1 request; the connection is closed",
+                    )
+                )
             self.transport.close()
 
         def _arm(self) -> None:
@@ -254,9 +288,14 @@ def protocol(per_client: int = PER_CLIENT, header_s: float = HEADER_S,
             if self.transport.is_closing():
                 return
             if self._got:
-                self.transport.write(_answer(
-                    408, "Request Timeout", f"the request line and headers did not arrive "
-                    f"within {header_s:g} s; the connection is closed"))
+                self.transport.write(
+                    _answer(
+                        408,
+                        "Request Timeout",
+                        f"the request line and headers did not arrive "
+                        f"within {header_s:g} s; the connection is closed",
+                    )
+                )
             self.transport.close()
 
     Guarded.counts = counts

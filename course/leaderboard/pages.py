@@ -12,6 +12,7 @@ Links carry the ASGI root path, so the pages work behind JupyterHub's proxy.
 The routes gather plain values; the templates lay them out.  The templates autoescape:
 every value they show (a student's name, a message, a source) is text, never markup.
 """
+
 from __future__ import annotations
 
 import time
@@ -43,9 +44,13 @@ def _ms(v) -> str:
 def environment() -> jinja2.Environment:
     """The pages' templates: autoescaped, an unknown name an error (not an empty string),
     and the filters ``ms`` ("1.23 ms" or "-"), ``ms_text`` and ``when`` (local time)."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters.update(ms=_ms, ms_text=ms_text, when=_when)
     return env
 
@@ -57,6 +62,7 @@ templates = Jinja2Templates(env=environment())
 class Chart:
     """An SVG step line of a board's best time (``lo``..``hi`` ms) from the ``first`` to the
     ``last`` finish time (seconds since the epoch); ``path`` is the line's SVG path."""
+
     path: str
     lo: float
     hi: float
@@ -67,8 +73,7 @@ class Chart:
     pad: int
 
 
-def chart(points: list[tuple[float, float]], width: int = 640,
-          height: int = 180) -> Chart | None:
+def chart(points: list[tuple[float, float]], width: int = 640, height: int = 180) -> Chart | None:
     """The curve of (finish time, best ms so far) points; None before the first."""
     if not points:
         return None
@@ -78,8 +83,11 @@ def chart(points: list[tuple[float, float]], width: int = 640,
     pad = 30
 
     def xy(t, v):
-        return (pad + (t - t0) / (t1 - t0) * (width - 2 * pad),
-                height - pad - (v - lo) / span * (height - 2 * pad))
+        return (
+            pad + (t - t0) / (t1 - t0) * (width - 2 * pad),
+            height - pad - (v - lo) / span * (height - 2 * pad),
+        )
+
     d, last = [], None
     for t, v in points:
         x, y = xy(t, v)
@@ -93,19 +101,28 @@ def _root(request) -> str:
     return request.scope.get("root_path", "").rstrip("/")
 
 
-def _page(request, template: str, title: str, signed_in: str | None = None,
-          status: int = 200, **context):
+def _page(
+    request, template: str, title: str, signed_in: str | None = None, status: int = 200, **context
+):
     """``template`` rendered with the title, the root path and who is signed in."""
-    return templates.TemplateResponse(request, template, dict(
-        context, title=title, root=_root(request), signed_in=signed_in), status_code=status)
+    return templates.TemplateResponse(
+        request,
+        template,
+        dict(context, title=title, root=_root(request), signed_in=signed_in),
+        status_code=status,
+    )
 
 
 def _cookie(request) -> dict:
     """The sign-in cookie's scope: only this service's path (behind JupyterHub the origin
     also serves every student's own server), never to scripts or other sites, and only
     over https when the request came that way."""
-    return {"path": _root(request) or "/", "httponly": True, "samesite": "strict",
-            "secure": request.url.scheme == "https"}
+    return {
+        "path": _root(request) or "/",
+        "httponly": True,
+        "samesite": "strict",
+        "secure": request.url.scheme == "https",
+    }
 
 
 def routes(store, settings, who) -> list:
@@ -123,23 +140,46 @@ def routes(store, settings, who) -> list:
         for b in settings.boards.values():
             d = b.describe(settings.mode)
             ranked = store.ranked(b.name)
-            boards.append({"name": b.name, "signature": d["signature"],
-                           "timed_shape_gpu": d["timed_shape_gpu"],
-                           "students": sum(r["kind"] != "course" for r in ranked),
-                           "best": ranked[0]["mean_ms"] if ranked else None})
-        return _page(request, "boards.html", "Leaderboards", signed_in(request),
-                     boards=boards, mode=settings.mode)
+            boards.append(
+                {
+                    "name": b.name,
+                    "signature": d["signature"],
+                    "timed_shape_gpu": d["timed_shape_gpu"],
+                    "students": sum(r["kind"] != "course" for r in ranked),
+                    "best": ranked[0]["mean_ms"] if ranked else None,
+                }
+            )
+        return _page(
+            request,
+            "boards.html",
+            "Leaderboards",
+            signed_in(request),
+            boards=boards,
+            mode=settings.mode,
+        )
 
     async def one_board(request):
         name, me = request.path_params["board"], signed_in(request)
         if name not in settings.boards:
-            return _page(request, "no_board.html", "No such board", me, status=404,
-                         name=name, known=sorted(settings.boards))
-        return _page(request, "board.html", f"Board: {name}", me,
-                     d=settings.boards[name].describe(settings.mode),
-                     ranked=store.ranked(name),
-                     chart=chart(store.best_over_time(name)),
-                     history=store.history(me, name) if me else [])
+            return _page(
+                request,
+                "no_board.html",
+                "No such board",
+                me,
+                status=404,
+                name=name,
+                known=sorted(settings.boards),
+            )
+        return _page(
+            request,
+            "board.html",
+            f"Board: {name}",
+            me,
+            d=settings.boards[name].describe(settings.mode),
+            ranked=store.ranked(name),
+            chart=chart(store.best_over_time(name)),
+            history=store.history(me, name) if me else [],
+        )
 
     async def one_submission(request):
         text = request.path_params["sid"]
@@ -147,26 +187,33 @@ def routes(store, settings, who) -> list:
             me, admin = who(request, settings, store, required=False)
         except Exception:  # noqa: BLE001 - a bad cookie is no sign-in
             me, admin = None, False
-        sub = store.get(int(text)) if text.isascii() and text.isdigit() and \
-            len(text) <= 18 else None
+        sub = (
+            store.get(int(text)) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+        )
         if sub is None or not (admin or (me and sub["student"] == me)):
-            return _page(request, "no_submission.html", "No such submission", me,
-                         status=404)
+            return _page(request, "no_submission.html", "No such submission", me, status=404)
         sources, consts = unit_view(sub.get("unit"))
-        return _page(request, "submission.html", f"Submission {sub['id']}", me, sub=sub,
-                     sources=sources, consts=consts)
+        return _page(
+            request,
+            "submission.html",
+            f"Submission {sub['id']}",
+            me,
+            sub=sub,
+            sources=sources,
+            consts=consts,
+        )
 
     async def signin(request):
         unknown = False
         if request.method == "POST":
             form = parse_qs((await read_body(request, 4096)).decode(errors="replace"))
             token = (form.get("token") or [""])[0].strip()
-            ok = token.isascii() and (store.student_for(token) or
-                                      same_token(token, settings.admin_token))
+            ok = token.isascii() and (
+                store.student_for(token) or same_token(token, settings.admin_token)
+            )
             if ok:
                 resp = RedirectResponse(f"{_root(request)}/boards", status_code=303)
-                resp.set_cookie("leaderboard_token", token, max_age=120 * 86400, **_cookie(
-                    request))
+                resp.set_cookie("leaderboard_token", token, max_age=120 * 86400, **_cookie(request))
                 return resp
             unknown = True
         return _page(request, "signin.html", "Sign in", unknown=unknown)
@@ -176,7 +223,11 @@ def routes(store, settings, who) -> list:
         resp.delete_cookie("leaderboard_token", **_cookie(request))
         return resp
 
-    return [Route("/", index), Route("/boards", all_boards),
-            Route("/boards/{board}", one_board),
-            Route("/submissions/{sid}", one_submission),
-            Route("/signin", signin, methods=["GET", "POST"]), Route("/signout", signout)]
+    return [
+        Route("/", index),
+        Route("/boards", all_boards),
+        Route("/boards/{board}", one_board),
+        Route("/submissions/{sid}", one_submission),
+        Route("/signin", signin, methods=["GET", "POST"]),
+        Route("/signout", signout),
+    ]

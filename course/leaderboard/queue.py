@@ -12,6 +12,7 @@ timing one submission at a time.  Either way, a restart puts unfinished work bac
 queue (``Store.requeue_unfinished``) and it runs again - once: a submission that was being
 judged when the service stopped twice ends ``error`` and is not queued again.
 """
+
 from __future__ import annotations
 
 import threading
@@ -28,8 +29,7 @@ class _Dispatcher:
         self.store, self.poll_s = store, poll_s
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=type(self).__name__,
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=type(self).__name__, daemon=True)
 
     def start(self, said=None) -> tuple[int, int]:
         """Put unfinished work back in the queue (but not work that has stopped the
@@ -60,16 +60,22 @@ class _Dispatcher:
 class LocalQueue(_Dispatcher):
     """Judge queued submissions one after the other in a background thread."""
 
-    def __init__(self, store, judge=None, isolation=None, poll_s: float = 0.5,
-                 case_time_limit: float | None = None):
+    def __init__(
+        self,
+        store,
+        judge=None,
+        isolation=None,
+        poll_s: float = 0.5,
+        case_time_limit: float | None = None,
+    ):
         super().__init__(store, poll_s)
         self.isolation, self.limit = isolation, case_time_limit
         self.judge = judge or runner.judge_submission
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            ids = self.store.queued(limit=1)       # asked again after each: the fair order
-            if not ids:                            # changes as students are served
+            ids = self.store.queued(limit=1)  # asked again after each: the fair order
+            if not ids:  # changes as students are served
                 self._idle()
                 continue
             sub = self.store.claim(ids[0])
@@ -79,21 +85,27 @@ class LocalQueue(_Dispatcher):
     def _run(self, sub: dict) -> None:
         sid = sub["id"]
         try:
-            result = self.judge(sub["board"], _payload(sub),
-                                on_stage=lambda st: self.store.set_status(sid, st),
-                                isolation=self.isolation, case_time_limit=self.limit)
+            result = self.judge(
+                sub["board"],
+                _payload(sub),
+                on_stage=lambda st: self.store.set_status(sid, st),
+                isolation=self.isolation,
+                case_time_limit=self.limit,
+            )
         except Exception as exc:  # noqa: BLE001 - the queue must go on
             traceback.print_exc()
-            result = {"status": "error", "passed": None,
-                      "message": f"the leaderboard failed to judge this ({exc})"}
+            result = {
+                "status": "error",
+                "passed": None,
+                "message": f"the leaderboard failed to judge this ({exc})",
+            }
         self.store.finish(sid, result.pop("status"), result)
 
 
 def _payload(sub: dict) -> dict:
     unit = sub.get("unit")
-    if sub.get("kind") == "course" and isinstance(unit, dict) \
-            and set(unit) == {"course_kernel"}:
-        return {"course_kernel": unit["course_kernel"]}    # entered by the instructor
+    if sub.get("kind") == "course" and isinstance(unit, dict) and set(unit) == {"course_kernel"}:
+        return {"course_kernel": unit["course_kernel"]}  # entered by the instructor
     return {"source": sub["source"], "function": sub["function"], "unit": unit}
 
 
@@ -102,7 +114,7 @@ def judge_on_worker(board: str, payload: dict) -> dict:
     if "isolation" not in _WORKER:
         _WORKER["isolation"], _WORKER["said"] = runner.sandbox([])
         print(_WORKER["said"])
-    if _WORKER["isolation"] is None:         # fail closed: no submission judged unsandboxed
+    if _WORKER["isolation"] is None:  # fail closed: no submission judged unsandboxed
         from ..grading.executors import no_sandbox_message
 
         return {"status": "error", "passed": False, "message": no_sandbox_message(_WORKER["said"])}
@@ -115,8 +127,7 @@ _WORKER: dict = {}
 class DaskQueue(_Dispatcher):
     """Send queued submissions to a Dask cluster; each task holds one ``GPU`` resource."""
 
-    def __init__(self, store, scheduler: str, task=None, in_flight: int = 64,
-                 poll_s: float = 0.5):
+    def __init__(self, store, scheduler: str, task=None, in_flight: int = 64, poll_s: float = 0.5):
         from distributed import Client
 
         super().__init__(store, poll_s)
@@ -137,9 +148,14 @@ class DaskQueue(_Dispatcher):
                 sub = self.store.claim(sid)
                 if sub is None:
                     continue
-                fut = self.client.submit(self.task, sub["board"], _payload(sub),
-                                         resources={"GPU": 1}, pure=False,
-                                         key=f"leaderboard-{sid}-{sub['attempts']}")
+                fut = self.client.submit(
+                    self.task,
+                    sub["board"],
+                    _payload(sub),
+                    resources={"GPU": 1},
+                    pure=False,
+                    key=f"leaderboard-{sid}-{sub['attempts']}",
+                )
                 with self._lock:
                     self._running[fut.key] = sid
                 fut.add_done_callback(self._done)
@@ -153,7 +169,10 @@ class DaskQueue(_Dispatcher):
         try:
             result = fut.result()
         except Exception as exc:  # noqa: BLE001 - a worker died: the row says so
-            result = {"status": "error", "passed": None,
-                      "message": f"the GPU worker failed ({type(exc).__name__}: {exc})"}
+            result = {
+                "status": "error",
+                "passed": None,
+                "message": f"the GPU worker failed ({type(exc).__name__}: {exc})",
+            }
         self.store.finish(sid, result.pop("status"), result)
         self._wake.set()

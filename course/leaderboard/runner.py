@@ -19,6 +19,7 @@ outputs judged.  The figures come from the measurer, which ran nothing but the g
 a forged timer in the source file stays in the worker.  In the simulator there is no time:
 the tests run and the submission is marked "not timed".
 """
+
 from __future__ import annotations
 
 import platform
@@ -31,8 +32,8 @@ from ..exercises.outcome import split_timed
 from ..platform import runtime
 from .client import ms_text
 
-TIMEOUT_S = 300          # one submission, all of it
-MEMORY_MB = {"sim": 16384, "gpu": 0}   # address-space limit (CUDA's cuInit needs none);
+TIMEOUT_S = 300  # one submission, all of it
+MEMORY_MB = {"sim": 16384, "gpu": 0}  # address-space limit (CUDA's cuInit needs none);
 #                                         the sandbox's cgroup still caps real memory
 
 
@@ -45,13 +46,24 @@ def environment() -> tuple[str, dict]:
             return version(pkg)
         except PackageNotFoundError:
             return "not installed"
-    return runtime.device_name(), {"numba-cuda": v("numba-cuda"), "numba": v("numba"),
-                                    "numpy": v("numpy"), "python": platform.python_version()}
+
+    return runtime.device_name(), {
+        "numba-cuda": v("numba-cuda"),
+        "numba": v("numba"),
+        "numpy": v("numpy"),
+        "python": platform.python_version(),
+    }
 
 
-def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
-                     timeout: float = TIMEOUT_S, seed: int | None = None,
-                     case_time_limit: float | None = None) -> dict:
+def judge_submission(
+    board: str,
+    payload: dict,
+    on_stage=None,
+    isolation=None,
+    timeout: float = TIMEOUT_S,
+    seed: int | None = None,
+    case_time_limit: float | None = None,
+) -> dict:
     """The verdict of one submission: ``{"status": done|rejected|error, "passed",
     "message", "mean_ms", "std_ms", "best_ms", "median_ms", "runs", "cases", "device",
     "versions", "mode", "figures"}``.  Never raises for anything the submission does."""
@@ -67,12 +79,16 @@ def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
     try:
         spec = get(board)
         settings = GradeSettings(
-            seed=seed, mode=runtime.MODE, memory_mb=MEMORY_MB[runtime.MODE],
-            timeout=max(timeout, spec.time_budget_s),      # a slow seed board asks for more
-            case_time_limit=case_time_limit, isolation=isolation,
-            ceilings=ceilings_once(runtime.MODE))
+            seed=seed,
+            mode=runtime.MODE,
+            memory_mb=MEMORY_MB[runtime.MODE],
+            timeout=max(timeout, spec.time_budget_s),  # a slow seed board asks for more
+            case_time_limit=case_time_limit,
+            isolation=isolation,
+            ceilings=ceilings_once(runtime.MODE),
+        )
         judge: Callable[..., tuple[str, list]]
-        if payload.get("course_kernel"):      # nothing to run but the kernel: no worker
+        if payload.get("course_kernel"):  # nothing to run but the kernel: no worker
             judge, what = session.judge_entry, payload["course_kernel"]
         else:
             judge, what = session.judge_unit, payload.get("unit")
@@ -82,23 +98,34 @@ def judge_submission(board: str, payload: dict, on_stage=None, isolation=None,
         else:
             error, cases = _from_source(session, board, payload, settings, on_stage)
     except Exception as exc:  # noqa: BLE001 - the service's own failure: say so, keep going
-        return dict(base, status="error", passed=None,
-                    message=f"the leaderboard failed to judge this ({type(exc).__name__}: "
-                            f"{str(exc)[:300]}); it was not your kernel's fault")
+        return dict(
+            base,
+            status="error",
+            passed=None,
+            message=f"the leaderboard failed to judge this ({type(exc).__name__}: "
+            f"{str(exc)[:300]}); it was not your kernel's fault",
+        )
     return dict(base, **verdict(error, cases))
 
 
 def _from_source(session, board, payload, settings, on_stage) -> tuple[str, list]:
     from ..grading.report import CellError, Judged, case_events
 
-    step = {"label": "your file", "kind": "code", "source": payload["source"],
-            "function": payload["function"], "exercise": board}
+    step = {
+        "label": "your file",
+        "kind": "code",
+        "source": payload["source"],
+        "function": payload["function"],
+        "exercise": board,
+    }
     out = session.grade_steps([step], settings, on_stage=on_stage)
     if out.status != "graded":
-        why = {"timeout": f"it ran past the time limit ({settings.timeout:.0f} s in all)",
-               "crashed": "the process running your file died"
-                          + (f" ({out.last})" if out.last else ""),
-               "tampered": "your file wrote to the judge's pipe"}[out.status]
+        why = {
+            "timeout": f"it ran past the time limit ({settings.timeout:.0f} s in all)",
+            "crashed": "the process running your file died"
+            + (f" ({out.last})" if out.last else ""),
+            "tampered": "your file wrote to the judge's pipe",
+        }[out.status]
         return f"not judged: {why}", []
     cell = next((e for e in out.events if isinstance(e, CellError)), None)
     ex = next((e for e in out.events if isinstance(e, Judged)), None)
@@ -117,26 +144,42 @@ def verdict(error: str, cases: list[dict]) -> dict:
     if not tests or passed_tests < len(tests):
         first = next((c for c in tests if not c["passed"]), None)
         hung = any(c.get("timed_out") for c in tests)
-        msg = (f"tests: {passed_tests} of {len(tests)} passed"
-               + (f"; first failure: {first['name']}: {first['message']}" if first else "")
-               + ("; the kernel hit the time limit" if hung and "time limit" not in
-                  (first["message"] if first else "") else ""))
+        msg = (
+            f"tests: {passed_tests} of {len(tests)} passed"
+            + (f"; first failure: {first['name']}: {first['message']}" if first else "")
+            + (
+                "; the kernel hit the time limit"
+                if hung and "time limit" not in (first["message"] if first else "")
+                else ""
+            )
+        )
         return {"status": "rejected", "passed": False, "message": msg, "cases": cases_out}
     out = {"status": "done", "passed": True, "cases": cases_out}
     f = (timed.get("figures") or {}) if timed is not None else {}
     if timed is not None and not timed["passed"] and not f:
-        return dict(out, status="rejected", passed=False,
-                    message=f"tests passed, but the timed launch failed: {timed['message']}")
+        return dict(
+            out,
+            status="rejected",
+            passed=False,
+            message=f"tests passed, but the timed launch failed: {timed['message']}",
+        )
     if "mean_ms" in f:
-        out.update(mean_ms=f["mean_ms"], std_ms=f.get("std_ms"), best_ms=f.get("ms"),
-                   median_ms=f.get("median_ms"), runs=int(f.get("runs", 0)),
-                   message=f"tests passed ({len(tests)} of {len(tests)}); {ms_text(f['mean_ms'])} "
-                           f"± {f.get('std_ms', 0):.2g} ms over {int(f.get('runs', 0))} runs")
+        out.update(
+            mean_ms=f["mean_ms"],
+            std_ms=f.get("std_ms"),
+            best_ms=f.get("ms"),
+            median_ms=f.get("median_ms"),
+            runs=int(f.get("runs", 0)),
+            message=f"tests passed ({len(tests)} of {len(tests)}); {ms_text(f['mean_ms'])} "
+            f"± {f.get('std_ms', 0):.2g} ms over {int(f.get('runs', 0))} runs",
+        )
     else:
-        out.update(figures=f, message=f"tests passed ({len(tests)} of {len(tests)}); not "
-                   "timed (simulator: no GPU here, so no time and no rank)"
-                   + (f"; simulated figure: {timed['message']}"
-                      if timed and timed["message"] else ""))
+        out.update(
+            figures=f,
+            message=f"tests passed ({len(tests)} of {len(tests)}); not "
+            "timed (simulator: no GPU here, so no time and no rank)"
+            + (f"; simulated figure: {timed['message']}" if timed and timed["message"] else ""),
+        )
     return out
 
 

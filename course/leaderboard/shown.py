@@ -7,6 +7,7 @@ reads.  ``GET /api/submissions/{id}`` and the submission's page show all of it:
 called from another as ``caller.name``) and ``constants`` (every other global as text, by
 the same naming).  A file submitted without a unit is shown whole: it is what ran.
 """
+
 from __future__ import annotations
 
 
@@ -21,11 +22,17 @@ def unit_view(unit) -> tuple[dict, dict]:
         sources.setdefault(prefix or str(u.get("name")), str(u.get("source", "")))
         for name, desc in sorted((u.get("globals") or {}).items()):
             key = f"{prefix}.{name}" if prefix else name
-            if isinstance(desc, list) and len(desc) == 2 and desc[0] == "device" and \
-                    isinstance(desc[1], dict) and depth < 16:
+            if (
+                isinstance(desc, list)
+                and len(desc) == 2
+                and desc[0] == "device"
+                and isinstance(desc[1], dict)
+                and depth < 16
+            ):
                 walk(desc[1], key, depth + 1)
             else:
                 consts[key] = text(desc)
+
     walk(unit, "", 0)
     return sources, consts
 

@@ -18,6 +18,7 @@ more than one judging.  The file (and its ``-wal``/``-shm``) is made mode 0600 -
 every student's sources and the tokens' hashes - and an existing one is narrowed to 0600;
 the folder around it is left as it is.
 """
+
 from __future__ import annotations
 
 import csv
@@ -47,16 +48,45 @@ CREATE INDEX IF NOT EXISTS by_board ON submissions (board, status);
 CREATE INDEX IF NOT EXISTS by_student ON submissions (student, created);
 """
 STATUSES = ("queued", "testing", "timing", "done", "rejected", "error")
-RESULT_FIELDS = ("passed", "message", "mean_ms", "std_ms", "best_ms", "median_ms", "runs",
-                 "figures", "cases", "device", "versions", "mode")
+RESULT_FIELDS = (
+    "passed",
+    "message",
+    "mean_ms",
+    "std_ms",
+    "best_ms",
+    "median_ms",
+    "runs",
+    "figures",
+    "cases",
+    "device",
+    "versions",
+    "mode",
+)
 KINDS = ("student", "course")
-EXPORT = ("id", "student", "kind", "board", "function", "status", "passed", "mean_ms", "std_ms",
-          "best_ms", "median_ms", "runs", "device", "mode", "created", "finished", "message")
+EXPORT = (
+    "id",
+    "student",
+    "kind",
+    "board",
+    "function",
+    "status",
+    "passed",
+    "mean_ms",
+    "std_ms",
+    "best_ms",
+    "median_ms",
+    "runs",
+    "device",
+    "mode",
+    "created",
+    "finished",
+    "message",
+)
 
 
 MAX_ATTEMPTS = 2
 BROKE_TWICE = "judging this submission stopped the service twice; it is not queued again"
-COURSE_PREFIX = "course:"     # the student name of the course's own entries: course:NAME
+COURSE_PREFIX = "course:"  # the student name of the course's own entries: course:NAME
 
 
 def hash_token(token: str) -> str:
@@ -68,8 +98,9 @@ def same_token(given: str, known: str | None) -> bool:
     (a header's non-ASCII bytes too) is an answer, never an error."""
     if not given or not known:
         return False
-    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"),
-                               known.encode("utf-8", "surrogateescape"))
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogateescape"), known.encode("utf-8", "surrogateescape")
+    )
 
 
 class Store:
@@ -81,26 +112,30 @@ class Store:
         private(self.path)
         self._lock = threading.Lock()
         self.allowed: set | None = None
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30,
-                                   isolation_level=None)
+        self._db = sqlite3.connect(
+            str(self.path), check_same_thread=False, timeout=30, isolation_level=None
+        )
         self._db.row_factory = sqlite3.Row
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
             cols = {r["name"] for r in self._db.execute("PRAGMA table_info(submissions)")}
-            for extra in ("-wal", "-shm"):              # made by WAL mode, same mode
+            for extra in ("-wal", "-shm"):  # made by WAL mode, same mode
                 if Path(f"{self.path}{extra}").exists():
                     private(Path(f"{self.path}{extra}"))
-            if "attempts" not in cols:                  # a database from before attempts
-                self._db.execute("ALTER TABLE submissions ADD COLUMN attempts INTEGER NOT "
-                                 "NULL DEFAULT 0")
-            if "kind" not in cols:      # before kinds, a course entry was named course:NAME
-                self._db.execute("ALTER TABLE submissions ADD COLUMN kind TEXT NOT NULL "
-                                 "DEFAULT 'student'")
-                self._db.execute("UPDATE submissions SET kind = 'course' WHERE student LIKE "
-                                 "? AND unit LIKE ?", (COURSE_PREFIX + "%",
-                                                       '{"course_kernel":%'))
+            if "attempts" not in cols:  # a database from before attempts
+                self._db.execute(
+                    "ALTER TABLE submissions ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0"
+                )
+            if "kind" not in cols:  # before kinds, a course entry was named course:NAME
+                self._db.execute(
+                    "ALTER TABLE submissions ADD COLUMN kind TEXT NOT NULL DEFAULT 'student'"
+                )
+                self._db.execute(
+                    "UPDATE submissions SET kind = 'course' WHERE student LIKE ? AND unit LIKE ?",
+                    (COURSE_PREFIX + "%", '{"course_kernel":%'),
+                )
 
     def close(self) -> None:
         with self._lock:
@@ -141,26 +176,47 @@ class Store:
         return student
 
     # -- submissions ----------------------------------------------------------------------
-    def add(self, student: str, board: str, function: str, source: str,
-            unit: dict | None, kind: str = "student") -> int:
+    def add(
+        self,
+        student: str,
+        board: str,
+        function: str,
+        source: str,
+        unit: dict | None,
+        kind: str = "student",
+    ) -> int:
         """A queued submission; ``kind`` "course" for the course's own kernel, entered by
         the instructor (its ``student`` is the name shown, ``course:NAME``)."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
-        cur = self._x("INSERT INTO submissions (student, board, function, source, unit, "
-                      "kind, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      (student, board, function, source,
-                       json.dumps(unit) if unit is not None else None, kind, time.time()))
+        cur = self._x(
+            "INSERT INTO submissions (student, board, function, source, unit, "
+            "kind, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                student,
+                board,
+                function,
+                source,
+                json.dumps(unit) if unit is not None else None,
+                kind,
+                time.time(),
+            ),
+        )
         assert cur.lastrowid is not None
         return int(cur.lastrowid)
 
     def submitted_since(self, student: str, since: float) -> int:
-        return self._q("SELECT COUNT(*) AS n FROM submissions WHERE student = ? AND "
-                       "created >= ?", (student, since))[0]["n"]
+        return self._q(
+            "SELECT COUNT(*) AS n FROM submissions WHERE student = ? AND created >= ?",
+            (student, since),
+        )[0]["n"]
 
     def waiting(self, student: str) -> int:
-        return self._q("SELECT COUNT(*) AS n FROM submissions WHERE student = ? AND status "
-                       "IN ('queued', 'testing', 'timing')", (student,))[0]["n"]
+        return self._q(
+            "SELECT COUNT(*) AS n FROM submissions WHERE student = ? AND status "
+            "IN ('queued', 'testing', 'timing')",
+            (student,),
+        )[0]["n"]
 
     def requeue_unfinished(self) -> tuple[int, int]:
         """After a restart: work that was running goes back to the queue, unless it has
@@ -172,10 +228,12 @@ class Store:
                 gave_up = self._db.execute(
                     "UPDATE submissions SET status = 'error', passed = NULL, message = ?, "
                     "finished = ? WHERE status IN ('testing', 'timing') AND attempts >= ?",
-                    (BROKE_TWICE, time.time(), MAX_ATTEMPTS)).rowcount
+                    (BROKE_TWICE, time.time(), MAX_ATTEMPTS),
+                ).rowcount
                 again = self._db.execute(
                     "UPDATE submissions SET status = 'queued', started = NULL WHERE status "
-                    "IN ('testing', 'timing')").rowcount
+                    "IN ('testing', 'timing')"
+                ).rowcount
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -186,45 +244,67 @@ class Store:
         """Queued ids in the order they are to be judged: round-robin across students -
         each student's oldest first, students served least recently (``started``) first,
         then the next of each, and so on."""
-        return [r["id"] for r in self._q("""SELECT id FROM (
+        return [
+            r["id"]
+            for r in self._q(
+                """SELECT id FROM (
             SELECT id, student, ROW_NUMBER() OVER (PARTITION BY student ORDER BY id) AS k
             FROM submissions WHERE status = 'queued') q
             ORDER BY q.k, COALESCE((SELECT MAX(started) FROM submissions s
                                     WHERE s.student = q.student), 0), q.id
-            LIMIT ?""", (limit,))]
+            LIMIT ?""",
+                (limit,),
+            )
+        ]
 
     def judging(self, student: str, since: float) -> list[tuple[float, float | None]]:
         """(started, finished or None while running) of the student's judgings that
         overlap the time from ``since`` on."""
-        return [(r["started"], r["finished"]) for r in self._q(
-            "SELECT started, finished FROM submissions WHERE student = ? AND started IS NOT "
-            "NULL AND (finished IS NULL OR finished >= ?)", (student, since))]
+        return [
+            (r["started"], r["finished"])
+            for r in self._q(
+                "SELECT started, finished FROM submissions WHERE student = ? AND started IS NOT "
+                "NULL AND (finished IS NULL OR finished >= ?)",
+                (student, since),
+            )
+        ]
 
     def stored_bytes(self, student: str) -> int:
         """Bytes of sources and units kept for the student (UTF-8)."""
-        return self._q("SELECT COALESCE(SUM(LENGTH(CAST(source AS BLOB)) + COALESCE(LENGTH("
-                       "CAST(unit AS BLOB)), 0)), 0) AS n FROM submissions WHERE student = ?",
-                       (student,))[0]["n"]
+        return self._q(
+            "SELECT COALESCE(SUM(LENGTH(CAST(source AS BLOB)) + COALESCE(LENGTH("
+            "CAST(unit AS BLOB)), 0)), 0) AS n FROM submissions WHERE student = ?",
+            (student,),
+        )[0]["n"]
 
     def claim(self, sid: int) -> dict | None:
         """Mark a queued submission as started (once: None if someone else took it)."""
-        cur = self._x("UPDATE submissions SET status = 'testing', started = ?, attempts = "
-                      "attempts + 1 WHERE id = ? AND status = 'queued'", (time.time(), sid))
+        cur = self._x(
+            "UPDATE submissions SET status = 'testing', started = ?, attempts = "
+            "attempts + 1 WHERE id = ? AND status = 'queued'",
+            (time.time(), sid),
+        )
         return self.get(sid) if cur.rowcount == 1 else None
 
     def set_status(self, sid: int, status: str) -> None:
         assert status in STATUSES
-        self._x("UPDATE submissions SET status = ? WHERE id = ? AND status IN "
-                "('testing', 'timing')", (status, sid))
+        self._x(
+            "UPDATE submissions SET status = ? WHERE id = ? AND status IN ('testing', 'timing')",
+            (status, sid),
+        )
 
     def finish(self, sid: int, status: str, result: dict) -> None:
         assert status in ("done", "rejected", "error")
-        vals = [json.dumps(result.get(k)) if k in ("figures", "cases", "versions")
-                else result.get(k) for k in RESULT_FIELDS]
+        vals = [
+            json.dumps(result.get(k)) if k in ("figures", "cases", "versions") else result.get(k)
+            for k in RESULT_FIELDS
+        ]
         vals[0] = None if result.get("passed") is None else int(bool(result["passed"]))
         sets = ", ".join(f"{k} = ?" for k in RESULT_FIELDS)
-        self._x(f"UPDATE submissions SET status = ?, finished = ?, {sets} WHERE id = ?",
-                (status, time.time(), *vals, sid))
+        self._x(
+            f"UPDATE submissions SET status = ?, finished = ?, {sets} WHERE id = ?",
+            (status, time.time(), *vals, sid),
+        )
 
     def get(self, sid: int) -> dict | None:
         rows = self._q("SELECT * FROM submissions WHERE id = ?", (sid,))
@@ -237,24 +317,29 @@ class Store:
         return [_row(r) for r in self._q(sql + " ORDER BY id DESC", args)]
 
     def counts(self) -> dict:
-        return {r["status"]: r["n"] for r in self._q(
-            "SELECT status, COUNT(*) AS n FROM submissions GROUP BY status")}
+        return {
+            r["status"]: r["n"]
+            for r in self._q("SELECT status, COUNT(*) AS n FROM submissions GROUP BY status")
+        }
 
     # -- ranking --------------------------------------------------------------------------
     def ranked(self, board: str) -> list[dict]:
         """Each student's (and course entry's) fastest passing, timed submission, fastest
         first, ranked 1..n."""
-        rows = self._q("""SELECT s.* FROM submissions s JOIN (
+        rows = self._q(
+            """SELECT s.* FROM submissions s JOIN (
             SELECT student, kind, MIN(mean_ms) AS m FROM submissions
             WHERE board = ? AND status = 'done' AND passed = 1 AND mean_ms IS NOT NULL
             GROUP BY student, kind) b ON s.student = b.student AND s.kind = b.kind
             AND s.mean_ms = b.m
             WHERE s.board = ? AND s.status = 'done' AND s.passed = 1
-            ORDER BY s.mean_ms, s.finished""", (board, board))
+            ORDER BY s.mean_ms, s.finished""",
+            (board, board),
+        )
         out: list = []
         seen: set = set()
         for r in rows:
-            if (r["student"], r["kind"]) in seen:   # two with the same time: the first
+            if (r["student"], r["kind"]) in seen:  # two with the same time: the first
                 continue
             seen.add((r["student"], r["kind"]))
             out.append(dict(_row(r), rank=len(out) + 1))
@@ -264,19 +349,24 @@ class Store:
         """Where this submission's time places its student among the others' best."""
         if sub.get("status") != "done" or not sub.get("passed") or sub.get("mean_ms") is None:
             return None
-        faster = self._q("""SELECT COUNT(*) AS n FROM (SELECT student, MIN(mean_ms) AS m
+        faster = self._q(
+            """SELECT COUNT(*) AS n FROM (SELECT student, MIN(mean_ms) AS m
             FROM submissions WHERE board = ? AND status = 'done' AND passed = 1 AND
             mean_ms IS NOT NULL AND NOT (student = ? AND kind = ?) GROUP BY student, kind)
-            WHERE m < ?""", (sub["board"], sub["student"], sub.get("kind", "student"),
-                             sub["mean_ms"]))[0]["n"]
+            WHERE m < ?""",
+            (sub["board"], sub["student"], sub.get("kind", "student"), sub["mean_ms"]),
+        )[0]["n"]
         return faster + 1
 
     def best_over_time(self, board: str) -> list[tuple[float, float]]:
         """(time, the board's best mean so far) at each improvement: the term's curve."""
         best, out = None, []
-        for r in self._q("SELECT finished, mean_ms FROM submissions WHERE board = ? AND "
-                         "status = 'done' AND passed = 1 AND mean_ms IS NOT NULL ORDER BY "
-                         "finished", (board,)):
+        for r in self._q(
+            "SELECT finished, mean_ms FROM submissions WHERE board = ? AND "
+            "status = 'done' AND passed = 1 AND mean_ms IS NOT NULL ORDER BY "
+            "finished",
+            (board,),
+        ):
             if best is None or r["mean_ms"] < best:
                 best = r["mean_ms"]
                 out.append((r["finished"], best))
@@ -287,8 +377,7 @@ class Store:
         w.writerow(EXPORT)
         n = 0
         for r in self._q(f"SELECT {', '.join(EXPORT)} FROM submissions ORDER BY id"):
-            w.writerow([iso(r[k]) if k in ("created", "finished") else r[k]
-                        for k in EXPORT])
+            w.writerow([iso(r[k]) if k in ("created", "finished") else r[k] for k in EXPORT])
             n += 1
         return n
 
@@ -298,7 +387,7 @@ def private(path: Path) -> None:
     missing, narrowed if not."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o600)
-    except PermissionError:          # someone else's file, opened read-only: theirs to set
+    except PermissionError:  # someone else's file, opened read-only: theirs to set
         return
     try:
         if os.fstat(fd).st_mode & 0o077:

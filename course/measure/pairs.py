@@ -9,6 +9,7 @@ arithmetic.  The simulator has no libdevice, so there the same helpers reinterpr
 with numpy.  Used by the flash-attention kernel (lesson 08) and the flat centering kernel
 (lesson 06), which reads a float32 array through a float64 view.
 """
+
 from __future__ import annotations
 
 import struct as _struct

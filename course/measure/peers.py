@@ -11,6 +11,7 @@ benchmark reports (``course/bench``) and the notebooks time the same callables.
 - ``cupy_sum(cp, n, dtype)`` / ``torch_sum(torch, n, dtype)``: the sum of ``n`` random
   int32 (``dtype`` np.int32) or float32 values, given the library module.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,13 +47,19 @@ def torch_sgemm(n: int):
 
 def cupy_sum(cp, n: int, dtype):
     """``a.sum()`` of ``n`` random int32 in [-100, 100) or float32 in [0, 1) (CuPy ``cp``)."""
-    a = cp.random.randint(-100, 100, n).astype(dtype) if dtype == np.int32 else \
-        cp.random.random(n, dtype=cp.float32)
+    a = (
+        cp.random.randint(-100, 100, n).astype(dtype)
+        if dtype == np.int32
+        else cp.random.random(n, dtype=cp.float32)
+    )
     return lambda: a.sum()
 
 
 def torch_sum(torch, n: int, dtype):
     """``torch.sum(a)`` of ``n`` random int32 or float32 values (PyTorch ``torch``)."""
-    a = torch.randint(-100, 100, (n,), device="cuda", dtype=torch.int32) \
-        if dtype == np.int32 else torch.rand(n, device="cuda", dtype=torch.float32)
+    a = (
+        torch.randint(-100, 100, (n,), device="cuda", dtype=torch.int32)
+        if dtype == np.int32
+        else torch.rand(n, device="cuda", dtype=torch.float32)
+    )
     return lambda: torch.sum(a)

@@ -7,6 +7,7 @@ The ceilings are *measured* once per device and cached (``~/.cache/numba-course`
   cuBLAS SGEMM through PyTorch with TF32 off (when PyTorch is present).
 Peers (CuPy, PyTorch) are used when importable and skipped cleanly when not.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,6 +48,7 @@ def percent(value: float, ceiling: float | None) -> float:
 # ---------------------------------------------------------------------------------------
 # measured ceilings
 
+
 def measured_ceilings(refresh: bool = False) -> dict:
     """{'device', 'copy_gbps', 'fp32_tflops', 'measured'}; cached per device name.
 
@@ -66,9 +68,14 @@ def measured_ceilings(refresh: bool = False) -> dict:
         return cache[name]
     copy_gbps, copy_method = measure_copy_gbps()
     fp32, fp32_method = measure_fp32_tflops()
-    result = {"device": name, "copy_gbps": copy_gbps, "copy_method": copy_method,
-              "fp32_tflops": fp32, "fp32_method": fp32_method,
-              "measured": time.strftime("%Y-%m-%d %H:%M")}
+    result = {
+        "device": name,
+        "copy_gbps": copy_gbps,
+        "copy_method": copy_method,
+        "fp32_tflops": fp32,
+        "fp32_method": fp32_method,
+        "measured": time.strftime("%Y-%m-%d %H:%M"),
+    }
     cache[name] = result
     try:
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
@@ -93,10 +100,9 @@ def measure_copy_gbps(nbytes: int = 1 << 30) -> tuple[float, str]:
     blocks = 32 * cuda.get_current_device().MULTIPROCESSOR_COUNT
     results = {
         "cudaMemcpy": benchmark(lambda: dst.copy_to_device(src), repeat=20, warmup=3),
-        "numba copy kernel": benchmark(lambda: kernel[blocks, 256](src, dst), repeat=20,
-                                       warmup=3),
+        "numba copy kernel": benchmark(lambda: kernel[blocks, 256](src, dst), repeat=20, warmup=3),
     }
-    src = dst = None              # free the 2 GiB (the timings above have run)
+    src = dst = None  # free the 2 GiB (the timings above have run)
     torch = peer("torch")
     if torch is not None:
         a = torch.empty(n, device="cuda")
@@ -138,8 +144,15 @@ def _fma_kernel():
         # 8 independent FMA chains per thread keep the FP32 pipes busy.
         i = cuda.grid(1)
         a0 = float32(i) * float32(1e-9)
-        a1, a2, a3, a4, a5, a6, a7 = a0 + float32(1), a0 + float32(2), a0 + float32(3), \
-            a0 + float32(4), a0 + float32(5), a0 + float32(6), a0 + float32(7)
+        a1, a2, a3, a4, a5, a6, a7 = (
+            a0 + float32(1),
+            a0 + float32(2),
+            a0 + float32(3),
+            a0 + float32(4),
+            a0 + float32(5),
+            a0 + float32(6),
+            a0 + float32(7),
+        )
         b = float32(0.999999)
         c = float32(1e-7)
         for _ in range(iters):
@@ -179,7 +192,7 @@ def measure_fp32_tflops() -> tuple[float, str]:
             b = torch.rand(n, n, device="cuda")
             c = torch.empty(n, n, device="cuda")
             ts = time_peer(torch, lambda: torch.matmul(a, b, out=c), repeat=5, warmup=2)
-            results["cuBLAS SGEMM (torch, TF32 off)"] = tflops(2.0 * n ** 3, ts.median_ms)
+            results["cuBLAS SGEMM (torch, TF32 off)"] = tflops(2.0 * n**3, ts.median_ms)
             del a, b, c
         finally:
             torch.backends.cuda.matmul.allow_tf32 = old
@@ -189,6 +202,7 @@ def measure_fp32_tflops() -> tuple[float, str]:
 
 # ---------------------------------------------------------------------------------------
 # peers
+
 
 def peer(name: str):
     """Return the module ``cupy`` or ``torch`` if it is importable and sees a GPU, else None."""

@@ -1,4 +1,5 @@
 """Small tables for notebooks and reports: the lecture's numbers beside today's device."""
+
 from __future__ import annotations
 
 import html
@@ -7,9 +8,15 @@ import html
 class Table:
     """Rows of cells with a header; shows as HTML in a notebook, as markdown elsewhere."""
 
-    def __init__(self, columns: list[str], rows: list[list] | None = None, title: str = "",
-                 note: str = ""):
-        self.columns, self.rows, self.title, self.note = list(columns), list(rows or []), title, note
+    def __init__(
+        self, columns: list[str], rows: list[list] | None = None, title: str = "", note: str = ""
+    ):
+        self.columns, self.rows, self.title, self.note = (
+            list(columns),
+            list(rows or []),
+            title,
+            note,
+        )
 
     def add(self, *cells) -> None:
         if len(cells) != len(self.columns):
@@ -18,8 +25,7 @@ class Table:
 
     def markdown(self) -> str:
         lines = [f"**{self.title}**", ""] if self.title else []
-        lines += ["| " + " | ".join(self.columns) + " |",
-                  "|" + "---|" * len(self.columns)]
+        lines += ["| " + " | ".join(self.columns) + " |", "|" + "---|" * len(self.columns)]
         lines += ["| " + " | ".join(fmt(c) for c in r) + " |" for r in self.rows]
         if self.note:
             lines += ["", self.note]
@@ -29,15 +35,25 @@ class Table:
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(c))}</td>" for c in r) + "</tr>"
-                       for r in self.rows)
-        cap = f"<caption style='caption-side:top'><b>{html.escape(self.title)}</b></caption>" \
-            if self.title else ""
-        note = f"<div style='font-size:85%;color:#555'>{html.escape(self.note)}</div>" \
-            if self.note else ""
-        return (f"<table class='course-table'>{cap}<tr>{head}</tr>{body}</table>{note}"
-                "<style>.course-table td {text-align:right} .course-table td:first-child "
-                "{text-align:left}</style>")
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(fmt(c))}</td>" for c in r) + "</tr>"
+            for r in self.rows
+        )
+        cap = (
+            f"<caption style='caption-side:top'><b>{html.escape(self.title)}</b></caption>"
+            if self.title
+            else ""
+        )
+        note = (
+            f"<div style='font-size:85%;color:#555'>{html.escape(self.note)}</div>"
+            if self.note
+            else ""
+        )
+        return (
+            f"<table class='course-table'>{cap}<tr>{head}</tr>{body}</table>{note}"
+            "<style>.course-table td {text-align:right} .course-table td:first-child "
+            "{text-align:left}</style>"
+        )
 
 
 def fmt(x) -> str:
@@ -51,8 +67,13 @@ def fmt(x) -> str:
     return str(x)
 
 
-def speedup_table(measured_ms: dict, nbytes: float, lecture: dict | None = None,
-                  title: str = "", mode_note: str = "") -> Table:
+def speedup_table(
+    measured_ms: dict,
+    nbytes: float,
+    lecture: dict | None = None,
+    title: str = "",
+    mode_note: str = "",
+) -> Table:
     """Time, GB/s, step and cumulative speed-up per variant, with lecture columns beside.
 
     ``measured_ms``: variant -> ms (in order); ``lecture``: variant -> {device: ms}.
@@ -66,7 +87,13 @@ def speedup_table(measured_ms: dict, nbytes: float, lecture: dict | None = None,
     for name, ms in measured_ms.items():
         first = first or ms
         step = prev / ms if prev else None
-        t.add(name, ms, nbytes / (ms * 1e-3) / 1e9, step, first / ms,
-              *[lecture.get(name, {}).get(d) for d in devices])
+        t.add(
+            name,
+            ms,
+            nbytes / (ms * 1e-3) / 1e9,
+            step,
+            first / ms,
+            *[lecture.get(name, {}).get(d) for d in devices],
+        )
         prev = ms
     return t

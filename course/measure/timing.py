@@ -5,6 +5,7 @@ first-call compile, ~1 s), so it measures device time of everything ``fn`` enque
 In the simulator it takes CPU wall time and marks the result ``simulated``: such a number
 says how long the CPU took to *imitate* the kernel, never how fast a GPU would be.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -21,7 +22,7 @@ class Timing:
     times_ms: list[float]
     label: str = ""
     mode: str = field(default_factory=lambda: runtime.MODE)
-    batch: int = 1          # calls per pair of events (GPU; see benchmark)
+    batch: int = 1  # calls per pair of events (GPU; see benchmark)
 
     @property
     def median_ms(self) -> float:
@@ -48,21 +49,32 @@ class Timing:
         return flops / (self.median_ms * 1e-3) / 1e9
 
     def __repr__(self) -> str:
-        where = "simulator wall time, not GPU speed" if self.simulated else \
-            f"GPU, CUDA events{f', batches of {self.batch}' if self.batch > 1 else ''}"
+        where = (
+            "simulator wall time, not GPU speed"
+            if self.simulated
+            else f"GPU, CUDA events{f', batches of {self.batch}' if self.batch > 1 else ''}"
+        )
         name = f"{self.label}: " if self.label else ""
-        return (f"{name}{self.median_ms:.4g} ms median (min {self.min_ms:.4g}, "
-                f"max {self.max_ms:.4g}, n={len(self.times_ms)}; {where})")
+        return (
+            f"{name}{self.median_ms:.4g} ms median (min {self.min_ms:.4g}, "
+            f"max {self.max_ms:.4g}, n={len(self.times_ms)}; {where})"
+        )
 
 
-HOLD_US = 2000          # the hold kernel's sleep: covers the host enqueueing a batch
-BATCH_BELOW_MS = 5.0    # calls shorter than this are timed in batches of BATCH
+HOLD_US = 2000  # the hold kernel's sleep: covers the host enqueueing a batch
+BATCH_BELOW_MS = 5.0  # calls shorter than this are timed in batches of BATCH
 BATCH = 10
 
 
-def benchmark(fn, *args, repeat: int | None = None, warmup: int | None = None,
-              rotate: list[tuple] | None = None, label: str = "",
-              batch: int | None = None) -> Timing:
+def benchmark(
+    fn,
+    *args,
+    repeat: int | None = None,
+    warmup: int | None = None,
+    rotate: list[tuple] | None = None,
+    label: str = "",
+    batch: int | None = None,
+) -> Timing:
     """Time ``fn(*args)`` and return a :class:`Timing` (ms per call).
 
     ``fn`` should only enqueue device work (launch kernels on device arrays); copies to
@@ -86,8 +98,9 @@ def benchmark(fn, *args, repeat: int | None = None, warmup: int | None = None,
     if warmup is None:
         warmup = 3 if runtime.MODE == "gpu" else 0
     if repeat < 1 or warmup < 0 or (batch is not None and batch < 1):
-        raise ValueError(f"repeat and batch must be >= 1 and warmup >= 0 "
-                         f"(got {repeat}, {batch}, {warmup})")
+        raise ValueError(
+            f"repeat and batch must be >= 1 and warmup >= 0 (got {repeat}, {batch}, {warmup})"
+        )
     arg_sets = rotate if rotate else [args]
 
     for i in range(warmup):
@@ -106,8 +119,9 @@ def benchmark(fn, *args, repeat: int | None = None, warmup: int | None = None,
     hold = batch is not None and batch > 1
     if batch is None:
         batch, hold = _batching(cuda, fn, arg_sets[0])
-    times = [events_ms(cuda, fn, arg_sets[i % len(arg_sets)], batch, hold=hold)
-             for i in range(repeat)]
+    times = [
+        events_ms(cuda, fn, arg_sets[i % len(arg_sets)], batch, hold=hold) for i in range(repeat)
+    ]
     t = Timing(times, label=label)
     t.batch = batch
     return t

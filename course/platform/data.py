@@ -12,6 +12,7 @@ from Labeled Faces in the Wild (through scikit-image's bundled ``lfw_subset.npy`
 The copies are *not* new people: the mean face and eigenfaces of 202,599 images are those
 of the 100 faces, slightly blurred.  The sizes and the memory traffic are the lecture's.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,10 +27,10 @@ from . import resources
 FACES_FILE = resources.path("data", "faces", "lfw_faces_25x25.npy")
 FACES_SHA256 = "b92d0ed3bfa64306652418ed1eaed9698d011131ae737e824eaa66c30607d53b"
 NUM_REAL = 100
-LECTURE_M = 202_599          # CelebA images in the lecture
-LECTURE_SHAPE = (55, 45)     # rows x cols of one image in the lecture: n = 2,475 pixels
-CHUNK = 8192                 # images augmented per step (one generator per chunk)
-MAX_SHIFT = 2                # pixels
+LECTURE_M = 202_599  # CelebA images in the lecture
+LECTURE_SHAPE = (55, 45)  # rows x cols of one image in the lecture: n = 2,475 pixels
+CHUNK = 8192  # images augmented per step (one generator per chunk)
+MAX_SHIFT = 2  # pixels
 
 
 class FaceDataError(RuntimeError):
@@ -40,20 +41,25 @@ def real_faces(path: Path | None = None) -> np.ndarray:
     """The 100 real faces as stored: uint8, shape (100, 25, 25); checksum verified."""
     path = Path(path or FACES_FILE)
     if not path.exists():
-        raise FaceDataError(f"face data file not found: {path} (it ships with the course; "
-                            "rebuild it with `python data/faces/make_faces.py`)")
+        raise FaceDataError(
+            f"face data file not found: {path} (it ships with the course; "
+            "rebuild it with `python data/faces/make_faces.py`)"
+        )
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     if path == FACES_FILE and digest != FACES_SHA256:
-        raise FaceDataError(f"face data file {path} is corrupted: SHA-256 {digest[:16]}... "
-                            f"expected {FACES_SHA256[:16]}...; restore it from git "
-                            "(`git checkout data/faces`) or rebuild it with make_faces.py")
+        raise FaceDataError(
+            f"face data file {path} is corrupted: SHA-256 {digest[:16]}... "
+            f"expected {FACES_SHA256[:16]}...; restore it from git "
+            "(`git checkout data/faces`) or rebuild it with make_faces.py"
+        )
     import io
 
     faces = np.load(io.BytesIO(raw), allow_pickle=False)
     if faces.dtype != np.uint8 or faces.ndim != 3 or faces.shape[0] != NUM_REAL:
-        raise FaceDataError(f"{path} holds {faces.dtype} {faces.shape}, expected uint8 "
-                            f"({NUM_REAL}, rows, cols)")
+        raise FaceDataError(
+            f"{path} holds {faces.dtype} {faces.shape}, expected uint8 ({NUM_REAL}, rows, cols)"
+        )
     return faces
 
 
@@ -64,8 +70,10 @@ def _check_shape(shape) -> tuple[int, int]:
     except (TypeError, ValueError):
         ok = False
     if not ok or rows < 1 or cols < 1:
-        raise ValueError(f"shape must be (rows, cols) with two positive integers, e.g. "
-                         f"{LECTURE_SHAPE}; got {shape!r}")
+        raise ValueError(
+            f"shape must be (rows, cols) with two positive integers, e.g. "
+            f"{LECTURE_SHAPE}; got {shape!r}"
+        )
     return rows, cols
 
 
@@ -81,8 +89,9 @@ def resized_faces(shape=LECTURE_SHAPE) -> np.ndarray:
     return out
 
 
-def load_faces(m: int | None = None, shape=LECTURE_SHAPE, progress: bool | None = None
-               ) -> np.ndarray:
+def load_faces(
+    m: int | None = None, shape=LECTURE_SHAPE, progress: bool | None = None
+) -> np.ndarray:
     """Face matrix D: float32, shape (m, rows * cols), one image per row, values in [0, 1].
 
     ``m=None``: the 100 real faces.  ``m <= 100``: the first m real faces.  ``m > 100``:
@@ -132,7 +141,7 @@ def _augment(padded, start, stop, r_idx, c_idx) -> np.ndarray:
     dy = rng.integers(-MAX_SHIFT, MAX_SHIFT + 1, CHUNK)[:count, None, None]
     dx = rng.integers(-MAX_SHIFT, MAX_SHIFT + 1, CHUNK)[:count, None, None]
     flip = rng.random(CHUNK)[:count] < 0.5
-    cc = np.where(flip[:, None, None], cols - 1 - c_idx, c_idx)       # mirrored columns
+    cc = np.where(flip[:, None, None], cols - 1 - c_idx, c_idx)  # mirrored columns
     img = padded[src[:, None, None], r_idx + MAX_SHIFT + dy, cc + MAX_SHIFT + dx]
     contrast = rng.uniform(0.8, 1.2, CHUNK).astype(np.float32)[:count, None, None]
     bright = rng.uniform(-0.08, 0.08, CHUNK).astype(np.float32)[:count, None, None]
@@ -148,8 +157,12 @@ def _augment(padded, start, stop, r_idx, c_idx) -> np.ndarray:
 def _progress(done: int, total: int, t0: float) -> None:
     frac = done / total
     bar = "#" * int(30 * frac)
-    print(f"\rloading faces [{bar:<30}] {done:,}/{total:,} images "
-          f"({time.perf_counter() - t0:.1f} s)", end="", file=sys.stderr, flush=True)
+    print(
+        f"\rloading faces [{bar:<30}] {done:,}/{total:,} images ({time.perf_counter() - t0:.1f} s)",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def as_images(D: np.ndarray, shape=LECTURE_SHAPE) -> np.ndarray:
@@ -167,8 +180,9 @@ def face_matrix(D) -> np.ndarray:
     """``D`` as a C-contiguous float32 (m images, n pixels) array, or a clear ValueError."""
     D = np.asarray(D)
     if D.ndim != 2 or D.shape[0] < 1 or D.shape[1] < 1:
-        raise ValueError(f"D must be a 2-D array (m images, n pixels) with m, n >= 1; "
-                         f"got shape {D.shape}")
+        raise ValueError(
+            f"D must be a 2-D array (m images, n pixels) with m, n >= 1; got shape {D.shape}"
+        )
     if D.dtype != np.float32:
         raise ValueError(f"D must be float32 (the lecture's value_t), got {D.dtype}")
     return np.ascontiguousarray(D)

@@ -14,6 +14,7 @@
   course colab`` prints the README's "Open in Colab" link, and with ``--repo OWNER/NAME
   --write`` points a fork's notebooks and start notebook at the fork.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,7 +33,7 @@ BRANCH = "main"
 LECTURE_NEEDS_GIB = 14.0
 # Notebooks newer than the last measured report, with the arithmetic that bounds their need
 # until a GPU run measures them (python -m course.bench.notebook_memory).
-NOT_YET_MEASURED_GIB: dict[str, tuple[float, str]] = {}   # all 13 measured (2026-11-25)
+NOT_YET_MEASURED_GIB: dict[str, tuple[float, str]] = {}  # all 13 measured (2026-11-25)
 
 
 def on_colab() -> bool:
@@ -65,12 +66,15 @@ def sizes_note(memory_gib: float) -> str:
     """Why the sizes are small on a GPU of ``memory_gib`` ('' when they are the lecture's)."""
     if os.environ.get("COURSE_SIZE", "").strip() or lecture_fits(memory_gib):
         return ""
-    return (f" (this GPU has {memory_gib:.1f} GiB, the lecture sizes need "
-            f"{LECTURE_NEEDS_GIB:g} GiB: small sizes; COURSE_SIZE=lecture forces them)")
+    return (
+        f" (this GPU has {memory_gib:.1f} GiB, the lecture sizes need "
+        f"{LECTURE_NEEDS_GIB:g} GiB: small sizes; COURSE_SIZE=lecture forces them)"
+    )
 
 
 # ---------------------------------------------------------------------------------------
 # Google Colab
+
 
 def requirement(repo: str = REPOSITORY, branch: str = BRANCH) -> str:
     """What pip installs on Colab: the course at ``repo``'s ``branch``, with its pins
@@ -84,19 +88,21 @@ def colab_cell(repo: str = REPOSITORY, branch: str = BRANCH) -> str:
         "# On Google Colab only (elsewhere this cell does nothing): install the course, about\n"
         "# a minute, and turn on ipywidgets 8. Then run the notebook from the next cell on.\n"
         "import sys\n"
-        "if \"google.colab\" in sys.modules:\n"
+        'if "google.colab" in sys.modules:\n'
         "    import subprocess\n"
-        "    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\",\n"
-        f"                    \"{requirement(repo, branch)}\"], check=True)\n"
+        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q",\n'
+        f'                    "{requirement(repo, branch)}"], check=True)\n'
         "    from google.colab import output\n"
-        "    output.enable_custom_widget_manager()")
+        "    output.enable_custom_widget_manager()"
+    )
 
 
 COLAB_CELL = colab_cell()
 
 
-def colab_url(notebook: str, repo: str = REPOSITORY, branch: str = BRANCH,
-              folder: str = "notebooks") -> str:
+def colab_url(
+    notebook: str, repo: str = REPOSITORY, branch: str = BRANCH, folder: str = "notebooks"
+) -> str:
     return f"https://colab.research.google.com/github/{repo}/blob/{branch}/{folder}/{notebook}"
 
 
@@ -111,7 +117,9 @@ def colab_table(notebooks, repo: str = REPOSITORY, branch: str = BRANCH) -> str:
     lesson in ``notebooks`` into Google Drive (never a link to a lesson notebook itself)."""
     folder, name = COLAB_START.rsplit("/", 1)
     stems = [Path(nb).stem for nb in notebooks]
-    return (f"[Open the course in Colab]({colab_url(name, repo, branch, folder)}): writes "
-            f"your own student copies of the {len(stems)} lessons "
-            f"(`{stems[0]}` ... `{stems[-1]}`) into your Google Drive, "
-            "`MyDrive/numba-course/notebooks/`, and links each one.")
+    return (
+        f"[Open the course in Colab]({colab_url(name, repo, branch, folder)}): writes "
+        f"your own student copies of the {len(stems)} lessons "
+        f"(`{stems[0]}` ... `{stems[-1]}`) into your Google Drive, "
+        "`MyDrive/numba-course/notebooks/`, and links each one."
+    )

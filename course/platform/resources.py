@@ -13,12 +13,13 @@ the package, never through a path relative to where a notebook happens to be.
 ``python -m course notebooks --to DIR`` (``course/grading/distribute.py``) copies the
 notebooks (and the figures they show) out of the package into a folder a student can open.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1]     # course/ (this file is in course/platform/)
-IMPORT_ROOT = PACKAGE.parent        # what goes on a subprocess's PYTHONPATH
+PACKAGE = Path(__file__).resolve().parents[1]  # course/ (this file is in course/platform/)
+IMPORT_ROOT = PACKAGE.parent  # what goes on a subprocess's PYTHONPATH
 SHIPPED = PACKAGE / "_files"
 
 # The folders a wheel carries (relative to the checkout), and which files of each.
@@ -33,12 +34,15 @@ CARRIED = {
 
 
 def _is_checkout(root: Path) -> bool:
-    return (root / "pyproject.toml").is_file() and (root / "notebooks").is_dir() \
+    return (
+        (root / "pyproject.toml").is_file()
+        and (root / "notebooks").is_dir()
         and (root / "data" / "faces").is_dir()
+    )
 
 
 ROOT = IMPORT_ROOT if _is_checkout(IMPORT_ROOT) else SHIPPED
-INSTALLED = ROOT == SHIPPED      # True in a wheel install
+INSTALLED = ROOT == SHIPPED  # True in a wheel install
 
 
 def path(*parts: str) -> Path:

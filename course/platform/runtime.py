@@ -9,6 +9,7 @@ Sizes: every lesson has *lecture* sizes (the seeds' sizes, for a GPU) and *simul
 sizes (a few thousand threads per launch: the simulator runs ~3,000 threads/s).
 ``COURSE_SIZE=sim|lecture`` overrides the choice.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -17,8 +18,8 @@ import platform
 import sys
 import warnings
 
-MODE: str = "sim"          # "gpu" or "sim"; set by select_mode()
-MODE_REASON: str = ""      # one line: why this mode was chosen
+MODE: str = "sim"  # "gpu" or "sim"; set by select_mode()
+MODE_REASON: str = ""  # one line: why this mode was chosen
 GPU_MEMORY_GIB: float = 0.0  # device 0's memory (a MIG slice's own); 0 when unknown
 
 
@@ -108,15 +109,18 @@ def silence_known_noise() -> None:
         return
     # "Grid size N will likely result in GPU under-utilization": true, and the point of
     # several lessons; the course reports occupancy itself.
-    warnings.filterwarnings("ignore", category=NumbaPerformanceWarning,
-                            message=".*under-utilization.*")
+    warnings.filterwarnings(
+        "ignore", category=NumbaPerformanceWarning, message=".*under-utilization.*"
+    )
     # "Host array used in CUDA kernel will incur copy overhead": the host wrappers copy on purpose.
-    warnings.filterwarnings("ignore", category=NumbaPerformanceWarning,
-                            message=".*Host array used in CUDA kernel.*")
+    warnings.filterwarnings(
+        "ignore", category=NumbaPerformanceWarning, message=".*Host array used in CUDA kernel.*"
+    )
 
 
 # ---------------------------------------------------------------------------------------
 # size profiles
+
 
 def profile() -> str:
     """'lecture' (full seed sizes) or 'sim' (small); COURSE_SIZE overrides the mode default."""
@@ -145,6 +149,7 @@ def mode_label() -> str:
 # ---------------------------------------------------------------------------------------
 # device facts
 
+
 def sm_count() -> int:
     """Streaming multiprocessors of the GPU (2 in the simulator, to keep launches small)."""
     if MODE != "gpu":
@@ -156,9 +161,9 @@ def sm_count() -> int:
 
 def device_info() -> dict:
     """Facts about the current device (GPU) or the simulator, as a plain dict."""
-    from numba import cuda
     import numba
     import numpy
+    from numba import cuda
 
     from .hosting import place
 
@@ -173,8 +178,12 @@ def device_info() -> dict:
         "numpy": numpy.__version__,
     }
     if MODE == "sim":
-        info.update(name="numba CUDA simulator (CPU)", compute_capability=None,
-                    sm_count=None, memory_gib=None)
+        info.update(
+            name="numba CUDA simulator (CPU)",
+            compute_capability=None,
+            sm_count=None,
+            memory_gib=None,
+        )
         return info
     dev = cuda.get_current_device()
     free, total = cuda.current_context().get_memory_info()
@@ -187,8 +196,9 @@ def device_info() -> dict:
         max_shared_per_block=_attr(dev, "MAX_SHARED_MEMORY_PER_BLOCK"),
         max_shared_per_block_optin=_attr(dev, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
         max_shared_per_sm=_attr(dev, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
-        max_threads_per_sm=_attr(dev, "MAX_THREADS_PER_MULTIPROCESSOR",
-                                 "MAX_THREADS_PER_MULTI_PROCESSOR"),
+        max_threads_per_sm=_attr(
+            dev, "MAX_THREADS_PER_MULTIPROCESSOR", "MAX_THREADS_PER_MULTI_PROCESSOR"
+        ),
         max_regs_per_block=_attr(dev, "MAX_REGISTERS_PER_BLOCK"),
         max_regs_per_sm=_attr(dev, "MAX_REGISTERS_PER_MULTIPROCESSOR"),
         max_blocks_per_sm=_attr(dev, "MAX_BLOCKS_PER_MULTIPROCESSOR"),
@@ -251,8 +261,12 @@ def banner() -> str:
         info = device_info()
         mig = mig_profile(info["name"])
         slice_ = f"a MIG slice {mig}: " if mig else ""
-        return (f"Mode: GPU{where} - {info['name']} ({slice_}cc {info['compute_capability'][0]}."
-                f"{info['compute_capability'][1]}, {info['sm_count']} SMs, "
-                f"{info['memory_gib']} GiB); sizes: {profile()}{sizes_note(GPU_MEMORY_GIB)}")
-    return (f"Mode: simulator{where} - no usable NVIDIA GPU, so numba runs kernels on the CPU "
-            f"({MODE_REASON}); sizes: {profile()}. Timings are CPU wall time, not GPU speed.")
+        return (
+            f"Mode: GPU{where} - {info['name']} ({slice_}cc {info['compute_capability'][0]}."
+            f"{info['compute_capability'][1]}, {info['sm_count']} SMs, "
+            f"{info['memory_gib']} GiB); sizes: {profile()}{sizes_note(GPU_MEMORY_GIB)}"
+        )
+    return (
+        f"Mode: simulator{where} - no usable NVIDIA GPU, so numba runs kernels on the CPU "
+        f"({MODE_REASON}); sizes: {profile()}. Timings are CPU wall time, not GPU speed."
+    )

@@ -3,12 +3,13 @@ the simulator's counts) and, in simulator mode, the plot of the GPU's recorded g
 
 Split from ``widgets.py`` (the controls and the running); nothing here launches a kernel.
 """
+
 from __future__ import annotations
 
 import html
 
-from ..platform import runtime
 from ..measure.timing import Timing
+from ..platform import runtime
 from . import plots
 
 
@@ -33,25 +34,49 @@ def recorded_figure(record, x: str, xs: list, params: dict, title: str = ""):
     times, rates = recorded(record, x, xs, params) if record else ({}, {})
     if not any(y is not None for ys in times.values() for y in ys):
         said = ", ".join(f"{k} = {v}" for k, v in params.items())
-        return plots.message(f"{said}: no GPU record of this setting.\nThe simulator runs "
-                             "each CUDA thread as a CPU thread: its time says nothing\nof a "
-                             "GPU's, so none is plotted (python -m course bench sliders\n"
-                             "records a panel's grid on a GPU).")
+        return plots.message(
+            f"{said}: no GPU record of this setting.\nThe simulator runs "
+            "each CUDA thread as a CPU thread: its time says nothing\nof a "
+            "GPU's, so none is plotted (python -m course bench sliders\n"
+            "records a panel's grid on a GPU)."
+        )
     unit = record.rate
     fig, axes = plots.figure(figsize=(9, 3.4) if unit else (5.5, 3.4), ncols=2 if unit else 1)
     numeric = all(isinstance(v, (int, float)) for v in xs)
     at = params[x] if numeric else xs.index(params[x])
     xv = xs if numeric else list(range(len(xs)))
     logx = numeric and all(isinstance(v, int) and v > 0 and v & (v - 1) == 0 for v in xs)
-    plots.sweep(xv, times, xlabel=x, ylabel="GPU time (ms)", axes=axes[0] if unit else axes,
-                highlight=at, logx=logx, logy=True, title=title, source=record.label)
+    plots.sweep(
+        xv,
+        times,
+        xlabel=x,
+        ylabel="GPU time (ms)",
+        axes=axes[0] if unit else axes,
+        highlight=at,
+        logx=logx,
+        logy=True,
+        title=title,
+        source=record.label,
+    )
     if unit:
         c = record.ceilings or {}
-        ceiling = c.get("copy_gbps") if unit == "GB/s" else (
-            c.get("fp32_tflops") and c["fp32_tflops"] * 1e3)
-        plots.sweep(xv, rates, xlabel=x, ylabel=unit, axes=axes[1], highlight=at, logx=logx,
-                    ceiling=ceiling, source=record.label,
-                    ceiling_label="measured copy bandwidth" if unit == "GB/s" else "FP32 peak")
+        ceiling = (
+            c.get("copy_gbps")
+            if unit == "GB/s"
+            else (c.get("fp32_tflops") and c["fp32_tflops"] * 1e3)
+        )
+        plots.sweep(
+            xv,
+            rates,
+            xlabel=x,
+            ylabel=unit,
+            axes=axes[1],
+            highlight=at,
+            logx=logx,
+            ceiling=ceiling,
+            source=record.label,
+            ceiling_label="measured copy bandwidth" if unit == "GB/s" else "FP32 peak",
+        )
     return fig
 
 
@@ -62,14 +87,22 @@ def rate(t: Timing, params: dict, nbytes, flops) -> float:
 
 
 def mode_html(record) -> str:
-    said = (f"the plot is the GPU's time, {_escape(record.label)}" if record else
-            "no GPU record of this panel yet (<code>python -m course bench sliders</code> on "
-            "a GPU makes one)")
+    said = (
+        f"the plot is the GPU's time, {_escape(record.label)}"
+        if record
+        else "no GPU record of this panel yet (<code>python -m course bench sliders</code> on "
+        "a GPU makes one)"
+    )
     if runtime.MODE == "gpu":
-        return "<small><b>GPU</b>" + (f"; dashed: {_escape(record.label)}" if record
-                                     else "") + "</small>"
-    return (f"<small><b>simulator</b>: {said}; below it, what the simulator counts of the "
-            "same launch. The simulator's CPU time is not a speed.</small>")
+        return (
+            "<small><b>GPU</b>"
+            + (f"; dashed: {_escape(record.label)}" if record else "")
+            + "</small>"
+        )
+    return (
+        f"<small><b>simulator</b>: {said}; below it, what the simulator counts of the "
+        "same launch. The simulator's CPU time is not a speed.</small>"
+    )
 
 
 def status_html(res, params, nbytes, flops, record=None) -> str:
@@ -79,8 +112,11 @@ def status_html(res, params, nbytes, flops, record=None) -> str:
     parts = []
     if runtime.MODE == "gpu":
         for name, t in (res or {}).items():
-            r = f", {rate(t, params, nbytes, flops):.4g} {'GB/s' if nbytes else 'GFLOP/s'}" \
-                if (nbytes or flops) else ""
+            r = (
+                f", {rate(t, params, nbytes, flops):.4g} {'GB/s' if nbytes else 'GFLOP/s'}"
+                if (nbytes or flops)
+                else ""
+            )
             rec = rows.get(name)
             ref = f" (record: {rec['median_ms']:.4g} ms)" if rec else ""
             parts.append(f"<b>{_escape(name)}</b>: {t.median_ms:.4g} ms{r}{ref}")
@@ -92,14 +128,19 @@ def status_html(res, params, nbytes, flops, record=None) -> str:
         return " &nbsp;|&nbsp; ".join(parts) + f" <small>({_escape(record.label)})</small>"
     cpu = sum(t.median_ms for t in (res or {}).values()) / 1e3
     names = ", ".join(f"<b>{_escape(n)}</b>" for n in (res or {}))
-    return (f"{names or 'this setting'}: no GPU record of this setting"
-            + (f"<br><small>ran in the simulator: {cpu:.2g} s of CPU time, not a speed</small>"
-               if res else ""))
+    return f"{names or 'this setting'}: no GPU record of this setting" + (
+        f"<br><small>ran in the simulator: {cpu:.2g} s of CPU time, not a speed</small>"
+        if res
+        else ""
+    )
 
 
 def counts_html(counted: dict, record, params) -> str:
-    floors = {n: r["floor_ms"] for n, r in ((record.at(params) if record else None)
-                                            or {}).items() if r.get("floor_ms")}
+    floors = {
+        n: r["floor_ms"]
+        for n, r in ((record.at(params) if record else None) or {}).items()
+        if r.get("floor_ms")
+    }
     items = [f"{_escape(k)} {_escape(str(v))}" for k, v in counted.items()]
     if floors:
         f = min(floors.values())

@@ -4,6 +4,7 @@ so a slider panel, a notebook cell or a benchmark report can reuse it.
 Plots never call ``plt.show``; they draw on an Agg figure that the caller displays or
 saves, so they work the same headless, in JupyterLab and in CI.
 """
+
 from __future__ import annotations
 
 import io
@@ -16,8 +17,13 @@ from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
 
 from ..platform import runtime  # noqa: E402
 
-COLORS = {"numba": "#1f77b4", "peer": "#7f7f7f", "lecture": "#bcbd22", "floor": "#d62728",
-          "current": "#ff7f0e"}
+COLORS = {
+    "numba": "#1f77b4",
+    "peer": "#7f7f7f",
+    "lecture": "#bcbd22",
+    "floor": "#d62728",
+    "current": "#ff7f0e",
+}
 
 
 def figure(figsize=(6.5, 3.6), ncols: int = 1):
@@ -45,8 +51,9 @@ def mode_note(ax, source: str | None = None) -> None:
     if source:
         ax.set_xlabel(ax.get_xlabel() + f"\n({source})", color="#1a4f8b")
     elif runtime.MODE != "gpu":
-        ax.set_xlabel(ax.get_xlabel() + "\n(simulator: CPU wall time, not GPU speed)",
-                      color="#a00000")
+        ax.set_xlabel(
+            ax.get_xlabel() + "\n(simulator: CPU wall time, not GPU speed)", color="#a00000"
+        )
 
 
 def message(text: str, figsize=(6.5, 2.2)):
@@ -58,9 +65,22 @@ def message(text: str, figsize=(6.5, 2.2)):
     return fig
 
 
-def sweep(xs, series: dict, *, xlabel: str, ylabel: str, axes, highlight=None,
-          logx: bool = True, logy: bool = False, title: str = "", ceiling: float | None = None,
-          ceiling_label: str = "", source: str | None = None, dashed=()) -> None:
+def sweep(
+    xs,
+    series: dict,
+    *,
+    xlabel: str,
+    ylabel: str,
+    axes,
+    highlight=None,
+    logx: bool = True,
+    logy: bool = False,
+    title: str = "",
+    ceiling: float | None = None,
+    ceiling_label: str = "",
+    source: str | None = None,
+    dashed=(),
+) -> None:
     """Lines of y vs x for each named series; ``highlight`` = x of the current point;
     ``source``: where the numbers come from (:func:`mode_note`); ``dashed``: series names
     drawn as references (dashed)."""
@@ -69,23 +89,42 @@ def sweep(xs, series: dict, *, xlabel: str, ylabel: str, axes, highlight=None,
         pts = [(x, y) for x, y in zip(xs, ys) if y is not None]
         if not pts:
             continue
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=4, label=name,
-                ls="--" if name in dashed else "-")
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            marker="o",
+            ms=4,
+            label=name,
+            ls="--" if name in dashed else "-",
+        )
         if highlight is not None:
             cur = [p for p in pts if p[0] == highlight]
             if cur:
-                ax.plot([cur[0][0]], [cur[0][1]], marker="o", ms=11, mfc="none",
-                        mec=COLORS["current"], mew=2)
+                ax.plot(
+                    [cur[0][0]],
+                    [cur[0][1]],
+                    marker="o",
+                    ms=11,
+                    mfc="none",
+                    mec=COLORS["current"],
+                    mew=2,
+                )
     if ceiling:
         ax.axhline(ceiling, color=COLORS["floor"], ls="--", lw=1)
-        ax.text(ax.get_xlim()[0], ceiling, f" {ceiling_label}", color=COLORS["floor"],
-                va="bottom", fontsize=8)
+        ax.text(
+            ax.get_xlim()[0],
+            ceiling,
+            f" {ceiling_label}",
+            color=COLORS["floor"],
+            va="bottom",
+            fontsize=8,
+        )
     if logx:
         ax.set_xscale("log", base=2)
         ax.set_xticks(list(xs), [f"{x:g}" for x in xs])
         ax.xaxis.set_minor_locator(NullLocator())
     ys = [y for ys_ in series.values() for y in ys_ if y]
-    if logy and ys and max(ys) / min(ys) > 20:   # a log axis only when it spans decades
+    if logy and ys and max(ys) / min(ys) > 20:  # a log axis only when it spans decades
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
@@ -99,8 +138,9 @@ def sweep(xs, series: dict, *, xlabel: str, ylabel: str, axes, highlight=None,
     mode_note(ax, source)
 
 
-def time_bars(labels, times_ms, *, axes, floors=None, kinds=None, title: str = "",
-              logx: bool = True) -> None:
+def time_bars(
+    labels, times_ms, *, axes, floors=None, kinds=None, title: str = "", logx: bool = True
+) -> None:
     """Horizontal bars of time (ms) per variant, with each row's floor as a red tick."""
     ax = axes
     ys = range(len(labels))

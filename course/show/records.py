@@ -23,6 +23,7 @@ A record (JSON)::
                  "results": {"v3": {"median_ms": 1.2, "min_ms": 1.1, "max_ms": 1.3,
                                     "n": 20, "rate": 5400.0}}}, ...]}
 """
+
 from __future__ import annotations
 
 import json
@@ -55,14 +56,14 @@ class Record:
     points: list
     x: str = ""
     sliders: dict = field(default_factory=dict)
-    value: dict = field(default_factory=dict)      # the panel's default on the GPU
+    value: dict = field(default_factory=dict)  # the panel's default on the GPU
     rate: str | None = None
     ceilings: dict = field(default_factory=dict)
     command: str = ""
     title: str = ""
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Record":
+    def from_dict(cls, d: dict) -> Record:
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -100,5 +101,5 @@ def load(panel: str, where: Path | None = None) -> Record | None:
         except (OSError, ValueError, TypeError):
             continue
         if rec.panel == panel and not rec.device.startswith("simulator"):
-            found.append(rec)           # a dry run's times are a CPU's: never shown
+            found.append(rec)  # a dry run's times are a CPU's: never shown
     return max(found, key=lambda r: r.date) if found else None

@@ -26,6 +26,7 @@ simulator can honestly say of the same launch (``simcounts.py``: sectors per req
 bank-conflict ways, occupancy, the roofline floor).  On a GPU the live measurement is
 plotted and the record drawn dashed beside it.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -33,18 +34,29 @@ import itertools
 import ipywidgets as W
 
 from ..measure import perf
+from ..measure.timing import Timing
+from ..platform import runtime
 from . import panel_view as view
 from . import plots, records
-from ..platform import runtime
-from ..measure.timing import Timing
 
 
 class SliderPanel:
     """Sliders for launch parameters, a re-run on change, and a time/bandwidth plot."""
 
-    def __init__(self, variants, sliders: dict, *, x: str | None = None, nbytes=None,
-                 flops=None, constraint=None, title: str = "", value: dict | None = None,
-                 record=None, counts=None):
+    def __init__(
+        self,
+        variants,
+        sliders: dict,
+        *,
+        x: str | None = None,
+        nbytes=None,
+        flops=None,
+        constraint=None,
+        title: str = "",
+        value: dict | None = None,
+        record=None,
+        counts=None,
+    ):
         if callable(variants):
             variants = {"kernel": variants}
         if not variants or not sliders:
@@ -55,7 +67,7 @@ class SliderPanel:
         self.variants = dict(variants)
         self.record = records.load(record) if isinstance(record, str) else record
         self.replay = bool(self.record) and runtime.MODE != "gpu"
-        if self.replay:   # the simulator shows the GPU's grid: its settings, nothing timed
+        if self.replay:  # the simulator shows the GPU's grid: its settings, nothing timed
             sliders, x = self.record.sliders, self.record.x
             value = {k: v for k, v in (self.record.value or {}).items() if k in sliders}
         self.x = x or next(iter(sliders))
@@ -64,21 +76,29 @@ class SliderPanel:
         self.nbytes, self.flops, self.constraint = nbytes, flops, constraint
         sliders = _launchable(sliders, self.why_not)
         start = self._start(sliders, value or {})
-        self._adjusting = False        # True while the panel moves sliders itself
-        self.note = ""                 # which sliders the last move adjusted, and why
-        self.title = (self.record.title or title) if self.replay else title   # its sizes
+        self._adjusting = False  # True while the panel moves sliders itself
+        self.note = ""  # which sliders the last move adjusted, and why
+        self.title = (self.record.title or title) if self.replay else title  # its sizes
         self.counts, self.counted = counts, {}
         self.results: dict[tuple, dict[str, Timing]] = {}
         self.runs = 0  # kernel launches done through the panel (for tests)
         self.sliders = {
-            name: W.SelectionSlider(options=list(opts), description=name, value=start[name],
-                                    continuous_update=False,
-                                    style={"description_width": "initial"},
-                                    layout=W.Layout(width="420px"))
-            for name, opts in sliders.items()}
-        self.sweep_button = W.Button(description=f"Sweep {self.x}", icon="play",
-                                     tooltip=f"run every value of {self.x}",
-                                     layout=W.Layout(width="auto"))
+            name: W.SelectionSlider(
+                options=list(opts),
+                description=name,
+                value=start[name],
+                continuous_update=False,
+                style={"description_width": "initial"},
+                layout=W.Layout(width="420px"),
+            )
+            for name, opts in sliders.items()
+        }
+        self.sweep_button = W.Button(
+            description=f"Sweep {self.x}",
+            icon="play",
+            tooltip=f"run every value of {self.x}",
+            layout=W.Layout(width="auto"),
+        )
         self.status = W.HTML()
         self.image = W.Image(format="png")
         self.image.layout.max_width = "100%"
@@ -86,9 +106,16 @@ class SliderPanel:
             s.observe(self._on_change, names="value")
         self.sweep_button.on_click(lambda _b: self.sweep())
         mode = W.HTML(view.mode_html(self.record))
-        self.widget = W.VBox([W.HTML(f"<b>{self.title}</b>") if self.title else W.HTML(""), mode,
-                              *self.sliders.values(), self.sweep_button, self.status,
-                              self.image])
+        self.widget = W.VBox(
+            [
+                W.HTML(f"<b>{self.title}</b>") if self.title else W.HTML(""),
+                mode,
+                *self.sliders.values(),
+                self.sweep_button,
+                self.status,
+                self.image,
+            ]
+        )
         self.update()
 
     # -- state -------------------------------------------------------------------------
@@ -125,7 +152,7 @@ class SliderPanel:
         options = {k: list(s.options) for k, s in self.sliders.items()}
         best = _nearest(options, params, set(moved), self.why_not, self.x)
         if best is None:
-            raise ValueError(f"no valid setting has {({k: params[k] for k in moved})}")
+            raise ValueError(f"no valid setting has { ({k: params[k] for k in moved}) }")
         return best
 
     def selectable(self) -> list[dict]:
@@ -153,8 +180,9 @@ class SliderPanel:
         if value and len(value) == len(sliders) and (why := self.why_not(start)):
             raise ValueError(f"the default {start} is not a valid setting: {why}")
         if self.why_not(start):
-            start = _nearest({k: list(o) for k, o in sliders.items()}, start, set(value),
-                             self.why_not, self.x)
+            start = _nearest(
+                {k: list(o) for k, o in sliders.items()}, start, set(value), self.why_not, self.x
+            )
             if start is None:
                 raise ValueError(f"no valid setting has the default {value}")
         self._default = start
@@ -165,8 +193,14 @@ class SliderPanel:
         fixed = self.resolve(target, moved)
         shifted = [k for k in fixed if fixed[k] != target[k]]
         said = ", ".join(f"{k} = {v}" for k, v in target.items())
-        self.note = (", ".join(f"{k} {target[k]} \u2192 {fixed[k]}" for k in shifted)
-                     + f": {said} cannot launch ({self.why_not(target)})") if shifted else ""
+        self.note = (
+            (
+                ", ".join(f"{k} {target[k]} \u2192 {fixed[k]}" for k in shifted)
+                + f": {said} cannot launch ({self.why_not(target)})"
+            )
+            if shifted
+            else ""
+        )
         self._adjusting = True
         try:
             for k, v in fixed.items():
@@ -209,14 +243,16 @@ class SliderPanel:
             try:
                 res = self.measure(params)
                 counted = self._count(params)
-                self.status.value = (view.status_html(res, params, self.nbytes, self.flops,
-                                                      self.record)
-                                     + view.counts_html(counted, self.record, params)
-                                     + (f"<br><small>moved {_escape(self.note)}</small>"
-                                        if self.note else ""))
+                self.status.value = (
+                    view.status_html(res, params, self.nbytes, self.flops, self.record)
+                    + view.counts_html(counted, self.record, params)
+                    + (f"<br><small>moved {_escape(self.note)}</small>" if self.note else "")
+                )
             except Exception as exc:  # noqa: BLE001 - show the error beside the sliders
-                self.status.value = (f"<span style='color:#a00'>{type(exc).__name__}: "
-                                     f"{_escape(str(exc))[:400]}</span>")
+                self.status.value = (
+                    f"<span style='color:#a00'>{type(exc).__name__}: "
+                    f"{_escape(str(exc))[:400]}</span>"
+                )
         self.redraw()
 
     def sweep(self) -> None:
@@ -248,9 +284,10 @@ class SliderPanel:
 
     # -- drawing -----------------------------------------------------------------------
     def redraw(self) -> None:
-        if runtime.MODE != "gpu":           # never the simulator's CPU time as a speed
-            fig = view.recorded_figure(self.record, self.x, list(self.sliders[self.x].options),
-                                       self.params, self.title)
+        if runtime.MODE != "gpu":  # never the simulator's CPU time as a speed
+            fig = view.recorded_figure(
+                self.record, self.x, list(self.sliders[self.x].options), self.params, self.title
+            )
             self.image.value = plots.png_bytes(fig)
             return plots.close(fig)
         rate = self.nbytes or self.flops
@@ -265,27 +302,45 @@ class SliderPanel:
                 p = dict(params, **{self.x: v})
                 t = self.results.get(self._key(p), {}).get(name)
                 times[name].append(t.median_ms if t else None)
-                rates[name].append(view.rate(t, p, self.nbytes, self.flops)
-                                   if (t and rate) else None)
-        if self.record:                   # the record beside the live figures, dashed
+                rates[name].append(
+                    view.rate(t, p, self.nbytes, self.flops) if (t and rate) else None
+                )
+        if self.record:  # the record beside the live figures, dashed
             rt, rr = view.recorded(self.record, self.x, xs, params)
             times.update({f"{n} ({self.record.date} record)": v for n, v in rt.items()})
             rates.update({f"{n} ({self.record.date} record)": v for n, v in rr.items()})
         numeric = all(isinstance(v, (int, float)) for v in xs)
-        plots.sweep(xs if numeric else list(range(len(xs))), times, xlabel=self.x,
-                    ylabel="time (ms)", axes=ax_t, highlight=params[self.x] if numeric else
-                    xs.index(params[self.x]), logx=numeric and _is_pow2(xs), logy=True,
-                    title=self.title, dashed=[n for n in times if n.endswith(" record)")])
+        plots.sweep(
+            xs if numeric else list(range(len(xs))),
+            times,
+            xlabel=self.x,
+            ylabel="time (ms)",
+            axes=ax_t,
+            highlight=params[self.x] if numeric else xs.index(params[self.x]),
+            logx=numeric and _is_pow2(xs),
+            logy=True,
+            title=self.title,
+            dashed=[n for n in times if n.endswith(" record)")],
+        )
         if rate:
             c = perf.measured_ceilings() if runtime.MODE == "gpu" else {}
-            ceiling = c.get("copy_gbps") if self.nbytes else (
-                c.get("fp32_tflops") and c["fp32_tflops"] * 1e3)
-            plots.sweep(xs if numeric else list(range(len(xs))), rates, xlabel=self.x,
-                        ylabel="GB/s" if self.nbytes else "GFLOP/s", axes=axes[1],
-                        highlight=params[self.x] if numeric else xs.index(params[self.x]),
-                        logx=numeric and _is_pow2(xs), ceiling=ceiling,
-                        ceiling_label="measured copy bandwidth" if self.nbytes else "FP32 peak",
-                        dashed=[n for n in rates if n.endswith(" record)")])
+            ceiling = (
+                c.get("copy_gbps")
+                if self.nbytes
+                else (c.get("fp32_tflops") and c["fp32_tflops"] * 1e3)
+            )
+            plots.sweep(
+                xs if numeric else list(range(len(xs))),
+                rates,
+                xlabel=self.x,
+                ylabel="GB/s" if self.nbytes else "GFLOP/s",
+                axes=axes[1],
+                highlight=params[self.x] if numeric else xs.index(params[self.x]),
+                logx=numeric and _is_pow2(xs),
+                ceiling=ceiling,
+                ceiling_label="measured copy bandwidth" if self.nbytes else "FP32 peak",
+                dashed=[n for n in rates if n.endswith(" record)")],
+            )
         self.image.value = plots.png_bytes(fig)
         plots.close(fig)
 
@@ -298,12 +353,13 @@ class SliderPanel:
 def _launchable(sliders: dict, why_not) -> dict:
     """Each slider's options that some valid setting has (all of them without a constraint)."""
     names = list(sliders)
-    valid = [c for c in itertools.product(*sliders.values())
-             if not why_not(dict(zip(names, c)))]
+    valid = [c for c in itertools.product(*sliders.values()) if not why_not(dict(zip(names, c)))]
     if not valid:
         raise ValueError("no setting of the sliders is valid")
-    return {k: [v for v in opts if any(c[i] == v for c in valid)]
-            for i, (k, opts) in enumerate(sliders.items())}
+    return {
+        k: [v for v in opts if any(c[i] == v for c in valid)]
+        for i, (k, opts) in enumerate(sliders.items())
+    }
 
 
 def _nearest(options: dict, params: dict, fixed: set, why_not, x: str):

@@ -5,6 +5,7 @@ A GPU cannot count element reads; the simulator runs kernels as Python, so a num
 that adds to a counter in ``__getitem__`` sees every read.  Lessons 03 (window average: v1's
 global reads vs v2's shared reads) and 04 (matmul: the tiles' reads) count with these.
 """
+
 from __future__ import annotations
 
 import threading
@@ -90,13 +91,19 @@ def in_simulator(module: str, func: str, **kwargs):
     from ..platform.resources import IMPORT_ROOT
 
     root = str(IMPORT_ROOT)
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    script = (f"import course, importlib, json\n"
-              f"r = getattr(importlib.import_module({module!r}), {func!r})(**{kwargs!r})\n"
-              f"print('JSON' + json.dumps(r))\n")
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=600)
+    env = dict(
+        os.environ,
+        NUMBA_ENABLE_CUDASIM="1",
+        PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    script = (
+        f"import course, importlib, json\n"
+        f"r = getattr(importlib.import_module({module!r}), {func!r})(**{kwargs!r})\n"
+        f"print('JSON' + json.dumps(r))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("JSON")]
     if not lines:
         raise RuntimeError(f"simulator subprocess failed:\n{proc.stderr[-2000:]}")

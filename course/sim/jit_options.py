@@ -7,6 +7,7 @@ mode :func:`install` wraps ``numba.cuda.jit`` so that those options are accepted
 ignored (there are no registers or line tables in the simulator); the compile gate still
 compiles the kernel with them for a real GPU.
 """
+
 from __future__ import annotations
 
 import functools

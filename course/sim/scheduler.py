@@ -17,6 +17,7 @@ runs, threads take turns at the GIL every :data:`SWITCH_INTERVAL_S` (Python's de
 5 ms): the main thread, which must hold the GIL to see Stop, waits its turn behind every
 simulated thread, so a shorter turn gives control back sooner at no measured cost.
 """
+
 from __future__ import annotations
 
 import sys
@@ -25,7 +26,7 @@ import time
 
 import numpy as np
 
-SWITCH_INTERVAL_S = 1e-3     # GIL turns while a block runs (a shorter one set is kept)
+SWITCH_INTERVAL_S = 1e-3  # GIL turns while a block runs (a shorter one set is kept)
 _installed = False
 _lock = threading.Lock()
 
@@ -39,26 +40,28 @@ def _run(self, grid_point, *args):
     sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
     try:
         for block_point in np.ndindex(*self._block_dim):
+
             def target():
                 self._f(*args)
+
             t = BlockThread(target, self, grid_point, block_point, self._debug)
             t.start()
             threads.add(t)
             live.add(t)
         while live:
-            time.sleep(0)                   # let a working thread have the GIL
+            time.sleep(0)  # let a working thread have the GIL
             for t in live:
                 if t.syncthreads_blocked:
                     blocked.add(t)
-                elif t.exception:           # abort the block: every thread stops
+                elif t.exception:  # abort the block: every thread stops
                     raise t.exception[0].with_traceback(t.exception[1])
-            if live == blocked:             # everyone at the barrier: release them
+            if live == blocked:  # everyone at the barrier: release them
                 for t in blocked:
                     t.syncthreads_blocked = False
                     t.syncthreads_event.set()
                 blocked = set()
             live = {t for t in live if t.is_alive()}
-    except BaseException:                   # a thread's error, or Stop (KeyboardInterrupt)
+    except BaseException:  # a thread's error, or Stop (KeyboardInterrupt)
         stop_threads(threads)
         raise
     finally:
@@ -78,7 +81,7 @@ def stop_threads(threads, patience: float = 1.0, exc=Stopped, once: bool = False
     ended (``once``: one round); give up after ``patience`` seconds (a thread inside a C
     call ends when the call returns)."""
     old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-4)             # hand the GIL round quickly: each thread needs it
+    sys.setswitchinterval(1e-4)  # hand the GIL round quickly: each thread needs it
     deadline = time.monotonic() + patience  # once to see the exception
     try:
         while True:
@@ -104,8 +107,7 @@ def _raise_in_kernel(t, exc) -> None:
     while frame is not None and frame.f_code is not _THREAD_RUN:
         frame = frame.f_back
     if frame is not None:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident),
-                                                   ctypes.py_object(exc))
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident), ctypes.py_object(exc))
 
 
 _THREAD_RUN = threading.Thread.run.__code__

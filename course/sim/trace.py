@@ -45,6 +45,7 @@ should be); memory fences, ``volatile`` and caches (L1/L2 hits) are not modelled
 through ``cuda.local``/``cuda.const`` arrays and through raw pointers are not recorded; a
 launch of a few thousand threads takes a few seconds.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,8 +70,7 @@ class _Array:
         # itemsize: of the array the kernel indexes (dynamic shared memory is a typed view
         # of a byte buffer); shape: of the allocation, in those items
         self.id, self.name, self.space, self.itemsize = aid, name, space, itemsize
-        self.shape = base.shape if base.dtype.itemsize == itemsize else \
-            (base.nbytes // itemsize,)
+        self.shape = base.shape if base.dtype.itemsize == itemsize else (base.nbytes // itemsize,)
 
 
 class _Recorder:
@@ -78,9 +78,9 @@ class _Recorder:
         self.block_dim = block_dim
         self.arrays: list[_Array] = []
         self.by_key = {}
-        self.sites = {}                          # (file, line) -> site id
+        self.sites = {}  # (file, line) -> site id
         self.site_list = []
-        self.logs = []                           # per-thread state
+        self.logs = []  # per-thread state
         self.lock = threading.Lock()
 
     # -- per-thread state, created on first use -------------------------------------------
@@ -89,8 +89,15 @@ class _Recorder:
         st = getattr(t, "_trace_state", None)
         if st is None:
             b = t.blockIdx
-            st = {"block": (b.x, b.y, b.z), "tid": t.thread_id, "log": [], "epoch": 0,
-                  "wepoch": 0, "count": {}, "barriers": []}
+            st = {
+                "block": (b.x, b.y, b.z),
+                "tid": t.thread_id,
+                "log": [],
+                "epoch": 0,
+                "wepoch": 0,
+                "count": {},
+                "barriers": [],
+            }
             t._trace_state = st
             with self.lock:
                 self.logs.append(st)
@@ -103,8 +110,9 @@ class _Recorder:
             with self.lock:
                 sid = self.sites.setdefault(key, len(self.site_list))
                 if sid == len(self.site_list):
-                    self.site_list.append((key[0], key[1], frame.f_code.co_name,
-                                           frame.f_code.co_firstlineno))
+                    self.site_list.append(
+                        (key[0], key[1], frame.f_code.co_name, frame.f_code.co_firstlineno)
+                    )
         return sid
 
     def array(self, key, name, space, base, itemsize):
@@ -140,8 +148,10 @@ def _patched(rec: _Recorder):
 
     shared_cls, atomic_cls = kernelapi.FakeCUDAShared, kernelapi.FakeCUDAAtomic
     thread_cls, module_cls = simkernel.BlockThread, kernelapi.FakeCUDAModule
-    saved = {(shared_cls, "array"): shared_cls.array,
-             (thread_cls, "syncthreads"): thread_cls.syncthreads}
+    saved = {
+        (shared_cls, "array"): shared_cls.array,
+        (thread_cls, "syncthreads"): thread_cls.syncthreads,
+    }
     if hasattr(module_cls, "syncwarp"):
         saved[(module_cls, "syncwarp")] = module_cls.syncwarp
     orig_shared, orig_sync = shared_cls.array, thread_cls.syncthreads
@@ -151,20 +161,20 @@ def _patched(rec: _Recorder):
         frame = sys._getframe(1)
         if shape == 0:
             arr = orig_shared(self, shape, dtype, alignment)
-        else:   # the simulator keys allocations by its caller's line: key by the kernel's
+        else:  # the simulator keys allocations by its caller's line: key by the kernel's
             if isinstance(dtype, types.Type):
                 dtype = numpy_support.as_dtype(dtype)
             arr = self._allocations.get((frame.f_code.co_filename, frame.f_lineno))
             if arr is None:
                 arr = np.empty(shape, dtype)
                 self._allocations[(frame.f_code.co_filename, frame.f_lineno)] = arr
-        key = ("dynamic",) if shape == 0 else ("shared", frame.f_code.co_filename,
-                                               frame.f_lineno)
+        key = ("dynamic",) if shape == 0 else ("shared", frame.f_code.co_filename, frame.f_lineno)
         text = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
         name = text.split("=")[0].strip() if "=" in text else f"shared@{frame.f_lineno}"
         base = self._dynshared if shape == 0 else arr
-        info = rec.array(key, "dynamic shared" if shape == 0 else name, "shared", base,
-                         arr.dtype.itemsize)
+        info = rec.array(
+            key, "dynamic shared" if shape == 0 else name, "shared", base, arr.dtype.itemsize
+        )
         return Traced(arr, info, rec, base.__array_interface__["data"][0])
 
     def syncthreads(self):
@@ -189,6 +199,7 @@ def _patched(rec: _Recorder):
                 array.record(index, ATOMIC, sys._getframe(1))
                 return result
             return orig(self, array, *rest)
+
         return fn
 
     for name in [n for n in vars(atomic_cls) if not n.startswith("_")]:
@@ -213,7 +224,7 @@ def _unwrap(arg):
     return inner if isinstance(inner, np.ndarray) else None
 
 
-def _traced_launch(kernel, grid, block, shared_bytes, args, launch) -> "Trace":
+def _traced_launch(kernel, grid, block, shared_bytes, args, launch) -> Trace:
     """Wrap the array arguments, call ``launch(wrapped_args)`` with recording on."""
     from numba.cuda.errors import normalize_kernel_dimensions
 
@@ -238,31 +249,44 @@ def _traced_launch(kernel, grid, block, shared_bytes, args, launch) -> "Trace":
     notes_before = len(simwarp.NOTES)
     with _patched(rec):
         launch(wrapped)
-    return Trace(rec, tuple(grid_dim), tuple(block_dim), getattr(kernel, "__name__", "kernel"),
-                 simwarp.NOTES[notes_before:])
+    return Trace(
+        rec,
+        tuple(grid_dim),
+        tuple(block_dim),
+        getattr(kernel, "__name__", "kernel"),
+        simwarp.NOTES[notes_before:],
+    )
 
 
 def _require_sim():
     if runtime.MODE != "sim":
-        raise RuntimeError("course.sim.trace runs kernels in the simulator only; this session "
-                           "uses a real GPU (set NUMBA_ENABLE_CUDASIM=1 before import course)")
+        raise RuntimeError(
+            "course.sim.trace runs kernels in the simulator only; this session "
+            "uses a real GPU (set NUMBA_ENABLE_CUDASIM=1 before import course)"
+        )
 
 
-def run(kernel, grid, block, *args, shared_bytes: int = 0) -> "Trace":
+def run(kernel, grid, block, *args, shared_bytes: int = 0) -> Trace:
     """Launch ``kernel[grid, block](*args)`` in the simulator, recording every access of its
     array arguments and shared arrays; return a :class:`Trace`."""
     _require_sim()
-    return _traced_launch(kernel, grid, block, shared_bytes, args,
-                          lambda wrapped: kernel[grid, block, 0, shared_bytes](*wrapped))
+    return _traced_launch(
+        kernel,
+        grid,
+        block,
+        shared_bytes,
+        args,
+        lambda wrapped: kernel[grid, block, 0, shared_bytes](*wrapped),
+    )
 
 
 @contextlib.contextmanager
 def recording():
     """Trace every kernel launched inside the ``with`` block (however it is launched)::
 
-        with course.sim.trace.recording() as traces:
-            my_host_function(x)          # launches kernels the usual way
-        for t in traces: print(t.summary())
+    with course.sim.trace.recording() as traces:
+        my_host_function(x)          # launches kernels the usual way
+    for t in traces: print(t.summary())
     """
     _require_sim()
     from numba.cuda.simulator import kernel as simkernel
@@ -274,8 +298,16 @@ def recording():
     def call(self, *args):
         if self._device or simkernel._get_kernel_context() is not None:
             return orig_call(self, *args)
-        traces.append(_traced_launch(self, self.grid_dim, self.block_dim, self.dynshared_size,
-                                     args, lambda wrapped: orig_call(self, *wrapped)))
+        traces.append(
+            _traced_launch(
+                self,
+                self.grid_dim,
+                self.block_dim,
+                self.dynshared_size,
+                args,
+                lambda wrapped: orig_call(self, *wrapped),
+            )
+        )
         return None
 
     cls.__call__ = call

@@ -29,6 +29,7 @@ Definitions
 A record is ``(block, tid, array id, byte offset, kind, epoch, warp epoch, site, k, seq)``
 with kind one of :data:`READ`, :data:`WRITE`, :data:`ATOMIC`.
 """
+
 from __future__ import annotations
 
 import linecache
@@ -38,17 +39,18 @@ import numpy as np
 
 READ, WRITE, ATOMIC = 0, 1, 2
 _KINDS = ("reads", "writes", "atomically updates")
-SECTOR, LINE, WORD, BANKS = 32, 128, 4, 32      # bytes, bytes, bytes, banks
+SECTOR, LINE, WORD, BANKS = 32, 128, 4, 32  # bytes, bytes, bytes, banks
 
 
 @dataclass
 class Problem:
     """One finding: kind is 'race', 'uninitialized' or 'syncthreads' (or 'warp')."""
+
     kind: str
     message: str
     array: str = ""
-    threads: tuple = ()       # ((block, thread), (block, thread)) for races
-    lines: tuple = ()         # source lines involved
+    threads: tuple = ()  # ((block, thread), (block, thread)) for races
+    lines: tuple = ()  # source lines involved
 
     def __str__(self):
         return self.message
@@ -63,6 +65,7 @@ def site_line(sites, sid) -> str:
 
 # ---------------------------------------------------------------------------------------
 # warp requests: coalescing and bank conflicts
+
 
 def _requests(tr, space, by_kind: bool = False) -> dict:
     """{(array, block, warp, site, k[, kind]): [offset, ...]} for one memory space (no
@@ -108,8 +111,10 @@ def request_counts(tr) -> dict:
     for space, counts in out.items():
         for (aid, *_rest, kind), offs in _requests(tr, space, by_kind=True).items():
             a = tr.arrays[aid]
-            c = counts.setdefault("ld" if kind == READ else "st", dict(
-                requests=0, sectors=0, lines=0, wavefronts=0, ideal=0))
+            c = counts.setdefault(
+                "ld" if kind == READ else "st",
+                dict(requests=0, sectors=0, lines=0, wavefronts=0, ideal=0),
+            )
             c["requests"] += 1
             if space == "global":
                 c["sectors"] += sectors(offs)
@@ -125,8 +130,9 @@ def coalescing_counts(tr) -> dict:
     out = {}
     for (aid, *_), offs in _requests(tr, "global").items():
         a = tr.arrays[aid]
-        c = out.setdefault(a.name, dict(requests=0, lanes=0, sectors=0, min_sectors=0,
-                                         lines=0, bytes=0))
+        c = out.setdefault(
+            a.name, dict(requests=0, lanes=0, sectors=0, min_sectors=0, lines=0, bytes=0)
+        )
         uniq = set(offs)
         c["requests"] += 1
         c["lanes"] += len(offs)
@@ -141,14 +147,31 @@ def coalescing_table(tr):
     """Table: per global array, sectors per request vs the minimum, efficiency %."""
     from ..measure.tables import Table
 
-    t = Table(["array", "requests", "lanes/request", "sectors/request", "minimum",
-               "lines/request", "efficiency %"], title=f"global memory of {tr.kernel_name}",
-              note="request = the k-th access of one source line by the lanes of a warp; "
-                   "sector = 32 B, line = 128 B; efficiency = bytes used / bytes moved")
+    t = Table(
+        [
+            "array",
+            "requests",
+            "lanes/request",
+            "sectors/request",
+            "minimum",
+            "lines/request",
+            "efficiency %",
+        ],
+        title=f"global memory of {tr.kernel_name}",
+        note="request = the k-th access of one source line by the lanes of a warp; "
+        "sector = 32 B, line = 128 B; efficiency = bytes used / bytes moved",
+    )
     for name, c in coalescing_counts(tr).items():
         r = c["requests"]
-        t.add(name, r, c["lanes"] / r, c["sectors"] / r, c["min_sectors"] / r, c["lines"] / r,
-              100.0 * c["bytes"] / (SECTOR * c["sectors"]))
+        t.add(
+            name,
+            r,
+            c["lanes"] / r,
+            c["sectors"] / r,
+            c["min_sectors"] / r,
+            c["lines"] / r,
+            100.0 * c["bytes"] / (SECTOR * c["sectors"]),
+        )
     return t
 
 
@@ -159,8 +182,7 @@ def bank_counts(tr) -> dict:
         a = tr.arrays[aid]
         ways = wavefronts(offs, a.itemsize)
         ideal = _ideal(offs, a.itemsize)
-        c = out.setdefault(a.name, dict(requests=0, wavefronts=0, ideal=0, replays=0,
-                                         max_ways=1))
+        c = out.setdefault(a.name, dict(requests=0, wavefronts=0, ideal=0, replays=0, max_ways=1))
         c["requests"] += 1
         c["wavefronts"] += ways
         c["ideal"] += ideal
@@ -173,41 +195,51 @@ def bank_table(tr):
     """Table: per shared array, wavefronts per request and replays (conflicts)."""
     from ..measure.tables import Table
 
-    t = Table(["array", "requests", "wavefronts/request", "ideal", "replays", "worst"],
-              title=f"shared memory of {tr.kernel_name}",
-              note="32 banks x 4 B; lanes reading one word = broadcast (no conflict); "
-                   "worst = largest n-way conflict of any request")
+    t = Table(
+        ["array", "requests", "wavefronts/request", "ideal", "replays", "worst"],
+        title=f"shared memory of {tr.kernel_name}",
+        note="32 banks x 4 B; lanes reading one word = broadcast (no conflict); "
+        "worst = largest n-way conflict of any request",
+    )
     for name, c in bank_counts(tr).items():
         r = c["requests"]
-        t.add(name, r, c["wavefronts"] / r, c["ideal"] / r, c["replays"],
-              f"{c['max_ways']}-way")
+        t.add(name, r, c["wavefronts"] / r, c["ideal"] / r, c["replays"], f"{c['max_ways']}-way")
     return t
 
 
 def summary(tr) -> str:
     """A few lines: accesses, coalescing, bank conflicts, problems found."""
-    lines = [f"{tr.kernel_name}: grid {tr.grid} x block {tr.block} = "
-             f"{tr.nthreads} threads, {len(tr.records)} recorded accesses"]
+    lines = [
+        f"{tr.kernel_name}: grid {tr.grid} x block {tr.block} = "
+        f"{tr.nthreads} threads, {len(tr.records)} recorded accesses"
+    ]
     for name, c in coalescing_counts(tr).items():
-        lines.append(f"  global {name}: {c['requests']} warp requests, "
-                     f"{c['sectors'] / c['requests']:.2f} sectors/request "
-                     f"(minimum {c['min_sectors'] / c['requests']:.2f}), "
-                     f"efficiency {100 * c['bytes'] / (SECTOR * c['sectors']):.0f}%")
+        lines.append(
+            f"  global {name}: {c['requests']} warp requests, "
+            f"{c['sectors'] / c['requests']:.2f} sectors/request "
+            f"(minimum {c['min_sectors'] / c['requests']:.2f}), "
+            f"efficiency {100 * c['bytes'] / (SECTOR * c['sectors']):.0f}%"
+        )
     for name, c in bank_counts(tr).items():
-        lines.append(f"  shared {name}: {c['requests']} warp requests, "
-                     f"{c['replays']} bank-conflict replays (worst {c['max_ways']}-way)")
+        lines.append(
+            f"  shared {name}: {c['requests']} warp requests, "
+            f"{c['replays']} bank-conflict replays (worst {c['max_ways']}-way)"
+        )
     probs = tr.problems()
     kinds = {}
     for p in probs:
         kinds[p.kind] = kinds.get(p.kind, 0) + 1
-    lines.append("  problems: " + (", ".join(f"{n} {k}" for k, n in kinds.items())
-                                   if probs else "none found"))
+    lines.append(
+        "  problems: "
+        + (", ".join(f"{n} {k}" for k, n in kinds.items()) if probs else "none found")
+    )
     lines += [f"    - {p}" for p in probs[:5]]
     return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------
 # problem finding: races, uninitialized shared reads, partial syncthreads
+
 
 def _who(tr, blk, tid) -> str:
     """'thread 5 of block 2' (tuples only for the dimensions the launch uses)."""
@@ -221,8 +253,11 @@ def _who(tr, blk, tid) -> str:
 def _elem(tr, aid, off) -> str:
     """'x[3, 4]': the element of array ``aid`` at byte offset ``off``."""
     a = tr.arrays[aid]
-    idx = np.unravel_index(off // a.itemsize, a.shape) if off // a.itemsize < np.prod(a.shape) \
+    idx = (
+        np.unravel_index(off // a.itemsize, a.shape)
+        if off // a.itemsize < np.prod(a.shape)
         else (off // a.itemsize,)
+    )
     return f"{a.name}[{', '.join(str(int(i)) for i in idx)}]"
 
 
@@ -265,13 +300,23 @@ def find_problems(tr) -> list:
             seen_race[key][1] += 1
             continue
         space = "shared" if shared else "global"
-        when = (f"between the same two syncthreads (barrier epoch {p[3]})" if p[0] == o[0]
-                else "from different blocks (blocks are not ordered within a launch)")
-        msg = (f"race on {space} {_elem(tr, aid, off)} {when}: {_who(tr, p[0], p[1])} "
-               f"{_KINDS[p[2]]} it at {tr.line(p[5])}; {_who(tr, o[0], o[1])} {_KINDS[o[2]]} "
-               f"it at {tr.line(o[5])}")
-        prob = Problem("race", msg, tr.arrays[aid].name, ((p[0], p[1]), (o[0], o[1])),
-                       (tr.line(p[5]), tr.line(o[5])))
+        when = (
+            f"between the same two syncthreads (barrier epoch {p[3]})"
+            if p[0] == o[0]
+            else "from different blocks (blocks are not ordered within a launch)"
+        )
+        msg = (
+            f"race on {space} {_elem(tr, aid, off)} {when}: {_who(tr, p[0], p[1])} "
+            f"{_KINDS[p[2]]} it at {tr.line(p[5])}; {_who(tr, o[0], o[1])} {_KINDS[o[2]]} "
+            f"it at {tr.line(o[5])}"
+        )
+        prob = Problem(
+            "race",
+            msg,
+            tr.arrays[aid].name,
+            ((p[0], p[1]), (o[0], o[1])),
+            (tr.line(p[5]), tr.line(o[5])),
+        )
         seen_race[key] = [prob, 1]
     for prob, n in seen_race.values():
         if n > 1:
@@ -292,19 +337,27 @@ def _uninit(tr, aid, off, accs, seen):
     for r in accs:
         if r[2] == WRITE:
             continue
-        ok = any(w[3] < r[3] or (w[1] == r[1] and w[6] < r[6]) or
-                 (w[3] == r[3] and w[1] != r[1] and w[2] == WRITE) for w in writes)
+        ok = any(
+            w[3] < r[3]
+            or (w[1] == r[1] and w[6] < r[6])
+            or (w[3] == r[3] and w[1] != r[1] and w[2] == WRITE)
+            for w in writes
+        )
         if ok:
             continue
         key = (aid, r[5])
         if key in seen:
             seen[key][1] += 1
             continue
-        msg = (f"uninitialized shared read: {_who(tr, r[0], r[1])} {_KINDS[r[2]]} "
-               f"{_elem(tr, aid, off)} at {tr.line(r[5])}, but no thread of its block wrote "
-               "that element before (shared memory starts with garbage)")
-        seen[key] = [Problem("uninitialized", msg, tr.arrays[aid].name,
-                             ((r[0], r[1]),), (tr.line(r[5]),)), 1]
+        msg = (
+            f"uninitialized shared read: {_who(tr, r[0], r[1])} {_KINDS[r[2]]} "
+            f"{_elem(tr, aid, off)} at {tr.line(r[5])}, but no thread of its block wrote "
+            "that element before (shared memory starts with garbage)"
+        )
+        seen[key] = [
+            Problem("uninitialized", msg, tr.arrays[aid].name, ((r[0], r[1]),), (tr.line(r[5]),)),
+            1,
+        ]
 
 
 def _barrier_problems(tr) -> list:
@@ -321,19 +374,32 @@ def _barrier_problems(tr) -> list:
             short = [t for t in range(nt) if counts[t] < most]
             full = next(t for t in range(nt) if counts[t] == most)
             sid = bars[full][counts[short[0]]]
-            out.append(Problem("syncthreads", (
-                f"partial syncthreads in block {blk}: {len(short)} of {nt} threads (e.g. "
-                f"{_who(tr, blk, short[0])}) never reached the syncthreads() at {tr.line(sid)} "
-                "- every thread of a block must reach each syncthreads (no early return, no "
-                "syncthreads inside a branch only some threads take)"), lines=(tr.line(sid),)))
+            out.append(
+                Problem(
+                    "syncthreads",
+                    (
+                        f"partial syncthreads in block {blk}: {len(short)} of {nt} threads (e.g. "
+                        f"{_who(tr, blk, short[0])}) never reached the syncthreads() at {tr.line(sid)} "
+                        "- every thread of a block must reach each syncthreads (no early return, no "
+                        "syncthreads inside a branch only some threads take)"
+                    ),
+                    lines=(tr.line(sid),),
+                )
+            )
             break
         for i in range(most):
             sites = {b[i] for b in bars.values() if len(b) > i}
             if len(sites) > 1:
-                out.append(Problem("syncthreads", (
-                    f"divergent syncthreads in block {blk}: threads met at barrier {i + 1} from "
-                    f"different lines ({'; '.join(tr.line(s) for s in sorted(sites))})"),
-                    lines=tuple(tr.line(s) for s in sorted(sites))))
+                out.append(
+                    Problem(
+                        "syncthreads",
+                        (
+                            f"divergent syncthreads in block {blk}: threads met at barrier {i + 1} from "
+                            f"different lines ({'; '.join(tr.line(s) for s in sorted(sites))})"
+                        ),
+                        lines=tuple(tr.line(s) for s in sorted(sites)),
+                    )
+                )
                 break
         if out:
             break

@@ -17,6 +17,7 @@ and ``np.asarray(x)`` (or any numpy function that converts ``x`` to a plain arra
 the metadata (``shape``, ``size``, ``ndim``, ``dtype``, ``strides``, ``itemsize``,
 ``nbytes``, ``flags``) passes through untouched.
 """
+
 from __future__ import annotations
 
 import sys
@@ -28,8 +29,9 @@ from .trace_analysis import READ, WRITE
 
 META = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize", "nbytes", "flags"})
 VIEW_ATTRS = frozenset({"T", "real", "imag"})
-VIEW_METHODS = frozenset({"transpose", "reshape", "ravel", "view", "swapaxes", "squeeze",
-                          "diagonal"})
+VIEW_METHODS = frozenset(
+    {"transpose", "reshape", "ravel", "view", "swapaxes", "squeeze", "diagonal"}
+)
 
 
 class TraceBypass(RuntimeError):
@@ -82,18 +84,23 @@ class Traced:
 
     def bypass(self, how: str) -> str:
         name = self._info.name
-        what = f"{name} directly ({name}[i], or a slice of it)" if name.isidentifier() \
+        what = (
+            f"{name} directly ({name}[i], or a slice of it)"
+            if name.isidentifier()
             else f"the {name} array directly"
-        return (f"the kernel reads {name} through {how}, which the tracer cannot count; "
-                f"index {what}")
+        )
+        return f"the kernel reads {name} through {how}, which the tracer cannot count; index {what}"
 
-    def derived(self, arr, how: str) -> "Traced":
+    def derived(self, arr, how: str) -> Traced:
         """``arr``, made from this array, as a traced array over the same allocation."""
         if not isinstance(arr, np.ndarray):
             raise TraceBypass(self.bypass(how))
         if arr.dtype.itemsize != self._info.itemsize:
-            raise TraceBypass(self.bypass(f"{how} (items of {arr.dtype.itemsize} bytes, not "
-                                          f"{self._info.itemsize})"))
+            raise TraceBypass(
+                self.bypass(
+                    f"{how} (items of {arr.dtype.itemsize} bytes, not {self._info.itemsize})"
+                )
+            )
         if arr.size and not np.may_share_memory(arr, self._a):
             raise TraceBypass(self.bypass(f"{how} (a copy, not a view)"))
         return Traced(arr, self._info, self._rec, self._base)
@@ -112,7 +119,7 @@ class Traced:
             self._a[idx] = val
             self._rec.access(self._info, off, WRITE, sys._getframe(1))
             return
-        target = self.derived(self._a[idx], f"the index {idx!r}")    # a slice: every element
+        target = self.derived(self._a[idx], f"the index {idx!r}")  # a slice: every element
         self._a[idx] = val
         target.record_all(WRITE, sys._getframe(1))
 
@@ -129,14 +136,13 @@ class Traced:
             return lambda *args, **kw: self.derived(method(*args, **kw), f".{name}()")
         if name == "flat":
             return Flat(self)
-        if name.startswith("__"):      # numpy's probes (__array_interface__, ...): not here
+        if name.startswith("__"):  # numpy's probes (__array_interface__, ...): not here
             raise AttributeError(name)
         raise TraceBypass(self.bypass(f".{name}"))
 
     def __array__(self, dtype=None, copy=None):
         if _in_kernel():
-            raise TraceBypass(self.bypass("np.asarray (or a numpy function of the whole "
-                                          "array)"))
+            raise TraceBypass(self.bypass("np.asarray (or a numpy function of the whole array)"))
         return np.asarray(self._a, dtype=dtype)
 
 

@@ -35,6 +35,7 @@ Tools (``course.sim.trace``) can observe every completed rendezvous with :func:`
 The rendezvous itself (warp state, results, deadlock detection) is ``warp_rendezvous.py``;
 this module is the intrinsics a kernel calls and their installation.
 """
+
 from __future__ import annotations
 
 import threading
@@ -61,6 +62,7 @@ _install_lock = threading.Lock()
 
 # ---------------------------------------------------------------------------------------
 # the methods added to FakeCUDAModule
+
 
 def shfl_sync(self, mask, value, src_lane):
     return collective("shfl", "shfl_sync", mask, ("idx", value, src_lane))
@@ -118,10 +120,25 @@ def lanemask_lt(self):
     return np.uint32((1 << (t.thread_id % WARP)) - 1)
 
 
-_METHODS = {f.__name__: f for f in (
-    shfl_sync, shfl_up_sync, shfl_down_sync, shfl_xor_sync, ballot_sync, all_sync, any_sync,
-    eq_sync, match_any_sync, match_all_sync, syncwarp, activemask, lanemask_lt)}
-_METHODS.update(simwarp_bits.METHODS)     # popc, ffs, clz, brev
+_METHODS = {
+    f.__name__: f
+    for f in (
+        shfl_sync,
+        shfl_up_sync,
+        shfl_down_sync,
+        shfl_xor_sync,
+        ballot_sync,
+        all_sync,
+        any_sync,
+        eq_sync,
+        match_any_sync,
+        match_all_sync,
+        syncwarp,
+        activemask,
+        lanemask_lt,
+    )
+}
+_METHODS.update(simwarp_bits.METHODS)  # popc, ffs, clz, brev
 
 
 def install() -> None:

@@ -7,6 +7,7 @@ first taken as the 32- or 64-bit pattern the GPU holds (numpy integers keep thei
 Python int is 32 bits if it fits, else 64). :func:`course.sim.warp.install` adds these to the
 simulator's ``FakeCUDAModule`` (``self`` is that fake ``cuda`` module).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +15,11 @@ import numpy as np
 
 def _bits(val) -> tuple[int, int]:
     """(non-negative bit pattern, width) of an integer, as the GPU sees it."""
-    width = val.dtype.itemsize * 8 if isinstance(val, np.integer) else \
-        (32 if -(1 << 31) <= int(val) < (1 << 32) else 64)
+    width = (
+        val.dtype.itemsize * 8
+        if isinstance(val, np.integer)
+        else (32 if -(1 << 31) <= int(val) < (1 << 32) else 64)
+    )
     return int(val) & ((1 << width) - 1), width
 
 

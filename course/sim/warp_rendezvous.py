@@ -7,6 +7,7 @@ exited), then computes every lane's result at once - shuffles, votes, matches, s
 and wakes them.  :func:`add_listener` lets tools (``course.sim.trace``) see each completed
 rendezvous.  Errors a GPU would hide or hang on become :class:`WarpError`.
 """
+
 from __future__ import annotations
 
 import sys
@@ -16,9 +17,9 @@ import numpy as np
 
 FULL = 0xFFFFFFFF
 WARP = 32
-POLL_S = 0.1          # how often a waiting lane checks abort/deadlock (normal wake-up is immediate)
+POLL_S = 0.1  # how often a waiting lane checks abort/deadlock (normal wake-up is immediate)
 
-NOTES: list[str] = []           # undefined-behaviour notes (bounded), newest last
+NOTES: list[str] = []  # undefined-behaviour notes (bounded), newest last
 _MAX_NOTES = 100
 _listeners: list = []
 
@@ -50,13 +51,14 @@ def _note(msg: str) -> None:
 # ---------------------------------------------------------------------------------------
 # per-block state
 
+
 class _Round:
     __slots__ = ("mask", "arrivals", "done", "results", "error", "frames")
 
     def __init__(self, mask):
         self.mask = mask
-        self.arrivals = {}      # lane -> (family, name, payload)
-        self.frames = {}        # lane -> calling frame (for messages)
+        self.arrivals = {}  # lane -> (family, name, payload)
+        self.frames = {}  # lane -> calling frame (for messages)
         self.done = False
         self.results = {}
         self.error = None
@@ -68,10 +70,10 @@ class _Warp:
     def __init__(self, index, present):
         self.index = index
         self.cond = threading.Condition()
-        self.rounds = {}                        # mask -> open _Round
-        self.exited = FULL & ~present           # lanes past the end of the block never run
-        self.threads = {}                       # lane -> BlockThread
-        self.waiting = {}                       # lane -> _Round it waits in
+        self.rounds = {}  # mask -> open _Round
+        self.exited = FULL & ~present  # lanes past the end of the block never run
+        self.threads = {}  # lane -> BlockThread
+        self.waiting = {}  # lane -> _Round it waits in
 
 
 class BlockWarps:
@@ -108,6 +110,7 @@ def _where(frame) -> str:
 # ---------------------------------------------------------------------------------------
 # the rendezvous
 
+
 def caller():
     """(the calling simulator thread, its block's :class:`BlockWarps`); WarpError outside a
     simulated kernel."""
@@ -128,8 +131,10 @@ def collective(family: str, name: str, mask, payload):
     lane, warp = tid % WARP, bw.warps[tid // WARP]
     mask = int(mask) & FULL
     if not mask >> lane & 1:
-        raise WarpError(f"{name}(mask={mask:#010x}) called by lane {lane} (thread {tid}), which "
-                        "is not in the mask: in CUDA every calling lane must be in its mask")
+        raise WarpError(
+            f"{name}(mask={mask:#010x}) called by lane {lane} (thread {tid}), which "
+            "is not in the mask: in CUDA every calling lane must be in its mask"
+        )
     frame = sys._getframe(2)
     with warp.cond:
         rnd = warp.rounds.get(mask)
@@ -186,11 +191,15 @@ def _try_finish(t, warp, rnd) -> bool:
 def _finish(t, warp, rnd, arrived):
     families = {a[0] for a in rnd.arrivals.values()}
     if len(families) > 1:
-        calls = "; ".join(f"lane {lane}: {a[1]} at {_where(rnd.frames[lane])}"
-                          for lane, a in sorted(rnd.arrivals.items()))
-        rnd.error = (f"lanes of warp {warp.index} met with mask {rnd.mask:#010x} in different "
-                     f"warp intrinsics ({calls}): all lanes of a *_sync call must make the same "
-                     "call")
+        calls = "; ".join(
+            f"lane {lane}: {a[1]} at {_where(rnd.frames[lane])}"
+            for lane, a in sorted(rnd.arrivals.items())
+        )
+        rnd.error = (
+            f"lanes of warp {warp.index} met with mask {rnd.mask:#010x} in different "
+            f"warp intrinsics ({calls}): all lanes of a *_sync call must make the same "
+            "call"
+        )
     else:
         compute = _COMPUTE[families.pop()]
         try:
@@ -204,10 +213,15 @@ def _finish(t, warp, rnd, arrived):
     if _listeners and not rnd.error:
         block = tuple(t.blockIdx)
         name = next(iter(rnd.arrivals.values()))[1]
-        event = {"block": block, "warp": warp.index, "kind": next(iter(rnd.arrivals.values()))[0],
-                 "name": name, "mask": rnd.mask, "lanes": arrived,
-                 "sites": {lane: (f.f_code.co_filename, f.f_lineno)
-                           for lane, f in rnd.frames.items()}}
+        event = {
+            "block": block,
+            "warp": warp.index,
+            "kind": next(iter(rnd.arrivals.values()))[0],
+            "name": name,
+            "mask": rnd.mask,
+            "lanes": arrived,
+            "sites": {lane: (f.f_code.co_filename, f.f_lineno) for lane, f in rnd.frames.items()},
+        }
         for fn in list(_listeners):
             fn(event)
 
@@ -232,9 +246,11 @@ def _shfl_results(warp, rnd, arrived):
         else:
             rnd.results[lane] = value
             why = "has exited" if warp.exited >> src & 1 else "is not in the mask"
-            _note(f"{name}: lane {lane} of warp {warp.index} read lane {src}, which {why} "
-                  f"(undefined in CUDA; the simulator returned the caller's own value) "
-                  f"at {_where(rnd.frames[lane])}")
+            _note(
+                f"{name}: lane {lane} of warp {warp.index} read lane {src}, which {why} "
+                f"(undefined in CUDA; the simulator returned the caller's own value) "
+                f"at {_where(rnd.frames[lane])}"
+            )
 
 
 def _vote_results(warp, rnd, arrived):
@@ -272,13 +288,17 @@ def _sync_results(warp, rnd, arrived):
         rnd.results[lane] = None
 
 
-_COMPUTE = {"shfl": _shfl_results, "vote": _vote_results, "match": _match_results,
-            "sync": _sync_results}
+_COMPUTE = {
+    "shfl": _shfl_results,
+    "vote": _vote_results,
+    "match": _match_results,
+    "sync": _sync_results,
+}
 
 
 def _stuck(warp, lane) -> bool:
     th = warp.threads.get(lane)
-    if th is None:                      # not started yet: it will come
+    if th is None:  # not started yet: it will come
         return False
     if getattr(th, "_simwarp_exited", False):
         return False
@@ -305,8 +325,11 @@ def _deadlock_message(t, warp, rnd, name) -> str:
     missing = [lane for lane in range(WARP) if need >> lane & 1 and lane not in rnd.arrivals]
     arrived = sum(1 << lane for lane in rnd.arrivals)
     where = []
-    sync = sum(1 << lane for lane in missing
-               if warp.threads.get(lane) is not None and warp.threads[lane].syncthreads_blocked)
+    sync = sum(
+        1 << lane
+        for lane in missing
+        if warp.threads.get(lane) is not None and warp.threads[lane].syncthreads_blocked
+    )
     if sync:
         where.append(f"lanes {_lanes(sync)} are in syncthreads()")
     for other in warp.rounds.values():
@@ -315,12 +338,14 @@ def _deadlock_message(t, warp, rnd, name) -> str:
         bits = sum(1 << lane for lane in missing if lane in other.arrivals)
         if bits:
             lane0 = next(lane for lane in missing if lane in other.arrivals)
-            where.append(f"lanes {_lanes(bits)} wait in {other.arrivals[lane0][1]}"
-                         f"(mask={other.mask:#010x}) at {_where(other.frames[lane0])}")
+            where.append(
+                f"lanes {_lanes(bits)} wait in {other.arrivals[lane0][1]}"
+                f"(mask={other.mask:#010x}) at {_where(other.frames[lane0])}"
+            )
     lane = t.thread_id % WARP
-    return (f"deadlock in warp {warp.index} of block {tuple(t.blockIdx)}: lanes "
-            f"{_lanes(arrived)} wait in {name}(mask={rnd.mask:#010x}) at "
-            f"{_where(rnd.frames[lane])}, but {'; '.join(where) or 'the others never come'}. "
-            "Every lane named in the mask that has not exited must reach the same warp call.")
-
-
+    return (
+        f"deadlock in warp {warp.index} of block {tuple(t.blockIdx)}: lanes "
+        f"{_lanes(arrived)} wait in {name}(mask={rnd.mask:#010x}) at "
+        f"{_where(rnd.frames[lane])}, but {'; '.join(where) or 'the others never come'}. "
+        "Every lane named in the mask that has not exited must reach the same warp call."
+    )

@@ -3,6 +3,7 @@
 Each lesson has a module here defining ``FIGURES = {"name.png": draw}``, where
 ``draw(path)`` writes that file.  Nothing in assets/ is drawn by hand.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,7 @@ ASSETS = Path(__file__).resolve().parents[3] / "assets"
 def registry() -> dict:
     """file name -> draw function, over every lesson's figure module."""
     out = {}
-    for m in lessons.figure_modules():      # the modules the lesson index names
+    for m in lessons.figure_modules():  # the modules the lesson index names
         mod = importlib.import_module(f"{__name__}.{m}")
         for name, fn in getattr(mod, "FIGURES", {}).items():
             if name in out:
@@ -43,7 +44,9 @@ def draw(names=None, outdir: Path | None = None) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m course figures", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m course figures", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("names", nargs="*", help="figure files to draw (default: all)")
     ap.add_argument("--out", default=None, help="folder (default: assets/)")
     args = ap.parse_args(argv)

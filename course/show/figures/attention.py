@@ -1,17 +1,18 @@
 """Lesson 08 figures: the online softmax's running max and sum over tiles, and memory traffic."""
+
 from __future__ import annotations
 
 import numpy as np
 
-from .. import plots
 from ...kernels import attention as A
+from .. import plots
 
 
 def online_softmax_trace(x: np.ndarray, tile: int):
     """Running max m and running sum l (in units of exp(m)) after each tile of ``x``."""
     m, l, ms, ls = -np.inf, 0.0, [], []
     for j0 in range(0, len(x), tile):
-        t = x[j0:j0 + tile]
+        t = x[j0 : j0 + tile]
         m_new = max(m, t.max())
         l = l * np.exp(m - m_new) + np.exp(t - m_new).sum()
         m = m_new
@@ -23,7 +24,7 @@ def online_softmax_trace(x: np.ndarray, tile: int):
 def draw_online_softmax(path) -> None:
     """Scores of one row in tiles of Bc, with the running max and the rescaled running sum."""
     rng = np.random.default_rng(3)
-    x = np.cumsum(rng.normal(0.05, 1.0, 256))          # a drifting row: the max keeps moving
+    x = np.cumsum(rng.normal(0.05, 1.0, 256))  # a drifting row: the max keeps moving
     ms, ls = online_softmax_trace(x, A.Bc)
     fig, (a0, a1) = plots.figure(figsize=(9, 3.4), ncols=2)
     a0.plot(x, lw=0.8, color="#7f7f7f", label="scores of one row")
@@ -34,8 +35,11 @@ def draw_online_softmax(path) -> None:
     a0.set(xlabel="key index j", ylabel="score", title=f"tiles of Bc = {A.Bc} keys")
     a0.legend(fontsize=8)
     a1.plot(range(1, len(ls) + 1), ls, marker="o", color="#1f77b4")
-    a1.set(xlabel="tiles seen", ylabel="l = sum exp(s - m)",
-           title="running sum, rescaled by exp(m_old - m_new)")
+    a1.set(
+        xlabel="tiles seen",
+        ylabel="l = sum exp(s - m)",
+        title="running sum, rescaled by exp(m_old - m_new)",
+    )
     fig.savefig(path, dpi=110)
     plots.close(fig)
 
@@ -47,12 +51,20 @@ def draw_traffic(path) -> None:
     three = [A.traffic_bytes(b, h, n, d, 2)["three_kernels"] / 1e9 for n in ns]
     flash = [A.traffic_bytes(b, h, n, d, 2)["flash"] / 1e9 for n in ns]
     fig, ax = plots.figure(figsize=(6.5, 3.6))
-    plots.sweep(ns, {"three kernels (N x N scores)": three, "flash attention": flash},
-                xlabel="sequence length N", ylabel="GB moved (minimum)", axes=ax, logy=True,
-                title="attention memory traffic, batch 4 x 64 heads x d 128, float16")
+    plots.sweep(
+        ns,
+        {"three kernels (N x N scores)": three, "flash attention": flash},
+        xlabel="sequence length N",
+        ylabel="GB moved (minimum)",
+        axes=ax,
+        logy=True,
+        title="attention memory traffic, batch 4 x 64 heads x d 128, float16",
+    )
     fig.savefig(path, dpi=110)
     plots.close(fig)
 
 
-FIGURES = {"attention-online-softmax.png": draw_online_softmax,
-           "attention-traffic.png": draw_traffic}
+FIGURES = {
+    "attention-online-softmax.png": draw_online_softmax,
+    "attention-traffic.png": draw_traffic,
+}

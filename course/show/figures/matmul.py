@@ -1,4 +1,5 @@
 """Lesson 04 figures: counted reads vs the lecture's formulas, and the (L, V, S) heat map."""
+
 from __future__ import annotations
 
 import json
@@ -6,8 +7,9 @@ from pathlib import Path
 
 from .. import plots
 
-SWEEP_JSON = Path(__file__).resolve().parents[3] / "assets" / "benchmarks" / \
-    "matmul-sweep-nvidia-h200.json"
+SWEEP_JSON = (
+    Path(__file__).resolve().parents[3] / "assets" / "benchmarks" / "matmul-sweep-nvidia-h200.json"
+)
 
 
 def heatmap(sweep: dict, *, axes) -> None:
@@ -24,9 +26,15 @@ def heatmap(sweep: dict, *, axes) -> None:
     for i in range(len(rows)):
         for j in range(len(cols)):
             if data[i, j] == data[i, j]:
-                axes.text(j, i, f"{data[i, j] / 1e3:.1f}", ha="center", va="center",
-                          color="white" if data[i, j] < np.nanmax(data) * 0.6 else "black",
-                          fontsize=8)
+                axes.text(
+                    j,
+                    i,
+                    f"{data[i, j] / 1e3:.1f}",
+                    ha="center",
+                    va="center",
+                    color="white" if data[i, j] < np.nanmax(data) * 0.6 else "black",
+                    fontsize=8,
+                )
     axes.set_xticks(range(len(cols)), [str(c) for c in cols])
     axes.set_yticks(range(len(rows)), [f"L={L}, V={V}" for L, V in rows])
     axes.set_xlabel("S (K step)")

@@ -1,5 +1,6 @@
 """The validation report's figure: measured vs traced counts, one marker per kernel and count
 (per-request for global memory, per launch for shared memory; zeros are left out)."""
+
 from __future__ import annotations
 
 from .. import plots
@@ -10,12 +11,14 @@ def draw_validation(data: dict, path) -> None:
     from ...hardware.validation import MATCHED, matches
 
     fig, ax = plots.figure(figsize=(6.5, 4.2))
-    names = {"ld_sectors_per_request": "global load sectors per request",
-             "st_sectors_per_request": "global store sectors per request",
-             "shared_ld_wavefronts": "shared load wavefronts per launch",
-             "shared_st_wavefronts": "shared store wavefronts per launch",
-             "shared_ld_conflicts": "shared load bank conflicts per launch",
-             "shared_st_conflicts": "shared store bank conflicts per launch"}
+    names = {
+        "ld_sectors_per_request": "global load sectors per request",
+        "st_sectors_per_request": "global store sectors per request",
+        "shared_ld_wavefronts": "shared load wavefronts per launch",
+        "shared_st_wavefronts": "shared store wavefronts per launch",
+        "shared_ld_conflicts": "shared load bank conflicts per launch",
+        "shared_st_conflicts": "shared store bank conflicts per launch",
+    }
     for key, label in names.items():
         pts = [(r["measured"].get(key), r["traced"].get(key)) for r in data["rows"]]
         pts = [(m, t) for m, t in pts if m and t]
@@ -26,10 +29,14 @@ def draw_validation(data: dict, path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel(f"measured by Nsight Compute ({data['device']})")
     ax.set_ylabel("traced in the simulator")
-    ok = sum(all(matches(r["measured"].get(k), r["traced"].get(k)) for k in MATCHED)
-             for r in data["rows"])
-    ax.set_title(f"course.sim.trace vs hardware counters: {ok} of {len(data['rows'])} kernels "
-                 "match", fontsize=10)
+    ok = sum(
+        all(matches(r["measured"].get(k), r["traced"].get(k)) for k in MATCHED)
+        for r in data["rows"]
+    )
+    ax.set_title(
+        f"course.sim.trace vs hardware counters: {ok} of {len(data['rows'])} kernels match",
+        fontsize=10,
+    )
     ax.legend(fontsize=8)
     fig.savefig(path, dpi=110)
     plots.close(fig)
@@ -37,8 +44,12 @@ def draw_validation(data: dict, path) -> None:
 
 def breakdown_bars(calls: dict, *, axes) -> None:
     """Stacked horizontal bars: where each host call's time goes (ms)."""
-    parts = [("h2d_ms", "host-to-device copy"), ("kernels_ms", "kernels"),
-             ("d2h_ms", "device-to-host copy"), ("rest_ms", "the rest (launch, allocation, Python)")]
+    parts = [
+        ("h2d_ms", "host-to-device copy"),
+        ("kernels_ms", "kernels"),
+        ("d2h_ms", "device-to-host copy"),
+        ("rest_ms", "the rest (launch, allocation, Python)"),
+    ]
     names = list(calls)
     left = [0.0] * len(names)
     for key, label in parts:

@@ -4,6 +4,7 @@ shared-memory bank conflicts, the warp-shuffle tree and the grid-stride layout.
 Every picture is computed from the same index arithmetic as the kernels in
 ``course/kernels/reduction.py`` (which thread adds which slot at which step).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,17 +40,39 @@ def _tree(ax, kernel: int, n: int = 16, title: str = ""):
     steps = sorted({a[0] for a in adds(kernel, n)}, reverse=(kernel == 3))
     cmap = colormaps["tab20"]
     for x in range(n):
-        ax.text(x, 0, str(x), ha="center", va="center", fontsize=7,
-                bbox=dict(boxstyle="round", fc="#eeeeee", ec="#999999", lw=0.5))
+        ax.text(
+            x,
+            0,
+            str(x),
+            ha="center",
+            va="center",
+            fontsize=7,
+            bbox=dict(boxstyle="round", fc="#eeeeee", ec="#999999", lw=0.5),
+        )
     for row, s in enumerate(steps, start=1):
-        for (_s, tid, dst, src) in [a for a in adds(kernel, n) if a[0] == s]:
+        for _s, tid, dst, src in [a for a in adds(kernel, n) if a[0] == s]:
             c = cmap(tid % 20)
-            ax.annotate("", xy=(dst, row), xytext=(src, row - 1),
-                        arrowprops=dict(arrowstyle="->", color=c, lw=1))
-            ax.annotate("", xy=(dst, row), xytext=(dst, row - 1),
-                        arrowprops=dict(arrowstyle="->", color=c, lw=1))
-            ax.text(dst, row, f"t{tid}", ha="center", va="center", fontsize=6.5,
-                    bbox=dict(boxstyle="circle", fc=c, ec="none", alpha=0.85))
+            ax.annotate(
+                "",
+                xy=(dst, row),
+                xytext=(src, row - 1),
+                arrowprops=dict(arrowstyle="->", color=c, lw=1),
+            )
+            ax.annotate(
+                "",
+                xy=(dst, row),
+                xytext=(dst, row - 1),
+                arrowprops=dict(arrowstyle="->", color=c, lw=1),
+            )
+            ax.text(
+                dst,
+                row,
+                f"t{tid}",
+                ha="center",
+                va="center",
+                fontsize=6.5,
+                bbox=dict(boxstyle="circle", fc=c, ec="none", alpha=0.85),
+            )
         ax.text(-1.2, row, f"s={s}", ha="right", va="center", fontsize=7)
     ax.set_xlim(-2.5, n)
     ax.set_ylim(len(steps) + 0.6, -0.6)
@@ -92,8 +115,14 @@ def draw_activity(path, n: int = 256):
         ax.set_ylabel("step")
         busy[k] = [len({t // WARP for t in np.nonzero(row)[0]}) for row in a]
     for k, ys in busy.items():
-        axes[3].plot(range(1, len(ys) + 1), ys, marker="o", label=names[k],
-                     ls="--" if k == 2 else "-", ms=7 if k == 2 else 4)
+        axes[3].plot(
+            range(1, len(ys) + 1),
+            ys,
+            marker="o",
+            label=names[k],
+            ls="--" if k == 2 else "-",
+            ms=7 if k == 2 else 4,
+        )
     axes[3].set_xlabel("step")
     axes[3].set_ylabel("warps that must issue the add")
     axes[3].set_title(f"Warps busy per step ({n} threads)", fontsize=9)
@@ -133,24 +162,41 @@ def draw_banks(path, n: int = 256):
 def draw_shuffle(path, lanes: int = 16):
     """shfl_down_sync: lane l adds lane l + offset's register (shown for 16 lanes)."""
     fig, ax = plots.figure(figsize=(7, 3))
-    offsets = [lanes // 2 ** k for k in range(1, int(np.log2(lanes)) + 1)]
+    offsets = [lanes // 2**k for k in range(1, int(np.log2(lanes)) + 1)]
     for row, off in enumerate([None] + offsets):
         for lane in range(lanes):
             useful = row == 0 or lane < offsets[row - 1]
-            ax.text(lane, row, str(lane), ha="center", va="center", fontsize=7,
-                    bbox=dict(boxstyle="round", fc="#cde4f7" if useful else "#f2f2f2",
-                              ec="#999", lw=0.5))
+            ax.text(
+                lane,
+                row,
+                str(lane),
+                ha="center",
+                va="center",
+                fontsize=7,
+                bbox=dict(
+                    boxstyle="round", fc="#cde4f7" if useful else "#f2f2f2", ec="#999", lw=0.5
+                ),
+            )
             if off and lane + off < lanes:
-                ax.annotate("", xy=(lane, row - 0.2), xytext=(lane + off, row - 0.8),
-                            arrowprops=dict(arrowstyle="->", lw=0.7,
-                                            color="#1f77b4" if lane < off else "#cccccc"))
-        ax.text(-1, row, "load" if off is None else f"offset {off}", ha="right", va="center",
-                fontsize=7)
+                ax.annotate(
+                    "",
+                    xy=(lane, row - 0.2),
+                    xytext=(lane + off, row - 0.8),
+                    arrowprops=dict(
+                        arrowstyle="->", lw=0.7, color="#1f77b4" if lane < off else "#cccccc"
+                    ),
+                )
+        ax.text(
+            -1, row, "load" if off is None else f"offset {off}", ha="right", va="center", fontsize=7
+        )
     ax.set_xlim(-3.5, lanes)
     ax.set_ylim(len(offsets) + 0.5, -0.5)
     ax.axis("off")
-    ax.set_title("Warp shuffle (kernel 6): registers, no shared memory, no barrier; "
-                 "lane 0 ends with the sum (grey: results nobody uses)", fontsize=8)
+    ax.set_title(
+        "Warp shuffle (kernel 6): registers, no shared memory, no barrier; "
+        "lane 0 ends with the sum (grey: results nobody uses)",
+        fontsize=8,
+    )
     fig.savefig(path, dpi=110)
     plots.close(fig)
 
@@ -163,16 +209,18 @@ def draw_grid_stride(path, n: int = 48, tpb: int = 4, blocks: int = 3):
     for i in range(n):
         g = i % T
         ax.add_patch(Rectangle((i, 0), 0.95, 1, fc=cmap(g % 20)))
-        ax.text(i + 0.47, 0.5, f"b{g // tpb}\nt{g % tpb}", ha="center", va="center",
-                fontsize=5.5)
+        ax.text(i + 0.47, 0.5, f"b{g // tpb}\nt{g % tpb}", ha="center", va="center", fontsize=5.5)
     for k in range(0, n + 1, T):
         ax.axvline(k - 0.03, color="k", lw=1)
     ax.set_xlim(0, n)
     ax.set_ylim(0, 1)
     ax.set_yticks([])
     ax.set_xlabel("element index i (each sweep of T = blocks x tpb elements is coalesced)")
-    ax.set_title(f"Grid-stride loop: {blocks} blocks x {tpb} threads, n = {n}: thread g sums "
-                 f"elements g, g+T, g+2T, ...; then one atomic per block", fontsize=8)
+    ax.set_title(
+        f"Grid-stride loop: {blocks} blocks x {tpb} threads, n = {n}: thread g sums "
+        f"elements g, g+T, g+2T, ...; then one atomic per block",
+        fontsize=8,
+    )
     fig.savefig(path, dpi=110)
     plots.close(fig)
 

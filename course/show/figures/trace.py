@@ -3,13 +3,14 @@
 ``trace_figure(trace, array)`` is what ``Trace.plot`` returns; ``FIGURES`` draws the demo
 ``assets/trace-coalescing.png`` (a coalesced copy beside a strided one).
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from .. import plots
 
-SECTOR = 32   # bytes
+SECTOR = 32  # bytes
 
 
 def access_map(trace, array: str, *, axes, row: int | None = None, title: str = ""):
@@ -34,7 +35,7 @@ def access_map(trace, array: str, *, axes, row: int | None = None, title: str = 
     shown = np.ma.masked_less(grid, 0)
     cmap = plots.matplotlib.colormaps["tab10"].with_extremes(bad="white")
     axes.imshow(shown % 10, cmap=cmap, vmin=0, vmax=9, aspect="auto", interpolation="nearest")
-    if len(a.shape) == 1:                    # 32-byte sector boundaries
+    if len(a.shape) == 1:  # 32-byte sector boundaries
         for x in range(SECTOR // a.itemsize, grid.shape[1], max(1, SECTOR // a.itemsize)):
             axes.axvline(x - 0.5, color="#999", lw=0.5)
     axes.set_title(title or f"{array}: which warp touched each element", fontsize=10)
@@ -49,8 +50,11 @@ def count_grid(trace, array: str, *, axes, title: str = ""):
     reads, writes = trace.counts(array)
     im = axes.imshow(reads + writes, cmap="viridis", aspect="auto", interpolation="nearest")
     axes.figure.colorbar(im, ax=axes, label="accesses")
-    axes.set_title(title or f"{array}: reads+writes per thread "
-                   f"(total {reads.sum()} reads, {writes.sum()} writes)", fontsize=10)
+    axes.set_title(
+        title
+        or f"{array}: reads+writes per thread (total {reads.sum()} reads, {writes.sum()} writes)",
+        fontsize=10,
+    )
     axes.set_xlabel("thread (linear id in block)")
     axes.set_ylabel("block")
     return axes
@@ -63,8 +67,10 @@ def trace_figure(trace, array: str | None = None, *, max_threads: int = 1024):
             raise ValueError("the kernel accessed no array: nothing to plot")
         array = trace.arrays[0].name
     if trace.nthreads > max_threads:
-        raise ValueError(f"{trace.nthreads} threads is too many to draw (max_threads="
-                         f"{max_threads}); print(trace.summary()) instead")
+        raise ValueError(
+            f"{trace.nthreads} threads is too many to draw (max_threads="
+            f"{max_threads}); print(trace.summary()) instead"
+        )
     fig, (ax0, ax1) = plots.figure(figsize=(10, 3.6), ncols=2)
     count_grid(trace, array, axes=ax0)
     access_map(trace, array, axes=ax1)
@@ -74,15 +80,25 @@ def trace_figure(trace, array: str | None = None, *, max_threads: int = 1024):
 def _demo(path):
     import course.sim.trace as trace
 
-    src = np.arange(32 * 64, dtype=np.float32)     # 64 lines of 128 bytes
+    src = np.arange(32 * 64, dtype=np.float32)  # 64 lines of 128 bytes
     dst = np.zeros(64, dtype=np.float32)
     fig, axes = plots.figure(figsize=(10, 3.8), ncols=2)
-    for ax, (kernel, label) in zip(axes, [(_copy_rows, "coalesced: lane i reads x[i]"),
-                                          (_copy_cols, "strided: lane i reads x[32*i]")]):
-        t = trace.run(kernel, 1, 64, src, dst)        # 2 warps
+    for ax, (kernel, label) in zip(
+        axes,
+        [
+            (_copy_rows, "coalesced: lane i reads x[i]"),
+            (_copy_cols, "strided: lane i reads x[32*i]"),
+        ],
+    ):
+        t = trace.run(kernel, 1, 64, src, dst)  # 2 warps
         c = t.coalescing_counts()["x"]
-        access_map(t, "x", axes=ax, title=f"{label}\n{c['sectors'] / c['requests']:.0f} "
-                   f"sectors per warp request (minimum {c['min_sectors'] / c['requests']:.0f})")
+        access_map(
+            t,
+            "x",
+            axes=ax,
+            title=f"{label}\n{c['sectors'] / c['requests']:.0f} "
+            f"sectors per warp request (minimum {c['min_sectors'] / c['requests']:.0f})",
+        )
     fig.savefig(path, dpi=110)
 
 
@@ -91,13 +107,13 @@ from numba import cuda  # noqa: E402 - kernels of the demo figure (module-level 
 
 @cuda.jit
 def _copy_rows(x, out):
-    i = cuda.grid(1)            # thread i reads x[i]: a warp reads one 128-byte line
+    i = cuda.grid(1)  # thread i reads x[i]: a warp reads one 128-byte line
     out[i] = x[i]
 
 
 @cuda.jit
 def _copy_cols(x, out):
-    i = cuda.grid(1)            # thread i reads x[32*i]: a warp touches 32 lines
+    i = cuda.grid(1)  # thread i reads x[32*i]: a warp touches 32 lines
     out[i] = x[32 * i]
 
 

@@ -1,4 +1,5 @@
 """Lesson 01 figure: which thread owns which element, partitioned vs strided (one warp)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +11,10 @@ def ownership(n: int = 512, threads: int = 32) -> dict:
     """element -> owning thread for the partitioned and the strided (one_block) kernel."""
     chunk = -(-n // threads)
     i = np.arange(n)
-    return {"partitioned (thread t: a contiguous chunk)": i // chunk,
-            "strided (thread t: t, t + 32, ...)": i % threads}
+    return {
+        "partitioned (thread t: a contiguous chunk)": i // chunk,
+        "strided (thread t: t, t + 32, ...)": i % threads,
+    }
 
 
 def ownership_figure(n: int = 512, threads: int = 32):
@@ -25,8 +28,9 @@ def ownership_figure(n: int = 512, threads: int = 32):
         ax.imshow(grid, cmap="twilight", aspect="auto", interpolation="nearest")
         first = [np.argmax(owner == t) for t in range(threads)]
         for e in first:
-            ax.add_patch(Rectangle((e % 32 - 0.5, e // 32 - 0.5), 1, 1, fill=False,
-                                   ec="black", lw=1.2))
+            ax.add_patch(
+                Rectangle((e % 32 - 0.5, e // 32 - 0.5), 1, 1, fill=False, ec="black", lw=1.2)
+            )
         lines = len({e // 32 for e in first})
         ax.set_title(f"{title}\nfirst warp request touches {lines} line(s) of 128 B", fontsize=9)
         ax.set_xlabel("float within a 128-byte line")
