@@ -208,15 +208,15 @@ def test_the_session_judge_refuses_a_run_whose_samples_are_wrong(monkeypatch):
     def stale_run_2(out):
         out["sample:y"][1, 5] = 0.0
 
-    res = session._judge_measure(FakeMeasurer(lambda out: None), ADD, jd)
+    res = jd.measure(FakeMeasurer(lambda out: None), ADD)
     assert "no figure" not in res.message, res.message
-    res = session._judge_measure(FakeMeasurer(stale_run_2), ADD, jd)
+    res = jd.measure(FakeMeasurer(stale_run_2), ADD)
     assert res.message.startswith("no figure: timed run 2 of 3") and "y[" in res.message
 
     def one_run_only(out):
         out["sample:y"] = out["sample:y"][:1]
 
-    res = session._judge_measure(FakeMeasurer(one_run_only), ADD, jd)
+    res = jd.measure(FakeMeasurer(one_run_only), ADD)
     assert "did not all come back" in res.message
 
 

@@ -98,7 +98,7 @@ class Child:
         self.log_path = tmp / "log.txt"
         self.cgroup = None
         if isolation is not None:
-            from .isolate import Cgroup
+            from .cgroup import Cgroup
 
             self.cgroup = Cgroup(
                 f"course-{os.getpid()}-{tmp.parent.name}-{tmp.name}",

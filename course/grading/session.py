@@ -10,7 +10,8 @@ started, one request at a time, over pipes this side owns:
   ``unit.py``: source text and constant values) or the answer of a predict exercise;
 - the **measurer** (``measurer.py``) runs only that kernel, rebuilt from its unit after it
   compiled for a real GPU (``gate.py``): every case's launch, and a tune exercise's measured
-  launch (with this GPU's measuring lock held here, and its outputs judged too).
+  launch (with this GPU's measuring lock held here, and its outputs judged too): the
+  requests and the checks of their replies are ``measurer_calls.py``.
 
 So no figure, output or answer is computed where a student's statement ran.  Whatever the
 worker sends out of turn, malformed, or not at all ends the conversation: a reply that does
@@ -29,12 +30,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import exercises as _ex
-from . import judge
-from .cases import gate_error, judge_measured, measure_failed, measured_rng, run_cases
+from .cases import gate_error, run_cases
 from .child import Child, Tampered
+from .measurer_calls import judge_measure, measured_launch
 from .report import CaseResult, CellError, Judged, Started, Tampering
 from .settings import GradeSettings
-from .wire import WireError, allowed
+from .wire import WireError
 
 if TYPE_CHECKING:
     from .gate import Gate
@@ -104,6 +105,18 @@ class Judge:
             self.measurer = self.start_measurer()
             self.measurer.greeted()
         return self.measurer
+
+    def measure(self, m: Child, spec) -> CaseResult:
+        """A tune exercise's measured launch by measurer ``m``, judged with this
+        submission's seed, deadline and ceilings (``measurer_calls.judge_measure``)."""
+        return judge_measure(
+            m,
+            spec,
+            mode=self.mode,
+            seed=self.seed,
+            deadline=self.deadline,
+            ceilings=self.settings.ceilings,
+        )
 
     def close_measurer(self):
         if self.measurer is not None:
@@ -310,10 +323,10 @@ def _run_loaded(jd: Judge, spec, load: dict, cannot: str) -> tuple[str, list]:
         if reply.get("error"):
             return f"{cannot}: {str(reply['error'])[:500]}", []
         jd.stage("testing")
-        cases = run_cases(spec, None, jd.seed, True, jd.settings.limit, launch=_measured_launch(m))
+        cases = run_cases(spec, None, jd.seed, True, jd.settings.limit, launch=measured_launch(m))
         if spec.kind == "tune" and cases and all(c.passed for c in cases):
             jd.stage("timing")
-            cases.append(_judge_measure(m, spec, jd))
+            cases.append(jd.measure(m, spec))
     except (WireError, Tampered) as exc:
         last = jd.measurer.last_words() if jd.measurer else ""
         jd.close_measurer()
@@ -330,101 +343,6 @@ def _run_loaded(jd: Judge, spec, load: dict, cannot: str) -> tuple[str, list]:
     if any(c.timed_out for c in cases):
         jd.close_measurer()  # a hung kernel may still hold the GPU: start afresh
     return "", cases
-
-
-def _measured_launch(m):
-    """A ``launch`` for ``check.run_cases``: the measurer runs the kernel on the judge's
-    buffers; whatever comes back that was not sent is tampering."""
-
-    def launch(spec, fn, staged, limit, race_hunt):
-        header = {
-            "op": "launch",
-            "exercise": spec.name,
-            "case": _case_data(staged.case),
-            "shapes": staged.shapes,
-            "scalars": staged.scalars,
-            "time_limit": limit,
-            "race_hunt": race_hunt,
-        }
-        reply, arrays = m.ask(
-            header, "launched", arrays=staged.buffers, expect=allowed(staged.buffers)
-        )
-        error = reply.get("error")
-        if error:
-            return {}, str(error)[:1000], reply.get("timed_out") is True
-        _same_arrays(arrays, staged.buffers)
-        return arrays, None, False
-
-    return launch
-
-
-def _case_data(case) -> dict:
-    return {
-        "name": case.name,
-        "params": case.params,
-        "grid": case.grid,
-        "block": case.block,
-        "shared_bytes": case.shared_bytes,
-    }
-
-
-def _same_arrays(arrays: dict, buffers: dict) -> None:
-    if set(arrays) != set(buffers) or any(
-        arrays[k].shape != v.shape or arrays[k].dtype != v.dtype for k, v in buffers.items()
-    ):
-        raise Tampered("a launch sent back other arrays than it was given")
-
-
-MEASURE_S = 60.0  # seconds a measurement may hold this GPU's measuring lock
-
-
-def _judge_measure(m, spec, jd: Judge) -> CaseResult:
-    """A tune exercise's figure: the measured launch's inputs made and its outputs judged
-    here - every run's samples against a seed only this side knows, and the last run whole
-    (``sampled.py``) - timed (GPU) with this machine's measuring lock held, the target and
-    the ceilings applied here.  The reply may carry only what was sent plus the samples."""
-    from .gpu_lock import LockTimeout, device_lock
-    from .sampled import plan
-
-    case = spec.measured_case(jd.mode)
-    prep = judge.prepare(spec, case, measured_rng(jd.seed), guard=False)
-    p = plan(spec, prep)
-    try:
-        with device_lock(jd.mode == "gpu", deadline=jd.deadline):
-            # the lock is held at most MEASURE_S (a board's own budget where it asks for
-            # more): a kernel slow only at the timed size cannot keep every other
-            # submission's measurement waiting until its own deadline
-            if jd.mode == "gpu":
-                m.chan.deadline = min(
-                    jd.deadline, time.monotonic() + max(MEASURE_S, spec.time_budget_s)
-                )
-            reply, arrays = m.ask(
-                {
-                    "op": "measure",
-                    "exercise": spec.name,
-                    "case": _case_data(case),
-                    "shapes": prep.shapes,
-                    "scalars": prep.scalars(),
-                    "sample": p.request(),
-                },
-                "measured",
-                arrays={**prep.buffers(), **p.arrays()},
-                expect=p.expect(prep),
-            )
-            if jd.mode == "gpu":
-                m.chan.deadline = jd.deadline
-    except LockTimeout:
-        return measure_failed("not judged: the GPU stayed busy past this submission's time limit")
-    if reply.get("error") is not None:
-        return measure_failed(str(reply["error"]))
-    figures = reply.get("figures")
-    if not isinstance(figures, dict):
-        raise Tampered("a measurement came back without figures")
-    samples = {k[len("sample:") :]: arrays.pop(k) for k in list(arrays) if k.startswith("sample:")}
-    _same_arrays(arrays, prep.buffers())
-    return judge_measured(
-        spec, case, prep, arrays, figures, jd.mode, jd.settings.ceilings, plan=p, samples=samples
-    )
 
 
 def _judge_answer(worker, n: int, spec, name: str) -> list:

@@ -1,0 +1,118 @@
+"""What the judge asks the measurer (``measurer.py``), and how it checks the replies.
+
+Two requests: a case's launch (:func:`measured_launch`, the ``launch`` that
+``cases.run_cases`` calls: the kernel runs on the judge's buffers) and a tune exercise's
+measured launch (:func:`judge_measure`: inputs made here, outputs sampled against a seed
+only this side knows, timed with this GPU's measuring lock held).  A reply that brings back
+anything that was not sent is tampering (``child.Tampered``).  The conversation around them,
+and everything else a verdict depends on, is ``session.py``'s.
+"""
+
+from __future__ import annotations
+
+import time
+
+from . import judge
+from .cases import judge_measured, measure_failed, measured_rng
+from .child import Tampered
+from .report import CaseResult
+from .wire import allowed
+
+
+def measured_launch(m):
+    """A ``launch`` for ``cases.run_cases``: the measurer runs the kernel on the judge's
+    buffers; whatever comes back that was not sent is tampering."""
+
+    def launch(spec, fn, staged, limit, race_hunt):
+        header = {
+            "op": "launch",
+            "exercise": spec.name,
+            "case": case_data(staged.case),
+            "shapes": staged.shapes,
+            "scalars": staged.scalars,
+            "time_limit": limit,
+            "race_hunt": race_hunt,
+        }
+        reply, arrays = m.ask(
+            header, "launched", arrays=staged.buffers, expect=allowed(staged.buffers)
+        )
+        error = reply.get("error")
+        if error:
+            return {}, str(error)[:1000], reply.get("timed_out") is True
+        same_arrays(arrays, staged.buffers)
+        return arrays, None, False
+
+    return launch
+
+
+def case_data(case) -> dict:
+    """What the measurer needs of a case to launch it: its name, parameters and geometry."""
+    return {
+        "name": case.name,
+        "params": case.params,
+        "grid": case.grid,
+        "block": case.block,
+        "shared_bytes": case.shared_bytes,
+    }
+
+
+def same_arrays(arrays: dict, buffers: dict) -> None:
+    """Tampering unless ``arrays`` are the ``buffers`` sent: the same names, shapes, dtypes."""
+    if set(arrays) != set(buffers) or any(
+        arrays[k].shape != v.shape or arrays[k].dtype != v.dtype for k, v in buffers.items()
+    ):
+        raise Tampered("a launch sent back other arrays than it was given")
+
+
+MEASURE_S = 60.0  # seconds a measurement may hold this GPU's measuring lock
+
+
+def judge_measure(
+    m, spec, *, mode: str, seed: int, deadline: float, ceilings: dict | None
+) -> CaseResult:
+    """A tune exercise's figure: the measured launch's inputs made and its outputs judged
+    here - every run's samples against a seed only this side knows, and the last run whole
+    (``sampled.py``) - timed (GPU) with this machine's measuring lock held, the target and
+    the ceilings applied here.  The reply may carry only what was sent plus the samples."""
+    from .gpu_lock import LockTimeout, device_lock
+    from .sampled import plan
+
+    case = spec.measured_case(mode)
+    prep = judge.prepare(spec, case, measured_rng(seed), guard=False)
+    p = plan(spec, prep)
+    try:
+        with device_lock(mode == "gpu", deadline=deadline):
+            # the lock is held at most MEASURE_S (a board's own budget where it asks for
+            # more): a kernel slow only at the timed size cannot keep every other
+            # submission's measurement waiting until its own deadline
+            if mode == "gpu":
+                m.chan.deadline = min(
+                    deadline, time.monotonic() + max(MEASURE_S, spec.time_budget_s)
+                )
+            reply, arrays = m.ask(
+                {
+                    "op": "measure",
+                    "exercise": spec.name,
+                    "case": case_data(case),
+                    "shapes": prep.shapes,
+                    "scalars": prep.scalars(),
+                    "sample": p.request(),
+                },
+                "measured",
+                arrays={**prep.buffers(), **p.arrays()},
+                expect=p.expect(prep),
+            )
+            if mode == "gpu":
+                m.chan.deadline = deadline
+    except LockTimeout:
+        return measure_failed("not judged: the GPU stayed busy past this submission's time limit")
+    if reply.get("error") is not None:
+        return measure_failed(str(reply["error"]))
+    figures = reply.get("figures")
+    if not isinstance(figures, dict):
+        raise Tampered("a measurement came back without figures")
+    samples = {k[len("sample:") :]: arrays.pop(k) for k in list(arrays) if k.startswith("sample:")}
+    same_arrays(arrays, prep.buffers())
+    return judge_measured(
+        spec, case, prep, arrays, figures, mode, ceilings, plan=p, samples=samples
+    )
