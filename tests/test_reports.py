@@ -45,7 +45,7 @@ def test_the_reports_are_there():
 
 def test_covariance_rows_count_only_the_work_their_kernel_performs():
     """A lower-triangle kernel is credited with the entries it computes, not the full product."""
-    from course.bench.faces import _KINDS
+    from course.bench.faces_summary import KINDS as _KINDS
     from course.kernels.covariance import flops_performed
 
     reports = [p for p in REPORTS if p.name.startswith("faces-")]
