@@ -42,7 +42,7 @@ class PredictProfile(Predict):
     """Read the committed H100 profiles; the key reads them with the same code."""
 
     def questions(self):
-        from ..hardware.profiler import LIMITS
+        from ..hardware.profile_rows import LIMITS
 
         limiters = tuple(LIMITS.values()) + ("none (100 % theoretical)",)
         flash = _row("attention-flash_tiled", "flash_fwd")
