@@ -159,6 +159,7 @@ LESSONS = (
         kernels=(
             "attention",
             "attention_common",
+            "attention_standard",
             "attention_tuned",
             "attention_wmma",
             "attention_mma",

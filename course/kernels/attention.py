@@ -8,7 +8,8 @@ Arrays: Q, K, V are (batch, heads, N, d) on the host; the kernels see them as
 (batch*heads, N, d) in global memory, float32 or float16 (always accumulated in float32).
 Masks: ``causal`` lets query i see keys j <= i; ``window=W`` (the report's local attention)
 lets query i see keys i - W <= j <= i.  A row that sees no key at all gets O = 0.
-Shared constants and checks: ``attention_common.py``; the tuned flash kernel:
+Shared constants and checks: ``attention_common.py``; standard attention (three kernels,
+S in global memory): ``attention_standard.py``; the tuned flash kernel:
 ``attention_tuned.py``; the tensor-core versions (GPU only): ``attention_wmma.py`` (wmma
 tiles through shared memory) and ``attention_mma.py`` (mma.sync, S and O in registers).
 """
@@ -51,6 +52,11 @@ from .attention_common import (  # noqa: F401 - re-exported
     validate,
     visible,
 )
+from .attention_standard import (  # noqa: F401 - re-exported
+    attn_pv,
+    attn_scores,
+    softmax_rows_inplace,
+)
 from .attention_tuned import (  # noqa: F401 - re-exported
     TUNED_DIMS,
     as_pairs,
@@ -59,94 +65,6 @@ from .attention_tuned import (  # noqa: F401 - re-exported
     reused_buffer,
     tuned_kernel,
 )
-
-# ---------------------------------------------------------------------------------------
-# 1. standard attention: three kernels and an N x N score matrix S per head in global memory
-
-@cuda.jit
-def attn_scores(Q, K, S, scale, causal, window):
-    # Thread (tx, ty) of block (bx, by, bh) owns S[bh, i, j], i = by*TILE+ty, j = bx*TILE+tx.
-    # sA holds a TILE x TILE piece of Q, sB one of K (shared memory); S lives in global memory.
-    sA = cuda.shared.array((TILE, TILE), float32)
-    sB = cuda.shared.array((TILE, TILE), float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    bh = cuda.blockIdx.z
-    i = cuda.blockIdx.y * TILE + ty
-    j = cuda.blockIdx.x * TILE + tx
-    n, d = Q.shape[1], Q.shape[2]
-    acc = float32(0.0)
-    for k0 in range(0, d, TILE):
-        sA[ty, tx] = float32(Q[bh, i, k0 + tx]) if i < n and k0 + tx < d else float32(0.0)
-        kr = cuda.blockIdx.x * TILE + ty          # this thread loads row kr of K
-        sB[tx, ty] = float32(K[bh, kr, k0 + tx]) if kr < n and k0 + tx < d else float32(0.0)
-        cuda.syncthreads()
-        for k in range(TILE):
-            acc += sA[ty, k] * sB[k, tx]
-        cuda.syncthreads()
-    if i < n and j < n:
-        S[bh, i, j] = acc * scale if visible(i, j, n, causal, window) else NEG_INF
-
-
-@cuda.jit
-def softmax_rows_inplace(S):
-    # Block (r, bh) owns row r of S[bh]; thread t owns elements t, t + TPB, ...
-    # Three passes over the row in global memory: max, sum of exp, normalize.
-    sdata = cuda.shared.array(SOFTMAX_TPB, float32)
-    t = cuda.threadIdx.x
-    r, bh = cuda.blockIdx.x, cuda.blockIdx.y
-    n = S.shape[2]
-    m = NEG_INF
-    for j in range(t, n, SOFTMAX_TPB):
-        m = max(m, S[bh, r, j])
-    sdata[t] = m
-    cuda.syncthreads()
-    s = SOFTMAX_TPB // 2
-    while s > 0:
-        if t < s:
-            sdata[t] = max(sdata[t], sdata[t + s])
-        cuda.syncthreads()
-        s //= 2
-    m = sdata[0]
-    cuda.syncthreads()
-    total = float32(0.0)
-    if m > NEG_INF:                      # a fully masked row keeps total = 0
-        for j in range(t, n, SOFTMAX_TPB):
-            total += math.exp(S[bh, r, j] - m)
-    sdata[t] = total
-    cuda.syncthreads()
-    s = SOFTMAX_TPB // 2
-    while s > 0:
-        if t < s:
-            sdata[t] += sdata[t + s]
-        cuda.syncthreads()
-        s //= 2
-    inv = float32(1.0) / sdata[0] if sdata[0] > 0 else float32(0.0)
-    for j in range(t, n, SOFTMAX_TPB):
-        S[bh, r, j] = math.exp(S[bh, r, j] - m) * inv if m > NEG_INF else float32(0.0)
-
-
-@cuda.jit
-def attn_pv(P, V, O):
-    # Thread (tx, ty) of block (bx, by, bh) owns O[bh, i, c], i = by*TILE+ty, c = bx*TILE+tx.
-    # sA: TILE x TILE piece of P, sB: of V (shared); P, V, O in global memory.
-    sA = cuda.shared.array((TILE, TILE), float32)
-    sB = cuda.shared.array((TILE, TILE), float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    bh = cuda.blockIdx.z
-    i = cuda.blockIdx.y * TILE + ty
-    c = cuda.blockIdx.x * TILE + tx
-    n, d = V.shape[1], V.shape[2]
-    acc = float32(0.0)
-    for j0 in range(0, n, TILE):
-        sA[ty, tx] = P[bh, i, j0 + tx] if i < n and j0 + tx < n else float32(0.0)
-        sB[ty, tx] = float32(V[bh, j0 + ty, c]) if j0 + ty < n and c < d else float32(0.0)
-        cuda.syncthreads()
-        for j in range(TILE):
-            acc += sA[ty, j] * sB[j, tx]
-        cuda.syncthreads()
-    if i < n and c < d:
-        O[bh, i, c] = acc
-
 
 # ---------------------------------------------------------------------------------------
 # 2. fused, one query row per thread: online softmax over every key, nothing materialized
@@ -295,9 +213,6 @@ def flash_fwd(Q, K, V, O, L, scale, causal, window):
 
 _ARR3 = "float32[:, :, ::1]"
 PTX_SIGNATURES = {
-    "attn_scores": f"void({_ARR3}, {_ARR3}, {_ARR3}, float32, boolean, int64)",
-    "softmax_rows_inplace": f"void({_ARR3})",
-    "attn_pv": f"void({_ARR3}, {_ARR3}, {_ARR3})",
     "attn_row_per_thread": f"void({_ARR3}, {_ARR3}, {_ARR3}, {_ARR3}, float32, boolean, int64)",
     "flash_fwd": f"void({_ARR3}, {_ARR3}, {_ARR3}, {_ARR3}, float32[:, ::1], float32, "
                  "boolean, int64)",
