@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .bounded import clip
+
 TIMED = "tune target"  # the name of a tune exercise's measured-launch case
 
 
@@ -25,7 +27,8 @@ class CaseResult:
     timed: bool = False  # a tune exercise's measured launch, not a test case
 
     def fail(self, message: str, timed_out: bool = False) -> None:
-        self.passed, self.message, self.timed_out = False, message, timed_out
+        """Mark the case failed; the message is bounded here (``bounded.MAX_MESSAGE``)."""
+        self.passed, self.message, self.timed_out = False, clip(message), timed_out
 
 
 def split_timed(cases: list[dict]) -> tuple[list[dict], dict | None]:

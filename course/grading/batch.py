@@ -4,7 +4,8 @@ For each submitted notebook (this process only *reads* it):
 1. find its lesson (notebook metadata written by ``release``, else the file name, else
    ``--lesson``) and the instructor notebook's plan (setup cells + exercise cells);
 2. find the student's exercise cells: by the cell marker ``metadata.course.exercise``, then
-   by cell id, then by the function name the check passes (``def add(``);
+   by cell id, then by the function name the check passes (``def add(``), each cell read at
+   most once and within one budget (``steps.py``);
 3. run the instructor's setup cells and the student's exercise cells in a fresh worker
    process (``worker.py``) with a wall time limit and resource limits, while this process
    makes every case's inputs, keeps the references and judges what comes back
@@ -20,139 +21,17 @@ instructor/README.md ("Threat model").
 from __future__ import annotations
 
 import argparse
-import csv
-import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..exercises.bounded import clip
 from . import notebook as nbk
 from . import preflight
-from .intake import MAX_CELL_MB, student_name
+from .graded import Graded, merge, write_csv
+from .intake import student_name
 
-MAX_CELL = MAX_CELL_MB << 20
-
-
-@dataclass
-class Graded:
-    """One submission's outcome: points per exercise and every reason for a lost point."""
-
-    student: str
-    submission: str
-    lesson: str = ""
-    mode: str = ""
-    status: str = "graded"  # graded | invalid | timeout | crashed | tampered | error
-    points: dict = field(default_factory=dict)  # exercise -> points earned
-    max_points: dict = field(default_factory=dict)  # exercise -> points possible
-    results: dict = field(default_factory=dict)  # exercise -> Judged.as_data()
-    reasons: list = field(default_factory=list)  # for the CSV and the feedback
-    notes: list = field(default_factory=list)  # informative, no points lost
-    not_found: set = field(default_factory=set)  # exercises whose cell is missing
-    whole: dict = field(default_factory=dict)  # exercise -> scored all or nothing
-    seed: int = 0
-
-    @property
-    def total(self) -> float:
-        return round(sum(self.points.values()), 2)
-
-    @property
-    def possible(self) -> float:
-        return round(sum(self.max_points.values()), 2)
-
-
-# ---------------------------------------------------------------------------------------
-# reading a submission (trusted side: parsing only, nothing from it runs here)
-
-
-def locate(cells: list[nbk.Cell], ex: nbk.ExerciseCell) -> tuple[list[nbk.Cell], str]:
-    """The student's cells for exercise ``ex``, and how they were found."""
-    code = [c for c in cells if c.kind == "code"]
-    by_marker = [c for c in code if c.exercise_tag == ex.name]
-    if by_marker:
-        return by_marker, "marker"
-    by_id = [
-        c
-        for c in code
-        if ex.cell.id
-        and c.id == ex.cell.id  # ids can be reused:
-        and ex.function in nbk.defined_functions(c.source)
-    ]  # it must define fn
-    if by_id:
-        return by_id, "cell id"
-    by_name = [
-        c
-        for c in code
-        if ex.function in nbk.defined_functions(c.source) and not nbk.check_calls(c.source)
-    ]
-    return by_name, f"function name `{ex.function}`"
-
-
-def make_steps(plan: nbk.Plan, nb: dict, g: Graded) -> list[dict]:
-    """The worker's steps for this submission; missing/duplicated cells go into ``g``."""
-    cells = nbk.cells(nb)
-    steps, owners = [], {e.cell.index: e for e in plan.exercises.values()}
-    for kind, cell in plan.steps:
-        if kind == "setup":
-            steps.append(
-                {
-                    "kind": "setup",
-                    "label": f"setup cell {cell.index + 1}",
-                    "source": cell.source,
-                    "exercise": None,
-                    "function": None,
-                }
-            )
-            continue
-        ex = owners.get(cell.index)
-        if ex is None:  # a solution cell no check uses: the student's version, by id
-            same = [c for c in cells if c.id and c.id == cell.id]
-            if same:
-                steps.append(
-                    {
-                        "kind": "solution",
-                        "label": f"cell {same[-1].index + 1}",
-                        "source": same[-1].source,
-                        "exercise": None,
-                        "function": None,
-                    }
-                )
-            continue
-        found, how = locate(cells, ex)
-        if not found:
-            g.not_found.add(ex.name)
-            g.reasons.append(
-                f"{ex.name}: exercise cell not found (no cell marked "
-                f"{ex.name!r} and none defining `{ex.function}`): was it deleted?"
-            )
-            continue
-        if len(found) > 1:
-            where = ", ".join(str(c.index + 1) for c in found)
-            g.notes.append(
-                f"{ex.name}: {len(found)} cells found by {how} (cells {where}); "
-                f"graded the last one, cell {found[-1].index + 1}, as running the "
-                "notebook top to bottom would"
-            )
-        elif how != "marker":
-            g.notes.append(f"{ex.name}: cell found by {how} (its marker was lost)")
-        mine = found[-1]
-        if len(mine.source) > MAX_CELL:
-            g.not_found.add(ex.name)
-            g.reasons.append(
-                f"{ex.name}: cell too large ({len(mine.source) / 2**20:.1f} MB; "
-                f"limit {MAX_CELL >> 20} MB): not run"
-            )
-            continue
-        steps.append(
-            {
-                "kind": "solution",
-                "label": f"your {ex.name} cell (cell {mine.index + 1})",
-                "source": mine.source,
-                "exercise": ex.name,
-                "function": ex.function,
-            }
-        )
-    return steps
+__all__ = ["Graded", "grade_one", "load_plans", "main"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -164,7 +43,7 @@ def grade_one(sub, plans: dict, settings) -> Graded:
     ``settings.GradeSettings``; never raises (a broken submission is a row with a reason).
 
     The route, stage by stage: its notebook and lesson (``prepare.read_submission``, once)
-    -> the worker's steps (:func:`make_steps`) -> the session (``session.grade_steps``: the
+    -> the worker's steps (``steps.make_steps``) -> the session (``session.grade_steps``: the
     worker runs the cells and sends each kernel as a unit; the gate compiles it; the
     measurer launches every case, ``cases.run_cases``, and a tune exercise's measured
     launch; the judge decides each) -> points and reasons (``scoring.score``)."""
@@ -196,11 +75,17 @@ def grade_one(sub, plans: dict, settings) -> Graded:
         g.points[name], g.max_points[name] = 0.0, hidden.points_for(name)
     if nb is None:
         return g
+    from .steps import TooMuchToRead, make_steps
+
     try:
         steps = make_steps(plan, nb, g)
+    except TooMuchToRead as exc:
+        g.status = "invalid"
+        g.reasons.append(str(exc))
+        return g
     except Exception as exc:  # noqa: BLE001 - a notebook odd enough to break parsing
         g.status = "error"
-        g.reasons.append(f"could not read the cells: {type(exc).__name__}: {exc}")
+        g.reasons.append(f"could not read the cells: {type(exc).__name__}: {clip(exc, 300)}")
         return g
     if not any(s["exercise"] for s in steps):
         return g
@@ -210,7 +95,9 @@ def grade_one(sub, plans: dict, settings) -> Graded:
         out = grade_steps(steps, settings)
     except Exception as exc:  # noqa: BLE001 - a grader bug must still give a row
         g.status = "error"
-        g.reasons.append(f"the grader failed on this submission: {type(exc).__name__}: {exc}")
+        g.reasons.append(
+            f"the grader failed on this submission: {type(exc).__name__}: {clip(exc, 300)}"
+        )
         return g
     g.status = out.status
     from .scoring import score
@@ -221,43 +108,6 @@ def grade_one(sub, plans: dict, settings) -> Graded:
 
 # ---------------------------------------------------------------------------------------
 # CSV and command line
-
-
-def merge(rows: list[Graded]) -> list[Graded]:
-    """One row per student: several notebooks of one student are added up."""
-    by = {}
-    for g in rows:
-        if g.student not in by:
-            by[g.student] = g
-            continue
-        m = by[g.student]
-        m.submission += f"; {g.submission}"
-        m.lesson = "; ".join(x for x in (m.lesson, g.lesson) if x)
-        m.mode = m.mode or g.mode
-        m.status = m.status if g.status == "graded" else g.status
-        for name in g.max_points:
-            if name in m.max_points:
-                m.notes.append(f"{name} was submitted twice; kept {g.submission}")
-            m.points[name], m.max_points[name] = g.points[name], g.max_points[name]
-        m.results.update(g.results)
-        m.whole.update(g.whole)
-        m.reasons += g.reasons
-        m.notes += g.notes
-    return list(by.values())
-
-
-def write_csv(rows: list[Graded], path: Path, exercises: list[str]) -> None:
-    """student, submission, lesson, mode, status, <exercise points>..., total, max, reasons."""
-    from .executors import header, line
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(header(exercises))
-        for g in rows:
-            w.writerow(line(g, exercises))
-    tmp.replace(path)  # written whole, after every worker has ended
 
 
 def load_plans(src: Path) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import types
 
+from ..exercises.bounded import clip
 from .signature import SignatureError
 from .signature import parse as parse_signature
 
@@ -26,7 +27,11 @@ SIM_OPTIONS = {"device", "fastmath", "debug", "inline", "opt"}  # what the simul
 
 
 class UnitError(Exception):
-    """The function cannot travel as a kernel unit; the message says why (one sentence)."""
+    """The function cannot travel as a kernel unit; the message says why (one sentence,
+    bounded: it may quote a name or a default value of the student's)."""
+
+    def __init__(self, message: str = ""):
+        super().__init__(clip(message))
 
 
 # ---------------------------------------------------------------------------------------
@@ -36,25 +41,18 @@ class UnitError(Exception):
 def jit_options(fdef: ast.FunctionDef, fn, names: dict) -> tuple[dict, str | None]:
     """The literal options of the ``@cuda.jit(...)`` decorator (and its signature); for a
     function jitted by a call (``kernel = cuda.jit(f)``), the dispatcher's own options.
-    ``names``: the function's globals, to see which name is ``numba.cuda`` (``cu.jit``)."""
+    ``names``: the function's globals, to see which name is ``numba.cuda.jit`` (``cu.jit``,
+    ``kjit = cuda.jit``, ``from numba.cuda import jit as cjit``)."""
     is_device = bool(
         getattr(fn, "_device", False) or getattr(fn, "targetoptions", {}).get("device", False)
     )
-    if not fdef.decorator_list:
+    dec = jit_decorator(fdef, lambda dotted: resolves_to_jit(dotted, names))
+    if dec is None:
         return ({"device": True} if is_device else {}), None
-    jits = [
-        d for d in fdef.decorator_list if _is_jit(d.func if isinstance(d, ast.Call) else d, names)
-    ]
-    if len(jits) != len(fdef.decorator_list) or len(jits) != 1:
-        raise UnitError(f"`{fdef.name}` must have exactly one decorator, @cuda.jit")
     options, sig = {}, None
-    dec = jits[0]
     if isinstance(dec, ast.Call):
-        try:
-            args = [ast.literal_eval(a) for a in dec.args]
-            kws = {k.arg: ast.literal_eval(k.value) for k in dec.keywords}
-        except ValueError:
-            raise UnitError(f"the options of @cuda.jit on `{fdef.name}` must be literals") from None
+        args = [ast.literal_eval(a) for a in dec.args]  # literals: jit_decorator checked
+        kws = {k.arg: ast.literal_eval(k.value) for k in dec.keywords}
         unknown = set(kws) - JIT_OPTIONS
         if unknown or None in kws:
             raise UnitError(
@@ -71,33 +69,54 @@ def jit_options(fdef: ast.FunctionDef, fn, names: dict) -> tuple[dict, str | Non
     return options, sig
 
 
-def _is_jit(node, names: dict) -> bool:
-    """Whether the decorator expression names ``numba.cuda.jit`` (under any alias),
-    resolved by looking names up, never by running anything."""
+def jit_decorator(fdef: ast.FunctionDef, is_jit) -> ast.expr | None:
+    """The one rule for a unit's decorator, which :func:`jit_options` (the student's
+    process) and ``unit.rebuild`` (every process that compiles or runs a unit) both apply:
+    none (``kernel = cuda.jit(f)``), or exactly one that is a dotted name (``@cuda.jit``,
+    ``@numba.cuda.jit``, ``@cu.jit``, ``@kjit``) or a call of one with literal arguments
+    only (``@cjit(fastmath=True)``), where ``is_jit(dotted)`` says the name is numba's
+    ``cuda.jit``.  Returns the decorator (None when there is none); UnitError otherwise.
+    The decorator is never run: ``rebuild`` replaces it and passes the options as data."""
+    if not fdef.decorator_list:
+        return None
+    dec = fdef.decorator_list[0]
+    name = dotted(dec.func if isinstance(dec, ast.Call) else dec)
+    if len(fdef.decorator_list) != 1 or name is None or not is_jit(name):
+        raise UnitError(f"`{fdef.name}` must have exactly one decorator, @cuda.jit")
+    if isinstance(dec, ast.Call):
+        try:
+            for node in [*dec.args, *(k.value for k in dec.keywords)]:
+                ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            raise UnitError(f"the options of @cuda.jit on `{fdef.name}` must be literals") from None
+        if any(k.arg is None for k in dec.keywords):  # **options
+            raise UnitError(f"the options of @cuda.jit on `{fdef.name}` must be literals")
+    return dec
+
+
+def dotted(node) -> list[str] | None:
+    """``["numba", "cuda", "jit"]`` for the expression ``numba.cuda.jit``; None for any
+    expression that is not a plain dotted name (a call, a subscript, a lambda, ``_x``)."""
+    parts = []
+    while isinstance(node, ast.Attribute) and not node.attr.startswith("_"):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return [node.id, *reversed(parts)]
+
+
+def resolves_to_jit(name: list[str], names: dict) -> bool:
+    """Whether the dotted ``name``, looked up in ``names`` through modules only (never by
+    running anything), is numba's ``cuda.jit``."""
     from numba import cuda
 
-    value = _resolve(node, names)
+    value = names.get(name[0])
+    for attr in name[1:]:
+        if not isinstance(value, types.ModuleType):
+            return False
+        value = getattr(value, attr, None)
     return value is not None and value is cuda.jit
-
-
-def names_jit(dec) -> bool:
-    """Whether a decorator in a unit's source reads as ``@<alias>.jit`` or ``@jit``, with
-    or without literal options (it is replaced, never run: the options are data)."""
-    node = dec.func if isinstance(dec, ast.Call) else dec
-    while isinstance(node, ast.Attribute) and node.attr == "jit":
-        node = node.value
-        return isinstance(node, (ast.Name, ast.Attribute))
-    return isinstance(node, ast.Name) and node.id == "jit"
-
-
-def _resolve(node, names: dict):
-    if isinstance(node, ast.Name):
-        return names.get(node.id)
-    if isinstance(node, ast.Attribute) and not node.attr.startswith("_"):
-        base = _resolve(node.value, names)
-        if isinstance(base, types.ModuleType):
-            return getattr(base, node.attr, None)
-    return None
 
 
 def check_options(options: dict, sig, name: str) -> None:

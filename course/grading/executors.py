@@ -26,13 +26,14 @@ to the CSV at once (:class:`CsvStream`) and rewrites the file whole at the end.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from . import csvsafe
 
 if TYPE_CHECKING:
     from .intake import Submission
@@ -294,11 +295,11 @@ class CsvStream:
         self.path, self.exercises = Path(path), list(exercises)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "w", newline="", encoding="utf-8") as f:
-            csv.writer(f).writerow(header(self.exercises))
+            csvsafe.writer(f).writerow(header(self.exercises))
 
     def add(self, g) -> None:
         with open(self.path, "a", newline="", encoding="utf-8") as f:
-            csv.writer(f).writerow(line(g, self.exercises))
+            csvsafe.writer(f).writerow(line(g, self.exercises))
             f.flush()
             os.fsync(f.fileno())
 
@@ -327,5 +328,5 @@ def line(g, exercises: list[str]) -> list[str]:
         *[f"{g.points[e]:g}" if e in g.points else "" for e in exercises],
         f"{g.total:g}",
         f"{g.possible:g}",
-        " | ".join(g.reasons),
+        csvsafe.reasons_field(g.reasons),
     ]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import mistune
 
+from ..exercises.bounded import MAX_MESSAGE, clip
 from .scoring import rule
 
 
@@ -75,8 +76,9 @@ def _cell(text: str) -> str:
 def _line(text) -> str:
     """Text that came from a student's cell (error messages, names) as one line: its own
     newlines would otherwise start headings, scores and tables of their own in the
-    feedback."""
-    return " ".join(str(text).split())
+    feedback.  At most ``bounded.MAX_MESSAGE`` characters: a page stays readable whatever
+    a submission made a message say."""
+    return clip(" ".join(str(text).split()), MAX_MESSAGE)
 
 
 # What a student's text may not become in the page: a link or an image (``[x](url)``,

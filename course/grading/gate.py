@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..exercises.bounded import clip
+
 if TYPE_CHECKING:
     from .child import Child
 
@@ -268,6 +270,12 @@ HINTS = (  # what the compiler's words usually mean for a student's kernel
         "cuda.local.array(SIZE, numba.float32) with a constant SIZE (cuda.shared.array for one "
         "the block shares); make a big array on the host and pass it in",
     ),
+    (
+        ("Signature mismatch",),
+        "the kernel must take exactly the arguments the exercise launches it with (its "
+        "signature is in the exercise's text); a kernel cannot take default arguments: "
+        "pass every argument",
+    ),
 )
 
 
@@ -300,7 +308,7 @@ def why_not(exc: BaseException, unit: dict) -> str:
         n = int(m.group(1)) if m else loc
         src = unit["source"].splitlines()
         i = n - unit["firstline"]
-        code = src[i].strip() if 0 <= i < len(src) else ""
+        code = clip(src[i].strip(), 200) if 0 <= i < len(src) else ""
         where = f" (line {n}" + (f": `{code}`" if code else "") + ")"
     return (
         f"{type(exc).__name__}: {reason[:300]}"

@@ -17,6 +17,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from . import csvsafe
+
 LEADING = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 
 
@@ -73,7 +75,7 @@ def write_canvas(rows, path: Path, roster: dict | None, log=print) -> list[str]:
     messages = []
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
+        w = csvsafe.writer(f)
         w.writerow(LEADING + [f"{l} ({possible[l]:g})" for l in lessons])
         w.writerow(["Points Possible", "", "", "", ""] + [f"{possible[l]:g}" for l in lessons])
         for key, who in roster.items():
@@ -97,7 +99,7 @@ def write_canvas(rows, path: Path, roster: dict | None, log=print) -> list[str]:
     if unmatched:
         other = path.with_name(path.stem + ".unmatched.csv")
         with open(other, "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
+            w = csvsafe.writer(f)
             w.writerow(["submission", "file"] + lessons)
             for g in unmatched:
                 s = scores[g.student]

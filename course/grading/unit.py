@@ -34,8 +34,17 @@ from typing import Any
 
 import numpy as np
 
-from .allowed import BUILTINS, NUMBA_TYPES, NotAllowed, check_attr, check_body, safe_builtins
-from .decorator import JIT_OPTIONS, SIM_OPTIONS, UnitError, check_options, jit_options, names_jit
+from .allowed import BUILTINS, NUMBA_TYPES, safe_builtins
+from .decorator import (
+    JIT_OPTIONS,
+    SIM_OPTIONS,
+    UnitError,
+    check_options,
+    jit_decorator,
+    jit_options,
+    resolves_to_jit,
+)
+from .kernel_source import check_defaults, check_names, free_names, parse
 from .signature import parse as parse_signature
 
 MODULES = {
@@ -46,7 +55,6 @@ MODULES = {
     "numba": "numba",
     "numba.core.types": "types",
 }
-MAX_SOURCE = 64 << 10  # characters of one function's source
 MAX_ARRAY = 1 << 16  # elements of a global constant array
 MAX_DEPTH = 8  # device functions calling device functions
 MAX_UNITS = 64  # functions in one unit's tree (kernel + device calls)
@@ -75,6 +83,7 @@ def extract(fn, extra_names=(), _depth: int = 0, _memo: dict | None = None) -> d
     fdef = parse(source, py.__name__)
     closure = dict(zip(py.__code__.co_freevars, (c.cell_contents for c in (py.__closure__ or ()))))
     options, sig = jit_options(fdef, fn, {**py.__globals__, **closure})
+    check_defaults(fdef, bool(options.get("device", False)))
     unit: dict[str, Any] = {
         "name": py.__name__,
         "source": source,
@@ -121,83 +130,6 @@ def _size(unit: dict, limit: int) -> int:
             if n > limit:
                 break
     return n
-
-
-def check_names(fdef: ast.FunctionDef, unit: dict) -> None:
-    """UnitError unless the body uses only the kernel API (``allowed.py``): the same
-    program for the compiler, the measurer and the simulator."""
-    modules: dict[str, tuple[str, list]] = {
-        n: (d[1], [])
-        for n, d in unit["globals"].items()
-        if isinstance(d, list) and d[:1] == ["module"] and len(d) == 2
-    }
-    modules.update(
-        {
-            n: (d[1], [d[2]])
-            for n, d in unit["globals"].items()
-            if isinstance(d, list) and d[:1] == ["attr"] and len(d) == 3
-        }
-    )
-    unknown = free_names(fdef) - set(unit["globals"]) - set(BUILTINS)
-    if unknown:
-        raise UnitError(
-            f"`{unit['name']}` uses `{sorted(unknown)[0]}`, which is neither a "
-            "value it carries nor something a GPU kernel can call"
-        )
-    try:
-        check_body(fdef, modules)
-        for d in unit["globals"].values():
-            if isinstance(d, list) and d[:1] == ["attr"] and len(d) == 3:
-                check_attr(d[1], d[2], unit["name"])
-    except NotAllowed as exc:
-        raise UnitError(str(exc)) from None
-
-
-def parse(source: str, name: str) -> ast.FunctionDef:
-    """The one ``def`` in ``source``; UnitError if there is anything else."""
-    if len(source) > MAX_SOURCE:
-        raise UnitError(f"`{name}` is {len(source):,} characters long (limit {MAX_SOURCE:,})")
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        raise UnitError(f"the source of `{name}` does not parse: {exc.msg}") from None
-    except (RecursionError, MemoryError, ValueError):  # nested past the parser's limits
-        raise UnitError(f"the source of `{name}` is nested too deeply to read") from None
-    if (
-        len(tree.body) != 1
-        or not isinstance(tree.body[0], ast.FunctionDef)
-        or tree.body[0].name != name
-    ):
-        raise UnitError(f"the source of `{name}` must be exactly one `def {name}(...)`")
-    fdef = tree.body[0]
-    for d in fdef.args.defaults + [d for d in fdef.args.kw_defaults if d is not None]:
-        try:
-            value = ast.literal_eval(d)
-        except ValueError:
-            raise UnitError(
-                f"`{name}` has a default value that is not a literal (`{ast.unparse(d)}`)"
-            ) from None
-        if value is None:
-            raise UnitError(
-                f"`{name}` has an argument that defaults to None; numba decides "
-                "comparisons with None before the kernel runs (the simulator "
-                "does not): give a number"
-            )
-    return fdef
-
-
-def free_names(fdef: ast.FunctionDef, py=None) -> set:
-    """Names the body reads that it does not assign (globals, closure cells, builtins);
-    the decorator is not part of the body (a unit keeps its options as data)."""
-    nodes = [n for part in (*fdef.body, fdef.args) for n in ast.walk(part)]
-    loads = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    local = {a.arg for a in nodes if isinstance(a, ast.arg)}  # nested defs' too
-    local |= {
-        n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))
-    }
-    if py is not None:
-        local |= set(py.__code__.co_varnames) | set(py.__code__.co_cellvars)
-    return loads - local
 
 
 def _describe(name: str, value, owner: str, depth: int, memo: dict):
@@ -306,8 +238,8 @@ def rebuild(unit: dict, _depth: int = 0, lazy: bool = False):
 
     validate(unit, _depth)
     fdef = parse(unit["source"], unit["name"])
-    if len(fdef.decorator_list) > 1 or any(not names_jit(d) for d in fdef.decorator_list):
-        raise UnitError(f"`{unit['name']}` must have exactly one decorator, @cuda.jit")
+    jit_decorator(fdef, _names_jit(unit, _depth))  # the rule extract applied
+    check_defaults(fdef, bool(unit["options"].get("device", False)))
     check_names(fdef, unit)
     # the options come from the unit, never from running the source's decorator; an
     # identity decorator in its place keeps the function's first line where it was
@@ -339,6 +271,23 @@ def rebuild(unit: dict, _depth: int = 0, lazy: bool = False):
     if config.ENABLE_CUDASIM:  # type: ignore[attr-defined]  # numba sets it at import
         options = {k: v for k, v in options.items() if k in SIM_OPTIONS}
     return cuda.jit(*jit_args, **options)(fn)
+
+
+def _names_jit(unit: dict, depth: int):
+    """``jit_decorator``'s look-up on this side: a unit carries the names its body reads,
+    not its decorator's, so a name it carries must be numba's ``cuda.jit`` (``@cuda.jit``
+    where the body uses ``cuda``), a builtin is refused (``@print``), and any other name is
+    the one :func:`extract` looked up in the student's namespace (``@kjit``)."""
+
+    def is_jit(name: list[str]) -> bool:
+        desc = unit["globals"].get(name[0])
+        if desc is None:
+            return not hasattr(builtins, name[0])
+        if isinstance(desc, list) and desc[:1] in (["module"], ["attr"]):
+            return resolves_to_jit(name, {name[0]: _value(desc, depth)})
+        return False
+
+    return is_jit
 
 
 def validate(unit, depth: int = 0) -> None:
