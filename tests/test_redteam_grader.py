@@ -288,7 +288,7 @@ def test_a_kernel_with_a_default_argument_is_told_to_pass_every_argument():
 
 
 def test_numbas_signature_mismatch_gets_a_course_hint():
-    from course.grading.gate import why_not
+    from course.grading.messages import why_not
 
     exc = TypeError("Signature mismatch: 3 argument types given, but function takes 4 arguments")
     unit = {"source": "def k(a, b, c, d):\n    pass\n", "firstline": 1}
