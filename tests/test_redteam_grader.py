@@ -59,6 +59,12 @@ def test_every_case_message_and_unit_error_is_bounded_where_it_is_made():
     res.fail("m" * (5 << 20))
     assert len(res.message) < MAX_MESSAGE + 100 and res.message.endswith("characters cut)")
     assert len(str(U.UnitError("`" + "n" * 100_000 + "` uses"))) < MAX_MESSAGE + 100
+    from course.grading.report import CellError, Judged, Tampering
+
+    big = "w" * (5 << 20)  # what a worker may send back as an error text
+    assert len(Judged("vector_add", f"`add` was not defined: {big}").error) < MAX_MESSAGE + 100
+    assert len(CellError("cell 3", "solution", "vector_add", big).message) < MAX_MESSAGE + 100
+    assert len(Tampering(None, big).message) < MAX_MESSAGE + 100
     assert listed(range(10**6)) == "0, 1, 2 and 999,997 more"
     assert clip("short") == "short" and len(shown("s" * 10**6)) <= 80
 

@@ -2,7 +2,8 @@
 and what grading one submission records, in order, for scoring and the leaderboard
 (``session.Outcome.events``): :class:`Started`, :class:`CellError`, :class:`Judged` and
 :class:`Tampering`.  These are records of the trusted side: the sandboxed worker's replies
-are checked first (``wire.py``, ``session.Ran``) and only then become one of them."""
+are checked first (``wire.py``, ``session.Ran``) and only then become one of them; any text
+in them is bounded when the record is made (``exercises/bounded.py``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..exercises.bounded import clip
 from ..exercises.outcome import CaseResult
 
 
@@ -30,6 +32,10 @@ class CellError:
     exercise: str | None
     message: str
 
+    def __post_init__(self):  # the student's text, bounded where the record is made
+        if isinstance(self.message, str):
+            object.__setattr__(self, "message", clip(self.message))
+
 
 @dataclass
 class Judged:
@@ -39,6 +45,10 @@ class Judged:
     name: str
     error: str = ""
     cases: list[CaseResult] = field(default_factory=list)
+
+    def __post_init__(self):  # may quote the worker's text: bounded where it is made
+        if isinstance(self.error, str):
+            self.error = clip(self.error)
 
     @property
     def timed(self) -> CaseResult | None:
@@ -56,6 +66,10 @@ class Tampering:
 
     exercise: str | None
     message: str
+
+    def __post_init__(self):
+        if isinstance(self.message, str):
+            object.__setattr__(self, "message", clip(self.message))
 
 
 def case_events(cases: list) -> list[dict]:
