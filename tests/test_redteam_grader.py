@@ -115,7 +115,8 @@ def test_feedback_lines_are_bounded():
 
 
 @pytest.mark.parametrize(
-    "text", ['=HYPERLINK("http://ev.il","x")', "+1+cmd", "-2+3", "@SUM(1+1)", "\tx", "\r=1"]
+    "text",
+    ['=HYPERLINK("http://ev.il","x")', "+1+cmd", "-2+3", "@SUM(1+1)", "\tx", "\r=1", "\uff1d1+1"],
 )
 def test_a_formula_cell_is_written_as_text(text):
     assert csvsafe.cell(text) == "'" + text

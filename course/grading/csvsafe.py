@@ -4,8 +4,9 @@ as a formula is written as text.
 A student names the submission file (``=HYPERLINK(...)_01_vector_add.ipynb``), the folder,
 and much of the text of a reason; an instructor opens the grades in a spreadsheet.  A cell
 that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is a formula to
-Excel, LibreOffice and Google Sheets (OWASP "CSV injection"), so such a cell gets a leading
-apostrophe, which every one of them shows as text.  A number (``-1``, ``+2.5``) is left as
+Excel, LibreOffice and Google Sheets (OWASP "CSV injection"; a line feed and the full-width
+forms of the four signs too, to be safe), so such a cell gets a leading apostrophe, which
+every one of them shows as text.  A number (``-1``, ``+2.5``) is left as
 it is.
 
 The grades CSV's ``reasons`` field is bounded as a whole too (:func:`reasons_field`): one
@@ -18,7 +19,7 @@ from __future__ import annotations
 import csv
 import re
 
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 MAX_REASONS = 8 << 10  # characters of a row's reasons field
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
