@@ -244,11 +244,18 @@ MUTANTS = {  # exercise -> three (text in the solution, replacement): each must 
             "        for k in range(2 * p, min(2 * p + 2, n)):\n            y[k] = x[k] + y[k]",
         ),
         ("y[k] = x[k] + y[k]", "y[k] = x[k] + y[k] if k < n - 1 else y[k]"),
+        # coalesced but reads x twice: useless reads lower the efficiency (they raised it)
+        ("y[k] = x[k] + y[k]", "y[k] = x[k] + y[k] + 0.0 * x[k]"),
     ],
     "tune_reduction": [
         ("if tid < s:", "if tid < s and tid % 2 == 0:"),
         ("        cuda.syncthreads()\n        s >>= 1", "        s >>= 1"),
         ("s >>= 1", "s >>= 2"),
+        (  # no tree: every lane adds into sdata[0] (a shared atomic is never a broadcast)
+            "    s = cuda.blockDim.x // 2\n    while s > 0:\n        if tid < s:\n"
+            "            sdata[tid] += sdata[tid + s]\n        cuda.syncthreads()\n        s >>= 1\n",
+            "    if tid > 0:\n        cuda.atomic.add(sdata, 0, sdata[tid])\n    cuda.syncthreads()\n",
+        ),
     ],
     "tune_covariance": [
         ("        cuda.syncthreads()\n    if base_x", "    if base_x"),
@@ -322,11 +329,18 @@ MUTANTS = {  # exercise -> three (text in the solution, replacement): each must 
             "hist[c0 + i // 256, i % 256] += sdata[i]",
         ),
         ("if sdata[i] > 0:", "if sdata[i] >= 0:"),
+        (  # races only at the measured size (256 rows), which no test case has
+            "cuda.atomic.add(hist, (c0 + i // 256, i % 256), sdata[i])",
+            "if data.shape[0] == 256:\n                hist[c0 + i // 256, i % 256] += sdata[i]\n"
+            "            else:\n                cuda.atomic.add(hist, (c0 + i // 256, i % 256), sdata[i])",
+        ),
     ],
 }
 
 
-@pytest.mark.parametrize("name, k", [(n, k) for n in sorted(MUTANTS) for k in range(3)])
+@pytest.mark.parametrize(
+    "name, k", [(n, k) for n in sorted(MUTANTS) for k in range(len(MUTANTS[n]))]
+)
 def test_kernel_mutants(name, k):
     spec = EXERCISES[name]
     plan, ns = _setup(spec.lesson)

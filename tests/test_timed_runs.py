@@ -151,7 +151,8 @@ def test_the_memoizing_kernel_computes_every_run_through_course_check(monkeypatc
     memo = course.check("tune_matmul", memo_matmul, record=False, seed=3)
     timed_case = memo.cases[-1]
     assert timed_case.name.startswith("tune target") and not timed_case.passed
-    assert "not there yet" in timed_case.message and "measured 1.125" in timed_case.message
+    # the naive kernel's 1.125 bytes per FLOP, plus its two reads of C (every read counts)
+    assert "not there yet" in timed_case.message and "measured 1.25" in timed_case.message
     spec = get("tune_matmul")
     stale = check_mod.measure(spec, stale_matmul, 3)  # course.check's measurement
     assert "no figure" not in stale.message and stale.figures, stale.message

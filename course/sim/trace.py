@@ -25,9 +25,10 @@ read/write/atomic, barrier epoch, source line), also through arrays derived from
 cannot be mapped (a copy, ``np.asarray(x)``, ``x.sum()``) stops the kernel with a
 :class:`TraceBypass` that names the array (:mod:`course.sim.trace_arrays`).
 
-The counting and the problem finding live in :mod:`course.sim.trace_analysis`, with the
-definitions of a warp request, coalescing, bank conflicts, barrier epochs, races,
-uninitialized reads and partial syncthreads.
+The counting lives in :mod:`course.sim.trace_analysis` (definitions of a warp request,
+coalescing, bank conflicts), the problem finding in :mod:`course.sim.trace_problems` (barrier
+epochs, races, uninitialized reads, partial syncthreads) and what a tune exercise's figure
+counts in :mod:`course.sim.trace_figures`.
 
 Checked against the hardware (``python -m course validate``, report in assets/profiles/):
 for 14 of the lessons' kernels on an H100, the traced sectors per global request and the
@@ -56,9 +57,10 @@ import threading
 import numpy as np
 
 from ..platform import runtime
-from . import trace_analysis
-from .trace_analysis import ATOMIC, READ, Problem
+from . import trace_analysis, trace_problems
+from .trace_analysis import ATOMIC, READ
 from .trace_arrays import TraceBypass, Traced
+from .trace_problems import Problem
 
 __all__ = ["run", "recording", "Trace", "Problem", "TraceBypass"]
 
@@ -368,7 +370,7 @@ class Trace:
     def problems(self) -> list:
         """Races, uninitialized shared reads, partial syncthreads, warp-intrinsic misuse."""
         if self._problems is None:
-            self._problems = trace_analysis.find_problems(self)
+            self._problems = trace_problems.find_problems(self)
         return self._problems
 
     # -- per-thread counts, summary, picture --------------------------------------------------
