@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import types
 
-from ..exercises.bounded import clip
+from ..exercises.bounded import clip, listed
 from .signature import SignatureError
 from .signature import parse as parse_signature
 
@@ -56,7 +56,7 @@ def jit_options(fdef: ast.FunctionDef, fn, names: dict) -> tuple[dict, str | Non
         unknown = set(kws) - JIT_OPTIONS
         if unknown or None in kws:
             raise UnitError(
-                f"@cuda.jit option(s) {', '.join(sorted(map(str, unknown)))} on "
+                f"@cuda.jit option(s) {listed(sorted(map(str, unknown)), show=str)} on "
                 f"`{fdef.name}` are not allowed in a checked kernel"
             )
         if len(args) > 1 or (args and not isinstance(args[0], str)):
