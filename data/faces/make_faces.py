@@ -9,6 +9,7 @@ skimage/data/lfw_subset.npy holds 200 images of 25 x 25 pixels (float64 in [0, 1
 first 100 are faces, the last 100 are background patches.  We keep the 100 faces as uint8
 (value = round(255 * x)), 62.5 KB in all.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,8 +28,10 @@ def main() -> int:
     try:
         import skimage
     except ImportError:
-        print("scikit-image is needed to rebuild the face set: pip install scikit-image",
-              file=sys.stderr)
+        print(
+            "scikit-image is needed to rebuild the face set: pip install scikit-image",
+            file=sys.stderr,
+        )
         return 1
     src = Path(os.path.dirname(skimage.__file__)) / "data" / "lfw_subset.npy"
     images = np.load(src)
@@ -42,8 +45,10 @@ def main() -> int:
     np.save(OUT, faces_u8, allow_pickle=False)
     digest = hashlib.sha256(OUT.read_bytes()).hexdigest()
     print(f"scikit-image {skimage.__version__}: {src}")
-    print(f"wrote {OUT.name}: {faces_u8.shape} uint8, {OUT.stat().st_size} bytes, "
-          f"max rounding error {err:.2e}")
+    print(
+        f"wrote {OUT.name}: {faces_u8.shape} uint8, {OUT.stat().st_size} bytes, "
+        f"max rounding error {err:.2e}"
+    )
     print(f"sha256 {digest}  (update FACES_SHA256 in course/platform/data.py if it changed)")
     return 0
 
