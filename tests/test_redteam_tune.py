@@ -229,5 +229,7 @@ def test_reads_the_tracer_never_saw_give_no_figure():
     spec = get("tune_matmul")
     res = spec.judge_figures({"moved": 4096, "read": 0, "replays": 0, "atomics": 0}, "sim")
     assert not res.passed and "no figure" in res.message and res.figures == {}, res.message
+    res = get("tune_vector_add").judge_figures({"moved": 0, "read": 0}, "sim")
+    assert not res.passed and "no figure" in res.message and res.figures == {}, res.message
     res = spec.judge_figures({"moved": 4096, "read": 16384, "replays": 0, "atomics": 0}, "sim")
     assert res.passed and res.figures is None, res.message

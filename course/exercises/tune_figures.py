@@ -100,6 +100,13 @@ def sim_value(spec, f: dict) -> tuple:
     n, _b, flops = spec.work(spec.sim_case)
     need_read, need_written = needed_bytes(spec, spec.sim_case)
     moved, read = finite(f["moved"]), finite(f["read"])
+    if read < need_read:  # before any division: a launch that moved nothing has no figure
+        why = (
+            f"no figure: the traced launch read {read:g} bytes of global memory, less than "
+            f"its inputs hold ({need_read} bytes) - every input must be read, through its "
+            "array (an access the tracer cannot see is not counted)"
+        )
+        return 0.0, what, op, spec.sim_target, why
     v = {
         "bytes_per_element": lambda: moved / n,
         "efficiency": lambda: (need_read + need_written) / moved,
@@ -108,12 +115,6 @@ def sim_value(spec, f: dict) -> tuple:
         "bytes_per_flop": lambda: read / flops,
     }[spec.sim_metric]()
     why = None
-    if read < need_read:
-        why = (
-            f"no figure: the traced launch read {read:g} bytes of global memory, less than "
-            f"its inputs hold ({need_read} bytes) - every input must be read, through its "
-            "array (an access the tracer cannot see is not counted)"
-        )
     return finite(v), what, op, spec.sim_target, why
 
 
