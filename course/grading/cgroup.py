@@ -4,17 +4,85 @@ v1's memory and pids controllers) where this user may make one.
 The sandbox of ``isolate.py`` puts each grading child in one (``child.py``): a submission
 that forks or allocates without end is stopped there, not on the host.  Where no cgroup
 can be made, the children keep their per-process limits only.
+
+Every sandbox of one grading process (a ``grade`` run, the leaderboard service) lives inside
+one parent cgroup of that process, ``course-run-PID``, that holds them all to
+:data:`RUN_SHARE` of the machine's memory and half its process ids: however many jobs run
+at once, the grader and the host keep the rest.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import threading
 from pathlib import Path
 
 MEMORY_MB = 8192  # a cgroup's memory limit (all processes of one sandbox)
 PIDS_MAX = (
     4096  # a cgroup's task limit: the simulator runs a thread per CUDA thread (1,024 a block)
 )
+RUN_SHARE = 0.75  # every sandbox of one process together: at most this share of the memory
+_RUN_LOCK = threading.Lock()
+_RUN: dict[tuple[Path, int], Path | None] = {}  # (hierarchy root, pid) -> the parent there
+
+
+def machine_memory() -> int:
+    """Bytes of memory this machine has (MemTotal), 0 where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def run_limits() -> dict[str, int]:
+    """The parent's limits: memory bytes (0: unknown) and process ids."""
+    try:
+        pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        pid_max = 32768
+    return {"memory": int(machine_memory() * RUN_SHARE), "pids": max(PIDS_MAX, pid_max // 2)}
+
+
+def run_parent(root: Path, files: dict[str, str]) -> Path | None:
+    """This process's parent cgroup under ``root`` (made once, removed at exit), with
+    ``files`` ({limit file: "memory" or "pids"}) set from :func:`run_limits`; None where
+    it cannot be made (the sandboxes then sit directly under ``root``, as before)."""
+    key = (root, os.getpid())  # a forked child makes its own, and never removes ours
+    with _RUN_LOCK:
+        if key in _RUN:
+            return _RUN[key]
+        d = root / f"course-run-{os.getpid()}"
+        limits = run_limits()
+        try:
+            d.mkdir(exist_ok=True)
+            if (d / "cgroup.subtree_control").exists():  # v2: hand the controllers down
+                (d / "cgroup.subtree_control").write_text("+memory +pids")
+            for name, what in files.items():
+                if limits[what]:
+                    (d / name).write_text(str(limits[what]))
+        except OSError:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+            _RUN[key] = None
+            return None
+        _RUN[key] = d
+        atexit.register(_remove_parent, d, os.getpid())
+        return d
+
+
+def _remove_parent(d: Path, pid: int) -> None:
+    if os.getpid() != pid:  # a forked child's exit: the parent cgroup is its creator's
+        return
+    try:
+        d.rmdir()  # its sandboxes are gone by now; if one is not, it stays (EBUSY)
+    except OSError:
+        pass
 
 
 class Cgroup:
@@ -31,7 +99,8 @@ class Cgroup:
             if (self.V2 / "cgroup.controllers").exists() and "memory" in (
                 self.V2 / "cgroup.controllers"
             ).read_text():
-                d = self.V2 / name
+                parent = run_parent(self.V2, {"memory.max": "memory", "pids.max": "pids"})
+                d = (parent or self.V2) / name
                 d.mkdir()
                 self.dirs.append(d)
                 (d / "memory.max").write_text(str(memory))
@@ -41,7 +110,8 @@ class Cgroup:
                     ("memory", "memory.limit_in_bytes", memory),
                     ("pids", "pids.max", PIDS_MAX),
                 ):
-                    d = self.V1[ctl] / name
+                    parent = run_parent(self.V1[ctl], {limit_file: ctl})
+                    d = (parent or self.V1[ctl]) / name
                     d.mkdir()
                     self.dirs.append(d)
                     (d / limit_file).write_text(str(value))
