@@ -183,7 +183,6 @@ def _post_all(srv, tokens):
     posts = {}
     for name, src, board, fn in (
         ("good", GOOD, "tune_vector_add", "add_fast"),
-        ("forge", FORGE, "tune_vector_add", "add_fast"),
         ("hang", HANG, "tune_vector_add", "add_fast"),
         ("dict", DICT, "tune_vector_add", "add_fast"),
         (
@@ -241,16 +240,15 @@ def test_blocks_of_256_threads_run_in_the_sandbox(real):
     assert d["status"] == "done" and d["passed"] is True, d["message"]
 
 
-def test_a_forged_timer_in_the_file_changes_nothing(real):
-    d = real["results"]["forge"]
-    assert d["status"] == "done" and d["mean_ms"] is None and d["rank"] is None, d
-    sub = (
-        sqlite3.connect(real["tmp"] / "lb.db")
-        .execute("SELECT figures FROM submissions WHERE id = ?", (real["ids"]["forge"],))
-        .fetchone()
+def test_a_forged_timer_in_the_file_is_refused_before_anything_runs(real):
+    """A file is read as data (leaderboard/fromfile.py): its import of the course is 422."""
+    code, d = call(
+        "POST",
+        real["srv"].url + "/api/submissions",
+        real["tokens"]["s01"],
+        {"board": "tune_vector_add", "source": FORGE, "function": "add_fast"},
     )
-    figures = json.loads(sub[0])
-    assert figures["moved"] > 1000 and "mean_ms" not in figures, figures  # traced, not forged
+    assert code == 422 and "imports course.exercises.tune" in d["error"], d
 
 
 def test_a_hanging_kernel_is_rejected_at_the_time_limit(real):

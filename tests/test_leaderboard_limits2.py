@@ -172,7 +172,7 @@ def _signin(port, token: str, path: str, extra: bytes = b"") -> str:
 
 def test_the_signin_cookie_is_scoped_to_the_service(tmp_path):
     tok = _tokens(tmp_path, 1)["s00"]
-    srv = _server(tmp_path, "--root-path", "/services/leaderboard")
+    srv = _server(tmp_path, "--root-path", "/services/leaderboard", "--trusted-proxy", "127.0.0.1")
     try:
         cookie = _signin(srv.port, tok, "/signin")  # uvicorn puts the root path first
         parts = [p.strip().lower() for p in cookie.split(";")]
@@ -180,7 +180,7 @@ def test_the_signin_cookie_is_scoped_to_the_service(tmp_path):
         assert "samesite=strict" in parts and "secure" not in parts, cookie
         cookie = _signin(
             srv.port, tok, "/signin", b"X-Forwarded-Proto: https\r\n"
-        )  # a proxy's https
+        )  # the trusted proxy's https (from any other peer it is ignored)
         assert "secure" in [p.strip().lower() for p in cookie.split(";")], cookie
         code, headers, _ = _raw(
             srv.port, b"GET /signout HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"

@@ -92,7 +92,7 @@ def test_slow_clients_are_cut_off_and_a_good_client_is_answered(tmp_path):
     once; 120 half-sent requests from 60 other addresses (and one trickling a byte a
     second) are closed with a 408 sentence HEADER_S after they opened; an idle connection,
     and a kept-alive one after its answer, are closed silently; a body that stops arriving
-    gets 408 after 15 s; all the while a well-behaved client is answered within a second."""
+    gets 408; all the while a well-behaved client is answered within a second."""
     srv = _server(tmp_path, "--max-per-client", "8")
     half = b"GET /api/health HTTP/1.1\r\nHost: x\r\nX-Slow: "
     try:
@@ -103,7 +103,6 @@ def test_slow_clients_are_cut_off_and_a_good_client_is_answered(tmp_path):
             b"Authorization: Bearer " + ADMIN.encode() + b"\r\nContent-Length: "
             b'1000\r\n\r\n{"board": ',
         )
-        t_body = time.monotonic()
         mine = [_open(srv.port, "127.0.0.2", half) for _ in range(8)]
         extra = _open(srv.port, "127.0.0.2")
         t0 = time.monotonic()
@@ -145,18 +144,20 @@ def test_slow_clients_are_cut_off_and_a_good_client_is_answered(tmp_path):
         stop.set()
         assert b" 408 " in got and time.monotonic() - t_open < HEADER_S + 3
         _answered_within(srv.port)
-        got = _closed(body, within=15 + 4 - (time.monotonic() - t_body))
-        assert b" 408 " in got and b"body did not arrive within 15 s" in got, got
-        assert time.monotonic() - t_body >= 14
+        got = _closed(body, within=1)  # cut long ago: it stopped for STALL_S
+        assert b" 408 " in got and b"body stopped arriving for 2 s" in got, got
     finally:
         srv.kill(signal.SIGTERM)
     assert "Traceback" not in Path(srv.log.name).read_text()
 
 
 def test_connections_past_the_open_file_limit_are_refused_not_fatal(tmp_path, monkeypatch):
-    """At 400 open files the service keeps 256 for itself and serves 144 connections: 200
-    slow ones from 50 addresses get 503 past that (a sentence, closed at once), nothing
-    fails for want of a file, and once the slow ones time out a client is answered."""
+    """At 400 open files the service keeps 256 for itself and serves 144 connections.  200
+    half-sent requests from 50 addresses: past 126 (an eighth below) the oldest idle ones are
+    shed at once, so a client is answered at once, not after they time out; 170 requests
+    whose headers are complete (not idle: never shed) fill it, 9 more (a sixteenth) are
+    let in on probation, and past that a connection gets 503 and a sentence at once.  Nothing fails for
+    want of a file."""
 
     def low_files():
         resource.setrlimit(resource.RLIMIT_NOFILE, (400, 400))
@@ -167,24 +168,52 @@ def test_connections_past_the_open_file_limit_are_refused_not_fatal(tmp_path, mo
     monkeypatch.setattr(subprocess, "Popen", popen)
     try:
         assert "144 in all (400 open files)" in Path(srv.log.name).read_text()
-        slow = [_open(srv.port, f"127.0.1.{i // 4}", b"GET / HTTP/1.1\r\n") for i in range(200)]
-        t0 = time.monotonic()
-        refused = 0
-        for s in slow[150:]:
-            got = _closed(s, within=2)
-            assert b" 503 " in got and b"connections open, its limit" in got, got
-            refused += 1
-        for s in slow[:140]:
-            assert b" 408 " in _closed(s, within=HEADER_S + 3 - (time.monotonic() - t0))
-        for s in slow[140:150]:
+        slow = [_open(srv.port, f"127.0.1.{i // 4}", b"GET / HTTP/1.1\r\n") for i in range(130)]
+        time.sleep(0.5)  # idle now, not just unread
+        slow += [
+            _open(srv.port, f"127.0.1.{i // 4}", b"GET / HTTP/1.1\r\n") for i in range(130, 200)
+        ]
+        time.sleep(0.5)
+        _answered_within(srv.port)  # no waiting for the slow ones' deadline
+        shed = sum(_open_or_closed(s) for s in slow)
+        assert 200 - 126 <= shed < 200, shed  # the oldest went, the newest are still there
+        for s in slow:
             s.close()
         time.sleep(0.5)
+        head = (
+            b"POST /api/submissions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + ADMIN.encode()
+            + b"\r\nContent-Length: 100\r\n\r\n"
+        )
+        busy = [_open(srv.port, f"127.0.2.{i // 4}", head) for i in range(170)]
+        refused = 0
+        for s in busy:  # in the app, a body that never comes: 408 at STALL_S; or refused
+            got = _closed(s, within=4)
+            if b" 503 " in got:
+                assert b"connections open, its limit" in got, got
+                refused += 1
+            else:
+                assert b" 408 " in got and b"stopped arriving" in got, got
         _answered_within(srv.port)
-        assert refused == 50 and srv.proc.poll() is None
+        assert 170 - 144 - 9 <= refused <= 170 - 144, refused  # 9 on probation: 144 // 16
+        assert srv.proc.poll() is None
     finally:
         srv.kill(signal.SIGTERM)
     log = Path(srv.log.name).read_text()
     assert "Too many open files" not in log and "Traceback" not in log, log[-2000:]
+
+
+def _open_or_closed(s: socket.socket) -> bool:
+    """Whether the server has closed ``s`` (without waiting)."""
+    s.setblocking(False)
+    try:
+        return s.recv(4096, socket.MSG_PEEK) == b"" or True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        s.setblocking(True)
 
 
 # ---------------------------------------------------------------------------------------

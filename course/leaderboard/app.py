@@ -15,13 +15,15 @@ JSON API (the contract in ``shared/DESIGN.md``):
 
 Every bad request gets a 4xx and one sentence in ``{"error": ...}``: 400 malformed,
 401 no, unknown or non-ASCII token, 403 someone else's submission, 404 unknown board or
-submission, 408 a body that took over ``limits.BODY_S``, 413 too large or past the
+submission, 408 a body that took over ``limits.BODY_S`` or trickled, 413 too large or past the
 student's storage quota, 422 not a kernel the service can take (syntax error, no such
 ``@cuda.jit`` function, malformed unit, a ``"source"`` that is not the unit's: the unit is
-what is judged, so the source shown is always the unit's), 429 too many submissions or past
+what is judged, so the source shown is always the unit's; a file that runs anything at its
+top level, ``fromfile.py``), 429 too many submissions or past
 the student's judge time in the window (``Retry-After`` says when to retry;
-``allowance.py``); 503 while ``limits.BODIES_IN_FLIGHT`` bytes are being read.
-Connection-level limits (header deadline, per-client cap): ``limits.py``.
+``allowance.py``) or more than the client's share of bodies in flight; 503 while
+``limits.BODIES_IN_FLIGHT`` bytes are being read.  Connection-level limits (header
+deadline, shedding, per-client cap): ``limits.py`` and ``connections.py``.
 HTML pages (``pages.py``): ``/boards``, ``/boards/{board}``, ``/signin``.
 """
 
@@ -42,7 +44,8 @@ from starlette.routing import Route
 
 from . import allowance
 from . import boards as boards_mod
-from .limits import Refused, read_body
+from .fromfile import FileError, unit_of_file
+from .limits import Refused, client_keys, read_body
 from .shown import unit_view
 from .store import COURSE_PREFIX, same_token
 
@@ -68,12 +71,7 @@ def error(status: int, message: str, headers=None) -> JSONResponse:
 
 def who(request: Request, settings: Settings, store, required: bool = True):
     """(student name or None, is the instructor) from the bearer token or the page cookie."""
-    auth = request.headers.get("authorization", "")
-    token = (
-        auth[7:].strip()
-        if auth.lower().startswith("bearer ")
-        else request.cookies.get("leaderboard_token", "")
-    )
+    token = bearer(request)
     if token and not token.isascii():
         raise Refused(
             401,
@@ -95,8 +93,16 @@ def who(request: Request, settings: Settings, store, required: bool = True):
     return student, False
 
 
+def bearer(request: Request) -> str:
+    """The token a request carries: its bearer header, else the page's cookie."""
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return request.cookies.get("leaderboard_token", "")
+
+
 async def read_json(request: Request) -> dict:
-    body = await read_body(request)
+    body = await read_body(request, keys=client_keys(request, bearer(request)))
     try:
         data = json.loads(body or b"null")
     except (ValueError, UnicodeDecodeError):
@@ -108,10 +114,12 @@ async def read_json(request: Request) -> dict:
     return data
 
 
-def check_submission(data: dict, settings: Settings) -> tuple[str, str, str, dict | None]:
+def check_submission(data: dict, settings: Settings) -> tuple[str, str, str, dict]:
     """(board, source, function, unit) of a well-formed submission, else Refused.  With a
     unit (what ``course.submit`` sends), the unit is what is judged, so the source stored
-    and shown is the unit's: a ``"source"`` that differs from it is refused."""
+    and shown is the unit's: a ``"source"`` that differs from it is refused.  A file is
+    read as data (``fromfile.py``: only imports, constants and ``@cuda.jit`` functions,
+    nothing run) and its kernel's unit, stored beside it, is what is judged and shown."""
     board, source, function = data.get("board"), data.get("source"), data.get("function")
     if not isinstance(board, str) or board not in settings.boards:
         raise Refused(404, boards_mod.unknown(board, settings.boards))
@@ -148,6 +156,12 @@ def check_submission(data: dict, settings: Settings) -> tuple[str, str, str, dic
         raise Refused(422, f"the source defines no function `{function}` at its top level")
     if not jitted:
         raise Refused(422, f"`{function}` is not decorated with @cuda.jit")
+    if unit is None:  # a file: read as data, never run; its unit is what is judged
+        spec = settings.boards[board].spec
+        try:
+            unit = unit_of_file(source, function, getattr(spec, "launch_names", ()))
+        except FileError as exc:
+            raise Refused(422, f"this file cannot be judged: {exc}") from None
     return board, source, function, unit
 
 

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import allowance, limits
+from . import allowance, connections, limits
 from .store import Store
 
 
@@ -134,7 +134,8 @@ def serve(opts) -> int:
         judge_window_s=opts.judge_window,
         quota_bytes=int(opts.quota_mb * 1e6),
     )
-    app = create_app(store, q, settings)
+    app = limits.PerClient(create_app(store, q, settings), opts.max_per_client)
+    trusted = frozenset(opts.trusted_proxy or ())
 
     def said(requeued, gave_up):  # before the queue starts: its first work may kill it
         print(
@@ -152,7 +153,15 @@ def serve(opts) -> int:
     q.start(said)
     print(
         f"limits: headers within {limits.HEADER_S:g} s, bodies within "
-        f"{limits.BODY_S:g} s, {opts.max_per_client} connections per client address, "
+        f"{limits.BODY_S:g} s at {limits.MIN_RATE >> 10} KiB/s, "
+        f"{limits.CLIENT_SHARE >> 20} MiB of bodies per client, "
+        f"{opts.max_per_client} connections per client address"
+        + (
+            f" (requests per forwarded address behind {', '.join(sorted(trusted))})"
+            if trusted
+            else ""
+        )
+        + ", "
         f"{most} in all ({files} open files); per student {opts.judge_seconds:g} s of "
         f"judging per {opts.judge_window:g} s, {opts.quota_mb:g} MB kept",
         flush=True,
@@ -163,8 +172,10 @@ def serve(opts) -> int:
         root_path=opts.root_path,
         log_level="warning",
         ws="none",
-        http=limits.protocol(opts.max_per_client, limits.HEADER_S, most),
-        limit_concurrency=most,
+        http=connections.protocol(opts.max_per_client, limits.HEADER_S, most, trusted),
+        proxy_headers=bool(trusted),  # X-Forwarded-For only from a named proxy
+        forwarded_allow_ips=sorted(trusted) or None,
+        limit_concurrency=most + backlog,  # a backstop: ours answers past most first
         timeout_keep_alive=limits.KEEP_ALIVE_S,
         timeout_graceful_shutdown=limits.SHUTDOWN_S,
         backlog=backlog,
@@ -235,6 +246,15 @@ def main(argv=None) -> int:
         metavar="N",
         help="open connections per client address (default %(default)s; behind "
         "a proxy every client has the proxy's address)",
+    )
+    s.add_argument(
+        "--trusted-proxy",
+        action="append",
+        metavar="ADDR",
+        help="the address of a proxy in front of the service (JupyterHub's: "
+        "127.0.0.1); its X-Forwarded-For names the client, and --max-per-client "
+        "caps requests per forwarded address instead of its connections; repeat "
+        "for several (default: none, X-Forwarded-For is ignored)",
     )
     s.add_argument(
         "--max-connections",

@@ -1,27 +1,30 @@
-"""What one client, or many, can hold of the service: deadlines and caps on connections.
+"""What one client, or many, can hold of the service: deadlines, shares and caps.
 
-uvicorn (0.54, its h11 protocol) has no deadline for a request whose line and headers
-trickle in, and a connection costs an open file for as long as it lasts: 1,100 slow
-connections once made the service unreachable at the usual limit of 1,024 open files.
-``leaderboard serve`` therefore runs uvicorn with :func:`protocol` (a subclass of uvicorn's
-``H11Protocol`` passed as ``http=``) and these choices:
+``leaderboard serve`` runs uvicorn with ``connections.protocol`` (header deadline, shedding
+of idle connections near the cap, per-address and global caps on connections: see there)
+and these choices:
 
-- **Headers**: the request line and headers must be complete ``HEADER_S`` (5 s) after the
-  connection opens, or after the previous response on a kept-alive connection; past that a
-  connection that sent part of a request gets ``408`` with a sentence and is closed, and an
-  idle kept-alive one is closed silently (uvicorn's ``timeout_keep_alive``, also 5 s).
-- **Bodies**: the app reads a body under ``asyncio.wait_for`` (``BODY_S``, 15 s, then
-  ``408``), at most ``MAX_BODY`` bytes (1 MiB, then ``413``), and all bodies being read at
-  once may hold ``BODIES_IN_FLIGHT`` bytes (64 MiB, then ``503`` with ``Retry-After``).
+- **Headers**: complete within ``HEADER_S`` (5 s; 1 s once half the connections are open);
+  an idle kept-alive connection is closed after ``KEEP_ALIVE_S`` (uvicorn's own).
+- **Bodies** (:func:`read_body`): at most ``MAX_BODY`` bytes (1 MiB, then ``413``), the
+  whole within ``BODY_S`` (15 s), and never slower than ``MIN_RATE`` (64 KiB/s on average
+  after ``RATE_GRACE_S``) nor silent for ``STALL_S`` (2 s): a body that trickles or stalls is
+  cut with ``408``.  All bodies being read at once may hold ``BODIES_IN_FLIGHT`` bytes
+  (64 MiB, then ``503``), and one client - its token, from any address; a request
+  without one, its address - at most ``CLIENT_SHARE`` of it (8 MiB, then ``429``): no one
+  client holds the budget, it holds its share for ``STALL_S`` at a time, and the rest is
+  everyone else's (:func:`client_keys`).
 - **Per client**: at most ``PER_CLIENT`` (64) open connections per client address
-  (``--max-per-client``); the next one is answered ``429`` with a sentence at once and closed.
-  A request takes milliseconds, so a class behind one NAT rarely holds more than a few at
-  once; behind a proxy every connection comes from the proxy's address: raise the cap there,
-  or cap per client in the proxy.
-- **In all**: uvicorn's ``limit_concurrency`` (``--max-connections``, default 2,048, never more
-  than the open-file limit less 256 for the database, the judges' pipes and logs): requests
-  past it get ``503``, and connections past it are answered ``503`` and closed at once, so
-  no crowd holds more open files than that.
+  (``--max-per-client``; the next is answered ``429`` at once).  Behind a proxy every
+  connection comes from the proxy's address: name it with ``--trusted-proxy`` and its
+  connections are not capped per address; instead the address it forwards (the last
+  ``X-Forwarded-For`` entry it added) is the client, capped at ``PER_CLIENT`` requests at
+  once (:class:`PerClient`) and given its own body share.  ``X-Forwarded-For`` from any
+  other peer is ignored: a client cannot name itself someone else.
+- **In all**: ``--max-connections`` (default 2,048, never more than the open-file limit less
+  256 for the database, the judges' pipes and logs): past it a connection gets ``503`` and a
+  sentence as it opens (``connections.py``); uvicorn's ``limit_concurrency``, set above it
+  by a backlog, is a backstop that never answers first.
 - **Open files**: at start the soft ``RLIMIT_NOFILE`` is raised to the hard limit, and the
   listen backlog (how many connections asyncio accepts at once, before any is looked at) is
   an eighth of it, so a burst is refused a batch at a time without running out of files.
@@ -44,16 +47,21 @@ import collections
 import json
 import resource
 import socket
+import time
 
 HEADER_S = 5.0  # request line + headers complete within this after (re)start
 KEEP_ALIVE_S = 5  # an idle kept-alive connection is closed after this
-PER_CLIENT = 64  # open connections per client address
-MAX_CONNECTIONS = 2048  # in all (uvicorn's limit_concurrency)
+PER_CLIENT = 64  # open connections per client address (requests, behind a trusted proxy)
+MAX_CONNECTIONS = 2048  # in all (connections.protocol)
 SHUTDOWN_S = 5  # a stop waits this long for open requests, no longer
 FILES_KEPT = 256  # open files kept for the database, the judges' pipes, logs
 MAX_BODY = 1 << 20  # bytes of a request (the source plus its unit)
 BODY_S = 15.0  # seconds for a request's whole body to arrive
 BODIES_IN_FLIGHT = 64 << 20  # bytes of bodies being read at once, all requests together
+CLIENT_SHARE = BODIES_IN_FLIGHT // 8  # ... of which one address, or one token, may hold
+MIN_RATE = 64 << 10  # bytes/s a body arrives at, on average, after ...
+RATE_GRACE_S = 3.0  # ... this long (past STALL_S: a stall is told as one)
+STALL_S = 2.0  # seconds a body may send nothing
 
 
 class Refused(Exception):
@@ -63,27 +71,78 @@ class Refused(Exception):
 
 
 class _Bodies:
-    """Bytes of request bodies being read right now, across every request."""
+    """Bytes of request bodies being read right now: in all, and per client key."""
 
     held = 0
+    by_client: collections.Counter = collections.Counter()
 
 
-async def read_body(request, limit: int = MAX_BODY) -> bytes:
-    """The request's body, at most ``limit`` bytes, complete within ``BODY_S``; Refused
-    (413, 408, 503) otherwise.  A refused body closes the connection."""
+def client_keys(request, token: str = "") -> tuple:
+    """The key a request's body is counted under: its token when it carries one (known:
+    the app checks it before reading a body), so one student is one client from every
+    address - and every (address, token) pair is held to the share too; else its client
+    address (the forwarded one behind a trusted proxy).  Not the address alone for a
+    token's request: behind the hub's proxy or a NAT a class shares one address."""
+    if token:
+        return (f"token {token}",)
+    return (f"address {request.client.host if request.client else ''}",)
+
+
+def _take(keys: tuple, n: int) -> None:
+    _Bodies.held += n
+    for k in keys:
+        _Bodies.by_client[k] += n
+
+
+def _give(keys: tuple, n: int) -> None:
+    _Bodies.held -= n
+    for k in keys:
+        _Bodies.by_client[k] -= n
+        if _Bodies.by_client[k] <= 0:
+            del _Bodies.by_client[k]
+
+
+async def read_body(request, limit: int = MAX_BODY, keys: tuple | None = None) -> bytes:
+    """The request's body, at most ``limit`` bytes, arriving at ``MIN_RATE`` without a
+    stall of ``STALL_S`` and complete within ``BODY_S``, while the client (``keys``:
+    :func:`client_keys`) holds at most ``CLIENT_SHARE`` of the bodies in flight; Refused
+    (413, 408, 429, 503) otherwise.  A refused body closes the connection."""
     from starlette.requests import ClientDisconnect
 
     close = {"Connection": "close"}
+    keys = client_keys(request) if keys is None else keys
     length = request.headers.get("content-length", "")
     if length.isdigit() and (len(length) > 18 or int(length) > limit):
         raise Refused(
             413, f"the request says it is {length[:24]} bytes; the limit is {limit:,}", close
         )
     chunks, held = [], 0
+    t0 = last = time.monotonic()
+    stream = request.stream().__aiter__()
 
-    async def read():
-        nonlocal held
-        async for chunk in request.stream():
+    def slow(why: str) -> Refused:
+        return Refused(408, f"the request's body {why}; the connection is closed", close)
+
+    try:
+        while True:
+            now = time.monotonic()
+            # how long it may wait for the next chunk: no stall, no average below MIN_RATE
+            stall = STALL_S - (now - last)
+            whole = BODY_S - (now - t0)
+            behind = RATE_GRACE_S + held / MIN_RATE - (now - t0)
+            if stall <= 0:
+                raise slow(f"stopped arriving for {STALL_S:g} s")
+            if whole <= 0:
+                raise slow(f"did not arrive within {BODY_S:g} s")
+            if behind <= 0:
+                raise slow(f"arrived slower than {MIN_RATE >> 10} KiB/s")
+            try:
+                chunk = await asyncio.wait_for(stream.__anext__(), min(stall, whole, behind))
+            except StopAsyncIteration:
+                break
+            except asyncio.TimeoutError:
+                continue  # the checks above say which deadline passed
+            last = time.monotonic()
             if held + len(chunk) > limit:
                 raise Refused(413, f"the request is over the limit of {limit:,} bytes", close)
             if _Bodies.held + len(chunk) > BODIES_IN_FLIGHT:
@@ -92,21 +151,63 @@ async def read_body(request, limit: int = MAX_BODY) -> bytes:
                     "the leaderboard is receiving too much at once; try again in a few seconds",
                     dict(close, **{"Retry-After": "5"}),
                 )
+            if any(_Bodies.by_client[k] + len(chunk) > CLIENT_SHARE for k in keys):
+                raise Refused(
+                    429,
+                    f"you are sending more than {CLIENT_SHARE >> 20} MiB at once to the "
+                    "leaderboard; wait for your other requests to finish",
+                    dict(close, **{"Retry-After": "5"}),
+                )
             chunks.append(chunk)
             held += len(chunk)
-            _Bodies.held += len(chunk)
-
-    try:
-        await asyncio.wait_for(read(), BODY_S)
+            _take(keys, len(chunk))
     except ClientDisconnect:
         raise Refused(400, "the request's body was cut off", close) from None
-    except asyncio.TimeoutError:
-        raise Refused(
-            408, f"the request's body did not arrive within {BODY_S:g} s", close
-        ) from None
     finally:
-        _Bodies.held -= held
+        _give(keys, held)
     return b"".join(chunks)
+
+
+class PerClient:
+    """ASGI middleware: at most ``per_client`` requests at once per client address - the
+    forwarded one behind a trusted proxy, whose connections are not capped per address
+    (``connections.protocol``); past it ``429`` with a sentence."""
+
+    def __init__(self, app, per_client: int = PER_CLIENT):
+        self.app, self.per_client = app, per_client
+        self.open: collections.Counter = collections.Counter()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        host = (scope.get("client") or ("",))[0]
+        if self.open[host] >= self.per_client:
+            body = json.dumps(
+                {
+                    "error": f"this address already has {self.per_client} requests open "
+                    "to the leaderboard; wait for one to finish"
+                }
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 429,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"retry-after", b"5"),
+                        (b"connection", b"close"),
+                    ],
+                }
+            )
+            return await send({"type": "http.response.body", "body": body})
+        self.open[host] += 1
+        try:
+            return await self.app(scope, receive, send)
+        finally:
+            self.open[host] -= 1
+            if self.open[host] <= 0:
+                del self.open[host]
 
 
 class BindError(Exception):
@@ -168,135 +269,3 @@ def backlog(open_files: int) -> int:
 def max_connections(asked: int, open_files: int) -> int:
     """The cap in all: what was asked, within the open files less those kept."""
     return max(16, min(asked, open_files - FILES_KEPT))
-
-
-def _answer(status: int, reason: str, message: str, retry: str | None = None) -> bytes:
-    body = json.dumps({"error": message}).encode()
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n"
-        + (f"retry-after: {retry}\r\n" if retry else "")
-        + "\r\n"
-    )
-    return head.encode() + body
-
-
-def protocol(
-    per_client: int = PER_CLIENT, header_s: float = HEADER_S, most: int = MAX_CONNECTIONS
-) -> type:
-    """uvicorn's h11 protocol with a header deadline and per-client and global caps (one
-    class per server: the counts live in it)."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    counts: collections.Counter = collections.Counter()
-
-    class Guarded(H11Protocol):
-        counts: dict
-        _timer = None
-        _key = None
-        _got = False
-
-        def connection_made(self, transport) -> None:
-            super().connection_made(transport)
-            key = self.client[0] if self.client else ""
-            if counts[key] >= per_client:
-                transport.write(
-                    _answer(
-                        429,
-                        "Too Many Requests",
-                        f"this address already has {per_client} "
-                        "connections open to the leaderboard; close one and try again",
-                        "5",
-                    )
-                )
-                transport.close()
-                return
-            if len(self.connections) > most:
-                transport.write(
-                    _answer(
-                        503,
-                        "Service Unavailable",
-                        f"the leaderboard has {most} connections "
-                        "open, its limit; try again in a few seconds",
-                        "5",
-                    )
-                )
-                transport.close()
-                return
-            counts[key] += 1
-            self._key = key
-            self._arm()
-
-        def connection_lost(self, exc) -> None:
-            self._disarm()
-            if self._key is not None:
-                counts[self._key] -= 1
-                if counts[self._key] <= 0:
-                    del counts[self._key]
-                self._key = None
-            super().connection_lost(exc)
-
-        def data_received(self, data: bytes) -> None:
-            if self._timer is not None:
-                self._got = True
-            super().data_received(data)
-
-        def handle_events(self) -> None:
-            cycle = self.cycle
-            super().handle_events()
-            if self.cycle is not cycle:  # a request line and headers were complete
-                self._disarm()
-
-        def on_response_complete(self) -> None:
-            self._arm()  # the next request has header_s too; armed
-            super().on_response_complete()  # first: a pipelined one disarms it at once
-
-        def send_400_response(self, msg: str) -> None:
-            """Malformed HTTP: a 400 with a sentence if no response has begun, and close.
-            (uvicorn's own would also answer mid-response - a body that turns malformed
-            after the app answered - and break h11's state; the app's reply still due is
-            dropped: its client is gone.)"""
-            import h11
-
-            if self.cycle is not None and not self.cycle.response_complete:
-                self.cycle.disconnected = True
-                self.cycle.message_event.set()
-            if self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE) and (
-                self.cycle is None or not self.cycle.response_started
-            ):
-                self.transport.write(
-                    _answer(
-                        400,
-                        "Bad Request",
-                        "this is not a valid HTTP/1.1 request; the connection is closed",
-                    )
-                )
-            self.transport.close()
-
-        def _arm(self) -> None:
-            self._disarm()
-            self._got = False
-            self._timer = self.loop.call_later(header_s, self._too_slow)
-
-        def _disarm(self) -> None:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-
-        def _too_slow(self) -> None:
-            self._timer = None
-            if self.transport.is_closing():
-                return
-            if self._got:
-                self.transport.write(
-                    _answer(
-                        408,
-                        "Request Timeout",
-                        f"the request line and headers did not arrive "
-                        f"within {header_s:g} s; the connection is closed",
-                    )
-                )
-            self.transport.close()
-
-    Guarded.counts = counts
-    return Guarded

@@ -8,9 +8,10 @@ A submission arrives as one of three kinds of data:
 - a **course kernel**'s name (the instructor entering one of the course's own kernels,
   ``course/exercises/entries.py``): the measurer runs the course's kernel and launch, with
   nothing to gate;
-- a **source file** and a function name (``python -m course submit``, or any HTTP client) -
-  that file is Python, so it runs in the grading worker's sandbox, which sends back the
-  function's unit; from there on the same path.
+- a **source file** and a function name (``python -m course submit``, or any HTTP client):
+  the service reads it as data (``fromfile.py``) and stores its kernel's unit beside it,
+  so it arrives here as a unit.  Only a row stored before that (a file, no unit) still
+  runs in the grading worker's sandbox, which sends back the function's unit.
 
 Then: the compile gate (numba-cuda's real compiler, sm_75 and sm_90), the board's tests
 (the exercise's public and hidden cases) and, when they all pass, the timed launch at the

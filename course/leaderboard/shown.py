@@ -5,7 +5,9 @@ functions it calls (units of their own, to any depth) and the values of the glob
 reads.  ``GET /api/submissions/{id}`` and the submission's page show all of it:
 ``unit_sources`` (every function's source, the kernel's first, by name; a device function
 called from another as ``caller.name``) and ``constants`` (every other global as text, by
-the same naming).  A file submitted without a unit is shown whole: it is what ran.
+the same naming).  A file is stored whole beside the unit made from it (``fromfile.py``:
+nothing in the file runs, so the unit is all that is judged); a row stored before that
+has no unit and shows its file.
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ the folder around it is left as it is.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import hmac
 import json
@@ -31,6 +30,8 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+
+from .ranking import Ranking, row
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tokens (
@@ -63,26 +64,6 @@ RESULT_FIELDS = (
     "mode",
 )
 KINDS = ("student", "course")
-EXPORT = (
-    "id",
-    "student",
-    "kind",
-    "board",
-    "function",
-    "status",
-    "passed",
-    "mean_ms",
-    "std_ms",
-    "best_ms",
-    "median_ms",
-    "runs",
-    "device",
-    "mode",
-    "created",
-    "finished",
-    "message",
-)
-
 
 MAX_ATTEMPTS = 2
 BROKE_TWICE = "judging this submission stopped the service twice; it is not queued again"
@@ -103,7 +84,7 @@ def same_token(given: str, known: str | None) -> bool:
     )
 
 
-class Store:
+class Store(Ranking):
     """Thread-safe access to one leaderboard database (one connection, one lock)."""
 
     def __init__(self, path):
@@ -308,78 +289,19 @@ class Store:
 
     def get(self, sid: int) -> dict | None:
         rows = self._q("SELECT * FROM submissions WHERE id = ?", (sid,))
-        return _row(rows[0]) if rows else None
+        return row(rows[0]) if rows else None
 
     def history(self, student: str, board: str | None = None) -> list[dict]:
         sql, args = "SELECT * FROM submissions WHERE student = ?", [student]
         if board:
             sql, args = sql + " AND board = ?", args + [board]
-        return [_row(r) for r in self._q(sql + " ORDER BY id DESC", args)]
+        return [row(r) for r in self._q(sql + " ORDER BY id DESC", args)]
 
     def counts(self) -> dict:
         return {
             r["status"]: r["n"]
             for r in self._q("SELECT status, COUNT(*) AS n FROM submissions GROUP BY status")
         }
-
-    # -- ranking --------------------------------------------------------------------------
-    def ranked(self, board: str) -> list[dict]:
-        """Each student's (and course entry's) fastest passing, timed submission, fastest
-        first, ranked 1..n."""
-        rows = self._q(
-            """SELECT s.* FROM submissions s JOIN (
-            SELECT student, kind, MIN(mean_ms) AS m FROM submissions
-            WHERE board = ? AND status = 'done' AND passed = 1 AND mean_ms IS NOT NULL
-            GROUP BY student, kind) b ON s.student = b.student AND s.kind = b.kind
-            AND s.mean_ms = b.m
-            WHERE s.board = ? AND s.status = 'done' AND s.passed = 1
-            ORDER BY s.mean_ms, s.finished""",
-            (board, board),
-        )
-        out: list = []
-        seen: set = set()
-        for r in rows:
-            if (r["student"], r["kind"]) in seen:  # two with the same time: the first
-                continue
-            seen.add((r["student"], r["kind"]))
-            out.append(dict(_row(r), rank=len(out) + 1))
-        return out
-
-    def rank_of(self, sub: dict) -> int | None:
-        """Where this submission's time places its student among the others' best."""
-        if sub.get("status") != "done" or not sub.get("passed") or sub.get("mean_ms") is None:
-            return None
-        faster = self._q(
-            """SELECT COUNT(*) AS n FROM (SELECT student, MIN(mean_ms) AS m
-            FROM submissions WHERE board = ? AND status = 'done' AND passed = 1 AND
-            mean_ms IS NOT NULL AND NOT (student = ? AND kind = ?) GROUP BY student, kind)
-            WHERE m < ?""",
-            (sub["board"], sub["student"], sub.get("kind", "student"), sub["mean_ms"]),
-        )[0]["n"]
-        return faster + 1
-
-    def best_over_time(self, board: str) -> list[tuple[float, float]]:
-        """(time, the board's best mean so far) at each improvement: the term's curve."""
-        best, out = None, []
-        for r in self._q(
-            "SELECT finished, mean_ms FROM submissions WHERE board = ? AND "
-            "status = 'done' AND passed = 1 AND mean_ms IS NOT NULL ORDER BY "
-            "finished",
-            (board,),
-        ):
-            if best is None or r["mean_ms"] < best:
-                best = r["mean_ms"]
-                out.append((r["finished"], best))
-        return out
-
-    def export_csv(self, out) -> int:
-        w = csv.writer(out)
-        w.writerow(EXPORT)
-        n = 0
-        for r in self._q(f"SELECT {', '.join(EXPORT)} FROM submissions ORDER BY id"):
-            w.writerow([iso(r[k]) if k in ("created", "finished") else r[k] for k in EXPORT])
-            n += 1
-        return n
 
 
 def private(path: Path) -> None:
@@ -396,18 +318,3 @@ def private(path: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def iso(t: float | None) -> str:
-    """A time as ISO 8601 in UTC to the second (2026-11-26T14:30:05Z); "" for none."""
-    return "" if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-
-
-def _row(r: sqlite3.Row) -> dict:
-    d = dict(r)
-    for k in ("figures", "cases", "versions", "unit"):
-        if d.get(k):
-            d[k] = json.loads(d[k])
-    if d.get("passed") is not None:
-        d["passed"] = bool(d["passed"])
-    return d
