@@ -30,6 +30,7 @@ import itertools
 import linecache
 import operator
 import types
+import warnings
 
 import numpy as np
 
@@ -88,7 +89,10 @@ def unit_of_file(source: str, function: str, extra_names=()) -> dict:
     ns: dict = {"__builtins__": {}, "__name__": "submitted", "_keeps_lines": lambda f: f}
     try:
         for node in tree.body:
-            _statement(node, ns, filename)
+            try:
+                _statement(node, ns, filename)
+            except RecursionError:
+                raise _refuse(node, "is nested too deeply to read") from None
         fn = ns.get(function)
         if not isinstance(fn, Jitted):
             if isinstance(fn, types.FunctionType):
@@ -273,8 +277,10 @@ def _const(node, ns: dict, stmt):
         is_number_type = isinstance(fn, type) and issubclass(fn, np.number)
         if (is_number_type or fn is np.dtype) and isinstance(arg, (int, float, str, type)):
             try:
-                return fn(arg)
-            except (TypeError, ValueError, OverflowError) as exc:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")  # an overflowing cast is refused
+                    return fn(arg)
+            except (TypeError, ValueError, ArithmeticError, RuntimeWarning) as exc:
                 raise _refuse(stmt, f"makes no number ({exc})") from None
     raise _refuse(stmt, "computes a value the service does not compute for you")
 
@@ -288,8 +294,10 @@ def _number(op, args: list, stmt):
     if op in (operator.lshift, operator.rshift) and not 0 <= args[1] <= 64:
         raise _refuse(stmt, "shifts by more than 64 bits")
     try:
-        value = op(*args)
-    except (ArithmeticError, ValueError, TypeError) as exc:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # numpy's overflow is refused, not printed
+            value = op(*args)
+    except (ArithmeticError, ValueError, TypeError, RuntimeWarning) as exc:
         raise _refuse(stmt, f"cannot be computed ({exc})") from None
     if isinstance(value, complex) or abs(value) > BIGGEST:
         raise _refuse(stmt, "computes a constant larger than 2**64")
