@@ -233,3 +233,57 @@ def test_reads_the_tracer_never_saw_give_no_figure():
     assert not res.passed and "no figure" in res.message and res.figures == {}, res.message
     res = spec.judge_figures({"moved": 4096, "read": 16384, "replays": 0, "atomics": 0}, "sim")
     assert res.passed and res.figures is None, res.message
+
+
+# -- 4. a count brought to 0 by doing the work slowly -------------------------------------
+
+
+@cuda.jit
+def reduce_serial(g_idata, g_odata):
+    # no tree, no conflict: thread 0 sums the block's elements one after another
+    sdata = cuda.shared.array(0, dtype=float32)
+    tid = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + tid
+    sdata[tid] = 0
+    if i < g_idata.size:
+        sdata[tid] = g_idata[i]
+    cuda.syncthreads()
+    if tid == 0:
+        acc = float32(0)
+        for j in range(cuda.blockDim.x):
+            acc += sdata[j]
+        g_odata[cuda.blockIdx.x] = acc
+
+
+@cuda.jit
+def histogram_one_thread(data, hist):
+    # no atomic at all: one thread counts every element
+    if cuda.threadIdx.x == 0 and cuda.blockIdx.x == 0 and cuda.blockIdx.y == 0:
+        for r in range(data.shape[0]):
+            for c in range(data.shape[1]):
+                hist[c, int32(data[r, c])] += 1
+
+
+@cuda.jit
+def transpose_naive(A, B):
+    # no shared memory, so no bank conflict: the writes of B are uncoalesced instead
+    x = cuda.blockIdx.x * 32 + cuda.threadIdx.x
+    for k in range(0, 32, 8):
+        y = cuda.blockIdx.y * 32 + cuda.threadIdx.y + k
+        if y < A.shape[0] and x < A.shape[1]:
+            B[x, y] = A[y, x]
+
+
+@pytest.mark.parametrize(
+    "name, kernel, bound",
+    [
+        ("tune_reduction", reduce_serial, "busiest thread"),
+        ("tune_histogram", histogram_one_thread, "busiest thread"),
+        ("tune_transpose", transpose_naive, "memory efficiency"),
+    ],
+)
+def test_a_count_reached_by_slow_work_misses_its_second_bound(name, kernel, bound):
+    res = _measure(name, kernel)
+    assert not res.passed and "measured 0, target" in res.message, res.message
+    assert bound in res.message.split(", but ")[1], res.message
+    assert bound in get(name).target_text

@@ -189,6 +189,7 @@ def _tune_transpose():
         base=base,
         sim_metric="replays",
         sim_target=0,
+        sim_also=(("efficiency", 0.9),),  # without shared memory: no conflict, uncoalesced
         gpu_target=0.485,  # H100, 4096^2: 0.464 with the conflict, 0.503 without
         sim_case=Case("m x n = 64 x 64", {"m": 64, "n": 64}, (2, 2), (TILE_T, 8)),
         gpu_case=Case(

@@ -11,7 +11,13 @@ load, store and atomic, never by the names a kernel gives its parameters.  The j
   write can only lower it;
 - ``bytes_per_flop`` = every global byte the kernel read (any array, loads and atomics) /
   the FLOPs the problem needs;
-- ``replays``, ``atomics_per_element``, ``bytes_per_element``: counts, all arrays together.
+- ``replays``, ``atomics_per_element``, ``bytes_per_element``: counts, all arrays together;
+- ``busiest``: the memory accesses of the busiest thread.
+
+A count a kernel can bring to 0 by doing the work slowly comes with a second bound
+(``Tune.sim_also``): no bank conflict is easy with no shared memory at all (a transpose
+that writes uncoalesced: ``efficiency``) or with one thread summing the block serially
+(``busiest``); no global atomic is easy with one thread counting everything (``busiest``).
 
 A counted figure is not believed (no figure, no point) when the launch read less global
 memory than its inputs hold (an access the tracer did not see), or had a race, an
@@ -33,6 +39,7 @@ SIM_METRICS = {  # name -> (what it is, "<=" or ">=")
     "replays": ("shared-memory replays (extra wavefronts from bank conflicts)", "<="),
     "atomics_per_element": ("global atomic operations per input element", "<="),
     "bytes_per_flop": ("global bytes read per FLOP", "<="),
+    "busiest": ("memory accesses of the busiest thread", "<="),
 }
 GPU_METRICS = {
     "copy_fraction": "fraction of the measured copy bandwidth",
@@ -107,15 +114,37 @@ def sim_value(spec, f: dict) -> tuple:
             "array (an access the tracer cannot see is not counted)"
         )
         return 0.0, what, op, spec.sim_target, why
-    v = {
-        "bytes_per_element": lambda: moved / n,
-        "efficiency": lambda: (need_read + need_written) / moved,
-        "replays": lambda: finite(f["replays"]),
-        "atomics_per_element": lambda: finite(f["atomics"]) / n,
-        "bytes_per_flop": lambda: read / flops,
-    }[spec.sim_metric]()
+    v = _sim_metric(spec.sim_metric, f, n, flops, need_read + need_written, moved, read)
     why = None
-    return finite(v), what, op, spec.sim_target, why
+    return v, what, op, spec.sim_target, why
+
+
+def sim_also(spec, f: dict) -> str | None:
+    """The first of ``spec.sim_also``'s bounds that the counts ``f`` miss, as a sentence."""
+    n, _b, flops = spec.work(spec.sim_case)
+    need = sum(needed_bytes(spec, spec.sim_case))
+    for metric, limit in spec.sim_also:
+        what, op = SIM_METRICS[metric]
+        v = _sim_metric(metric, f, n, flops, need, finite(f["moved"]), finite(f["read"]))
+        if not (v <= limit if op == "<=" else v >= limit):
+            return (
+                f"but {what}: measured {v:.4g}, limit {op} {limit:g} (the target counts "
+                "only when the work is still done the fast way)"
+            )
+    return None
+
+
+def _sim_metric(metric, f, n, flops, need, moved, read) -> float:
+    return finite(
+        {
+            "bytes_per_element": lambda: moved / n,
+            "efficiency": lambda: need / moved,
+            "replays": lambda: finite(f["replays"]),
+            "atomics_per_element": lambda: finite(f["atomics"]) / n,
+            "bytes_per_flop": lambda: read / flops,
+            "busiest": lambda: finite(f["busiest"]),
+        }[metric]()
+    )
 
 
 # -- a GPU: timed, and believed only below the measured ceilings ------------------------

@@ -14,6 +14,9 @@ reaching an element through an atomic instead of a load, changes no count.
   the serialization of shared atomics: an atomic is never a broadcast, so lanes updating
   words of one bank (the same word included) take one wavefront each.
 - ``atomics``: global atomic operations.
+- ``busiest``: the memory accesses (global and shared) of the busiest thread: a kernel that
+  leaves the work to one thread, one element after another, has nothing to conflict or
+  race with, and this shows it (padding the other threads cannot lower it).
 - :func:`problem`: the first race, uninitialized shared read or partial syncthreads in the
   traces.  A figure from such a launch means nothing: the simulator runs one thread at a
   time, which can make a racy kernel right by luck.
@@ -29,9 +32,10 @@ FAILS = ("race", "uninitialized", "syncthreads")  # problems that void a figure
 
 
 def counts(traces) -> dict:
-    """{"moved", "read", "replays", "atomics"}: summed over ``traces`` (course.sim.trace)."""
-    moved = read = replays = atomics = 0
+    """{"moved", "read", "replays", "atomics", "busiest"} of ``traces`` (course.sim.trace)."""
+    moved = read = replays = atomics = busiest = 0
     for tr in traces:
+        busiest = max([busiest] + [len(st["log"]) for st in tr.threads.values()])
         groups: dict = {}
         for blk, tid, aid, off, kind, _e, _w, sid, k, _s in tr.records:
             groups.setdefault((aid, blk, tid // 32, sid, k, kind), []).append(off)
@@ -46,7 +50,13 @@ def counts(traces) -> dict:
             elif kind == ATOMIC:
                 replays += atomic_replays(offs, a.itemsize)
         replays += sum(c["replays"] for c in bank_counts(tr).values())
-    return {"moved": moved, "read": read, "replays": replays, "atomics": atomics}
+    return {
+        "moved": moved,
+        "read": read,
+        "replays": replays,
+        "atomics": atomics,
+        "busiest": busiest,
+    }
 
 
 def atomic_replays(byte_offsets, itemsize: int) -> int:
