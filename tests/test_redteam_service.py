@@ -189,11 +189,10 @@ def test_half_sent_connections_from_many_addresses_are_shed_and_bob_gets_in(tmp_
 
 def test_under_load_the_header_deadline_is_shorter(tmp_path):
     """With over half of --max-connections open, a half-sent request gets 408 after 1 s
-    (not 5); below that it still has 5 s."""
+    (not 5: below half, test_service_limits' slow clients get 5 s)."""
     srv = _server(tmp_path, "--max-connections", "100", "--max-per-client", "1000")
     half = b"GET /api/health HTTP/1.1\r\nHost: x\r\nX-a: "
     try:
-        alone = _open(srv.port, "127.0.0.3", half)
         idle = [_open(srv.port, f"127.0.2.{i % 10}", half) for i in range(60)]
         time.sleep(0.3)
         t0 = time.monotonic()
@@ -201,8 +200,6 @@ def test_under_load_the_header_deadline_is_shorter(tmp_path):
         got = _reply(busy, within=3)
         assert _status(got) == 408 and b"within 1 s" in got, got
         assert 0.8 < time.monotonic() - t0 < 2.0
-        got = _reply(alone, within=6)
-        assert _status(got) == 408 and b"within 5 s" in got, got
         for s in idle:
             s.close()
     finally:
