@@ -14,8 +14,7 @@ never from above.  What counts as an arrow:
 
 No module, and no code cell of a notebook, may take a ``_private`` name from another module
 of the package (``from x import _y``, or ``x._y`` where ``x`` is a module of the package).
-No module of the package is over ``MAX_LINES`` (400) lines, but those another engineer is
-splitting right now (``SPLITTING_NOW``, a temporary list).
+No module of the package is over ``MAX_LINES`` (400) lines.
 The checks read the source (``ast``); they import nothing.
 """
 
@@ -49,16 +48,6 @@ FLOORS = [
 FORBIDDEN = {("show", "grading"), ("show", "leaderboard")}  # display: not grading or service
 MAX_ROOT_MODULES = 8
 MAX_LINES = 400  # a module longer than this is split where a concept ends
-# TEMPORARY: modules other helpers are splitting right now; the lead empties this list
-SPLITTING_NOW = {
-    "course/grading/batch.py",
-    "course/grading/unit.py",
-    "course/grading/gate.py",
-    "course/exercises/predict.py",
-    "course/exercises/tune.py",
-    "course/sim/trace_analysis.py",
-    "course/leaderboard/store.py",
-}
 
 
 @functools.cache
@@ -316,33 +305,29 @@ def test_few_modules_at_the_root():
     assert set(root) == {"__init__.py", "__main__.py", "lessons.py"}, root
 
 
-def too_long(texts: dict, limit: int = MAX_LINES, allowed=frozenset()) -> list:
-    """``path (N lines)`` for each module text of ``texts`` (path -> text) over ``limit``
-    lines, but those ``allowed``."""
+def too_long(texts: dict, limit: int = MAX_LINES) -> list:
+    """``path (N lines)`` for each module text of ``texts`` (path -> text) over ``limit``."""
     return sorted(
         f"{path} ({n} lines)"
         for path, text in texts.items()
-        if (n := len(text.splitlines())) > limit and path not in allowed
+        if (n := len(text.splitlines())) > limit
     )
 
 
 def test_no_module_is_over_400_lines():
     texts = {str(p.relative_to(REPO)): p.read_text() for p in _modules().values()}
-    long = too_long(texts, allowed=SPLITTING_NOW)
+    long = too_long(texts)
     assert not long, f"modules over {MAX_LINES} lines (split each where a concept ends):\n" + (
         "\n".join(long)
     )
 
 
 def test_a_401_line_module_fails_the_length_rule():
-    """Its mutant: a planted 401-line module fails, one of 400 lines passes, and an
-    exception covers only the module it names."""
+    """Its mutant: a planted 401-line module fails, one of 400 lines passes."""
     at_limit = "x = 1\n" * MAX_LINES
     over = at_limit + "y = 2\n"
     assert too_long({"course/show/mutant.py": over}) == ["course/show/mutant.py (401 lines)"]
     assert too_long({"course/show/mutant.py": at_limit}) == []
-    assert too_long({"course/show/mutant.py": over}, allowed=SPLITTING_NOW)
-    assert not too_long({"course/grading/unit.py": over}, allowed=SPLITTING_NOW)
 
 
 def test_no_private_name_crosses_a_module():
