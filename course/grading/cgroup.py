@@ -47,42 +47,89 @@ def run_limits() -> dict[str, int]:
     return {"memory": int(machine_memory() * RUN_SHARE), "pids": max(PIDS_MAX, pid_max // 2)}
 
 
-def run_parent(root: Path, files: dict[str, str]) -> Path | None:
-    """This process's parent cgroup under ``root`` (made once, removed at exit), with
-    ``files`` ({limit file: "memory" or "pids"}) set from :func:`run_limits`; None where
-    it cannot be made (the sandboxes then sit directly under ``root``, as before)."""
+def own_place(root: Path, controller: str | None) -> Path:
+    """The folder under ``root`` of the cgroup this process is in (v1: the hierarchy of
+    ``controller``; v2: ``controller`` None), or ``root`` where that cannot be told."""
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, where = line.split(":", 2)
+            mine = controller in controllers.split(",") if controller else controllers == ""
+            if mine:
+                place = root / where.lstrip("/")
+                return place if place.is_dir() else root
+    except (OSError, ValueError):
+        pass
+    return root
+
+
+def run_parent(root: Path, files: dict[str, str], controller: str | None = None) -> Path | None:
+    """This process's parent cgroup in the hierarchy at ``root`` (made once, removed at
+    exit): inside the cgroup this process is in, so a limit put on the grader covers its
+    sandboxes too, else at ``root``; ``files`` ({limit file: "memory" or "pids"}) set from
+    :func:`run_limits`.  None where none can be made (the sandboxes then sit at ``root``)."""
     key = (root, os.getpid())  # a forked child makes its own, and never removes ours
     with _RUN_LOCK:
-        if key in _RUN:
-            return _RUN[key]
-        d = root / f"course-run-{os.getpid()}"
+        seen = key in _RUN
+        known = _RUN.get(key)
+        if seen and (known is None or known.is_dir()):
+            return known
         limits = run_limits()
-        try:
-            d.mkdir(exist_ok=True)
-            if (d / "cgroup.subtree_control").exists():  # v2: hand the controllers down
-                (d / "cgroup.subtree_control").write_text("+memory +pids")
-            for name, what in files.items():
-                if limits[what]:
-                    (d / name).write_text(str(limits[what]))
-        except OSError:
+        bases = list(dict.fromkeys([own_place(root, controller), root]))
+        for base in bases:
+            sweep(base)
+        for base in bases:
+            d = base / f"course-run-{os.getpid()}"
             try:
-                d.rmdir()
+                d.mkdir(exist_ok=True)
+                if (d / "cgroup.subtree_control").exists():  # v2: hand the controllers down
+                    (d / "cgroup.subtree_control").write_text("+memory +pids")
+                for name, what in files.items():
+                    if limits[what]:
+                        (d / name).write_text(str(limits[what]))
             except OSError:
-                pass
-            _RUN[key] = None
-            return None
-        _RUN[key] = d
-        atexit.register(_remove_parent, d, os.getpid())
-        return d
+                _remove_tree(d)
+                continue
+            if not seen:
+                atexit.register(_remove_parent, key, os.getpid())
+            _RUN[key] = d
+            return d
+        _RUN[key] = None
+        return None
 
 
-def _remove_parent(d: Path, pid: int) -> None:
-    if os.getpid() != pid:  # a forked child's exit: the parent cgroup is its creator's
-        return
+def sweep(base: Path) -> None:
+    """Remove the parents that processes no longer alive left in ``base`` (one killed
+    with SIGKILL cannot remove its own); a parent still in use is never removed."""
+    for old in base.glob("course-run-*"):
+        try:
+            pid = int(old.name.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
+            _remove_tree(old)
+
+
+def _remove_tree(d: Path) -> None:
+    """``rmdir`` a parent's empty sandbox cgroups, then the parent (a cgroup that still
+    holds a process refuses: EBUSY, and stays)."""
     try:
-        d.rmdir()  # its sandboxes are gone by now; if one is not, it stays (EBUSY)
+        for child in d.iterdir():
+            if child.is_dir():
+                try:
+                    child.rmdir()
+                except OSError:
+                    pass
+        d.rmdir()
     except OSError:
         pass
+
+
+def _remove_parent(key: tuple[Path, int], pid: int) -> None:
+    if os.getpid() != pid:  # a forked child's exit: the parent cgroup is its creator's
+        return
+    d = _RUN.get(key)
+    if d:
+        _remove_tree(d)
 
 
 class Cgroup:
@@ -99,7 +146,7 @@ class Cgroup:
             if (self.V2 / "cgroup.controllers").exists() and "memory" in (
                 self.V2 / "cgroup.controllers"
             ).read_text():
-                parent = run_parent(self.V2, {"memory.max": "memory", "pids.max": "pids"})
+                parent = run_parent(self.V2, {"memory.max": "memory", "pids.max": "pids"}, None)
                 d = (parent or self.V2) / name
                 d.mkdir()
                 self.dirs.append(d)
@@ -110,7 +157,7 @@ class Cgroup:
                     ("memory", "memory.limit_in_bytes", memory),
                     ("pids", "pids.max", PIDS_MAX),
                 ):
-                    parent = run_parent(self.V1[ctl], {limit_file: ctl})
+                    parent = run_parent(self.V1[ctl], {limit_file: ctl}, ctl)
                     d = (parent or self.V1[ctl]) / name
                     d.mkdir()
                     self.dirs.append(d)
