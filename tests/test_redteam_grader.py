@@ -116,7 +116,7 @@ def test_feedback_lines_are_bounded():
 
 @pytest.mark.parametrize(
     "text",
-    ['=HYPERLINK("http://ev.il","x")', "+1+cmd", "-2+3", "@SUM(1+1)", "\tx", "\r=1", "\uff1d1+1"],
+    ['=HYPERLINK("http://ev.il","x")', "+1+cmd", "-2+3", "@SUM(1+1)", "\tx", "\r1", "\uff1d1+1"],
 )
 def test_a_formula_cell_is_written_as_text(text):
     assert csvsafe.cell(text) == "'" + text
@@ -125,6 +125,30 @@ def test_a_formula_cell_is_written_as_text(text):
 @pytest.mark.parametrize("text", ["alice", "-1", "+2.5", "-0.25", "1e5", "", "a=b", "6"])
 def test_plain_cells_and_numbers_are_left_alone(text):
     assert csvsafe.cell(text) == text
+
+
+@pytest.mark.parametrize("sep", [",", ";", "\t", "|"], ids=["comma", "semicolon", "tab", "pipe"])
+def test_a_formula_after_any_separator_is_written_as_text(tmp_path, sep):
+    """Round 3: ``x;=2+5*7`` is one unquoted cell to us and two cells, one a formula, to a
+    spreadsheet that splits at ``;``.  Each separator a spreadsheet may use, read back with
+    that separator, leaves no cell that is a formula; numbers after it stay numbers."""
+    name = f'x{sep}=2+5*7{sep} @SUM(1+1){sep}"+cmd"{sep}\uff1d1{sep}-1{sep}+2.5{sep}_01.ipynb'
+    out = tmp_path / "g.csv"
+    with out.open("w", newline="", encoding="utf-8") as f:
+        csvsafe.writer(f).writerow(["bob", name, "-1", "a=b"])
+    for split in (",", ";", "\t", "|"):  # the file as each spreadsheet would cut it
+        for line in out.read_text(encoding="utf-8").splitlines():
+            for c in line.split(split):
+                c = c.strip(' "')
+                assert not c.startswith(csvsafe.FORMULA_START) or csvsafe.NUMBER.fullmatch(c), (
+                    split,
+                    c,
+                )
+    cells = [c.strip(' "') for c in csvsafe.cell(name).split(sep)]
+    assert cells[1:] == ["'=2+5*7", "'@SUM(1+1)", "'+cmd", "'\uff1d1", "-1", "+2.5", "_01.ipynb"]
+    assert csvsafe.cell(f"x{sep}-1") == f"x{sep}-1"  # a number after it is left alone
+    assert csvsafe.cell(f"x{sep}-1+2") == f"x{sep}'-1+2"
+    assert csvsafe.cell("\r=1") == "'\r'=1"  # a line break is a separator too
 
 
 FORMULA = '=HYPERLINK("http://ev.il","x")_01_vector_add.ipynb'

@@ -6,8 +6,14 @@ and much of the text of a reason; an instructor opens the grades in a spreadshee
 that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is a formula to
 Excel, LibreOffice and Google Sheets (OWASP "CSV injection"; a line feed and the full-width
 forms of the four signs too, to be safe), so such a cell gets a leading apostrophe, which
-every one of them shows as text.  A number (``-1``, ``+2.5``) is left as
-it is.
+every one of them shows as text.  A number (``-1``, ``+2.5``) is left as it is.
+
+A spreadsheet may also split a line at another separator than ours (``;`` in much of
+Europe, a tab, ``|``): then ``x;=2+5*7`` is two cells, the second a formula, although the
+comma CSV holds it as one unquoted cell.  So the same sign that follows any separator a
+spreadsheet may use (``,`` ``;`` tab ``|`` or a line break), after optional spaces and
+quotes, gets an apostrophe before it too (``x;'=2+5*7``), unless what follows up to the
+next separator is a number.
 
 The grades CSV's ``reasons`` field is bounded as a whole too (:func:`reasons_field`): one
 row stays a few kilobytes that Python's ``csv`` module and a spreadsheet read, whatever a
@@ -20,15 +26,29 @@ import csv
 import re
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+SIGNS = "=+\\-@\uff1d\uff0b\uff0d\uff20"  # a formula's first character (regex class)
+SEPARATORS = ",;\t|\r\n"  # where a spreadsheet may split a line into cells
 MAX_REASONS = 8 << 10  # characters of a row's reasons field
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+# a sign after a separator (spaces and quotes between), and the text up to the next one
+_INNER = re.compile(f"(?<=[{SEPARATORS}])([ \"']*)([{SIGNS}])([^{SEPARATORS}]*)")
+
+
+def _inner(m: re.Match) -> str:
+    pad, sign, rest = m.groups()
+    if NUMBER.fullmatch(sign + rest.rstrip(" \"'")):
+        return m.group(0)  # x;-1 is a number in any spreadsheet
+    return f"{pad}'{sign}{rest}"
 
 
 def cell(value) -> str:
-    """``value`` as a CSV cell that no spreadsheet runs as a formula."""
+    """``value`` as a CSV cell that no spreadsheet runs as a formula, whatever separator
+    it splits the line at."""
     text = value if isinstance(value, str) else str(value)
-    if text.startswith(FORMULA_START) and not _NUMBER.fullmatch(text):
-        return "'" + text
+    if not NUMBER.fullmatch(text.strip(" \"'")):
+        text = _INNER.sub(_inner, text)
+        if text.lstrip(" \"'").startswith(FORMULA_START):
+            return "'" + text
     return text
 
 
