@@ -309,6 +309,8 @@ if __name__ == "__main__":
 '''
 
 
+_USES_C = GOOD.replace("+ y[k]", "+ y[k] * C") + "\nimport numpy as np\nC = {}\n"
+
 REFUSED = [
     (SWAP, "line 10 (`import base64"),
     (SWAP.replace("import base64 as _b, zlib as _z, linecache as _lc\n", ""), "line 10 (`_SRC"),
@@ -325,6 +327,13 @@ REFUSED = [
     (GOOD.replace("@cuda.jit", "@cuda.jit(print('x'))"), "other than @cuda.jit"),
     (GOOD.replace("(n, x, y)", "(n, x, y=print())"), "not a literal"),
     (GOOD.replace("y[k] = x[k]", "y[k] = LIMIT"), "`LIMIT`, which is not defined"),
+    # round 3: constants the service made but could not store (JSON) answered 500
+    (_USES_C.format("np.longdouble(2)"), "line 9 (`C = np.longdouble(2)`) makes a longdouble"),
+    (_USES_C.format("np.longdouble('1e4000')"), "makes a longdouble"),
+    (_USES_C.format("np.complex64(1.5)"), "makes a complex number (complex64)"),
+    (_USES_C.format("np.timedelta64(5)"), "makes a timedelta64"),
+    (_USES_C.format("(1, np.float64('nan'))"), "makes the non-finite float nan"),
+    (_USES_C.format("np.dtype(np.clongdouble)"), "makes the dtype complex256"),
 ]
 
 
@@ -367,3 +376,33 @@ def test_an_honest_files_unit_is_what_is_stored_judged_and_shown(tmp_path):
     finally:
         srv.kill(signal.SIGTERM)
     _log_clean(srv)
+
+
+def test_a_unit_the_service_cannot_store_or_a_failing_database_is_a_sentence():
+    """The last word behind fromfile's check: a unit that is not plain JSON is 422, and a
+    database that fails while storing is 503 with a sentence and Retry-After - never a
+    500 with a traceback (the red team's np.longdouble constant reached json.dumps)."""
+    import sqlite3
+
+    import numpy as np
+
+    from course.leaderboard.app import sized, stored
+    from course.leaderboard.limits import Refused
+
+    for bad in ({"globals": {"C": np.longdouble(2)}}, {"x": 1j}, {"x": float("nan")}):
+        with pytest.raises(Refused) as got:
+            sized("src", bad)
+        assert got.value.status == 422 and "cannot store" in got.value.message, bad
+    assert sized("src", {"globals": {"C": ["scalar", "<f4", 1.5]}}) > 3
+
+    class Broken:
+        def add(self, *row, kind):
+            raise sqlite3.OperationalError("database is locked")
+
+    with pytest.raises(Refused) as got:
+        stored(Broken(), ("bob", "tune_vector_add", "f", "src", {"name": "f"}), "student")
+    assert got.value.status == 503 and "(OperationalError)" in got.value.message
+    assert got.value.headers == {"Retry-After": "60"}
+    with pytest.raises(Refused) as got:  # the instructor's entries are sized here too
+        stored(Broken(), ("bob", "tune_vector_add", "f", "src", {"c": np.complex64(1)}), "course")
+    assert got.value.status == 422

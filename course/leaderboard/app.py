@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from .shown import unit_view
 from .store import COURSE_PREFIX, same_token
 
 MAX_SOURCE = 64 << 10  # characters of a submitted file
+log = logging.getLogger("course.leaderboard")
 
 
 @dataclass
@@ -179,6 +181,34 @@ def _check_unit(unit, function) -> dict:
     return unit
 
 
+def sized(source: str, unit) -> int:
+    """Bytes the submission adds to the database; 422 with a sentence if the unit is not
+    plain JSON (a file's unit is checked in ``fromfile``; this is the last word)."""
+    try:
+        json.dumps(unit, allow_nan=False)
+        return allowance.size(source, unit)
+    except (TypeError, ValueError, RecursionError, OverflowError) as exc:
+        raise Refused(
+            422, f"the kernel unit holds a value the leaderboard cannot store ({str(exc)[:200]})"
+        ) from None
+
+
+def stored(store, row: tuple, kind: str) -> int:
+    """The new submission's id; any failure of the database is a 503 with a sentence
+    (and one line in the instructor's log), never a traceback to the client."""
+    sized(row[3], row[4])  # the instructor's entries are not sized for a quota
+    try:
+        return store.add(*row, kind=kind)
+    except Exception as exc:  # noqa: BLE001 - the database's failure, said in a sentence
+        log.error("storing a submission failed: %s: %s", type(exc).__name__, str(exc)[:300])
+        raise Refused(
+            503,
+            f"the leaderboard could not store this submission ({type(exc).__name__}); "
+            "try again in a minute, and tell your instructor if it persists",
+            {"Retry-After": "60"},
+        ) from None
+
+
 def check_entry(data: dict, settings: Settings, admin: bool) -> tuple:
     """(board, student, function, source, unit) of the instructor entering one of the
     course's own kernels (``{"board", "course_kernel"}``), else Refused."""
@@ -296,10 +326,8 @@ def create_app(store, queue, settings: Settings) -> Starlette:
             allowance.check_judge_time(
                 store, student, settings.judge_s, settings.judge_window_s, time.time()
             )
-            allowance.check_storage(
-                store, student, allowance.size(source, unit), settings.quota_bytes
-            )
-        sid = store.add(student, board, function, source, unit, kind=kind)
+            allowance.check_storage(store, student, sized(source, unit), settings.quota_bytes)
+        sid = stored(store, (student, board, function, source, unit), kind)
         queue.notify()
         return JSONResponse(
             {"id": sid, "status": "queued", "url": f"/api/submissions/{sid}"}, status_code=202

@@ -15,7 +15,12 @@ The file may hold, at its top level, only statements that run nothing:
   is never run, its options are data) and whose defaults are literals;
 - constants: ``NAME = expression`` of numbers, strings and tuples, arithmetic on them
   (bounded), names bound above, attributes of those modules (``np.float32``), and calls of
-  a numpy number type or ``np.dtype`` on such values (``np.float32(0.5)``);
+  a numpy number type or ``np.dtype`` on such values (``np.float32(0.5)``).  Whatever the
+  expression, the number it makes must be one the service stores as plain JSON and a
+  kernel can use: a bool, an integer within 64 bits, a finite float (numpy's float16 to
+  float64 too), or a tuple of these; a dtype must be a number dtype of at most 64 bits.
+  ``np.longdouble(2)``, ``np.complex64(1.5)``, ``np.timedelta64(1)`` or ``math.inf`` are
+  refused with their line (a kernel may still write ``math.inf`` in its body);
 - an ``if __name__ == "__main__":`` block, which is skipped (it never runs here).
 
 Anything else - ``exec``, other imports, calls, assignments into objects, classes, loops -
@@ -27,7 +32,9 @@ from __future__ import annotations
 import ast
 import copy
 import itertools
+import json
 import linecache
+import math
 import operator
 import types
 import warnings
@@ -100,11 +107,18 @@ def unit_of_file(source: str, function: str, extra_names=()) -> dict:
             raise FileError(f"the source defines no function `{function}` at its top level")
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         try:
-            return extract(fn, extra_names)
+            unit = extract(fn, extra_names)
         except UnitError as exc:
             raise FileError(str(exc)) from None
         except RecursionError:
             raise FileError("the source is nested too deeply to read") from None
+        try:  # what is stored is plain JSON, whatever the file named
+            json.dumps(unit, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise FileError(
+                f"the kernel's unit holds a value the service cannot store ({str(exc)[:200]})"
+            ) from None
+        return unit
     finally:
         linecache.cache.pop(filename, None)
 
@@ -158,6 +172,7 @@ def _statement(node, ns: dict, filename: str) -> None:
     if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         value = _const(node.value, ns, node)
+        _storable(value, node)
         for t in targets:
             _bind(t, value, ns, node)
         return
@@ -283,6 +298,39 @@ def _const(node, ns: dict, stmt):
             except (TypeError, ValueError, ArithmeticError, RuntimeWarning) as exc:
                 raise _refuse(stmt, f"makes no number ({exc})") from None
     raise _refuse(stmt, "computes a value the service does not compute for you")
+
+
+def _storable(value, stmt, depth: int = 0) -> None:
+    """Refused (FileError naming the line) unless every number in ``value`` is one the
+    service stores as plain JSON and a kernel can use; names (modules, types, functions)
+    are left to ``extract``, which takes only what a kernel may use."""
+    what = None
+    if isinstance(value, tuple) and depth < 4:
+        for v in value:
+            _storable(v, stmt, depth + 1)
+    elif isinstance(value, (bool, np.bool_, str)):
+        pass
+    elif isinstance(value, np.dtype):
+        if value.kind not in "biuf" or value.itemsize > 8 or value.fields is not None:
+            what = f"the dtype {value}"
+    elif isinstance(value, (int, float, complex, np.generic)):
+        kind = np.dtype(type(value)).kind if isinstance(value, np.generic) else ""
+        if isinstance(value, (complex, np.complexfloating)):
+            what = f"a complex number ({type(value).__name__})"
+        elif isinstance(value, np.generic) and (kind not in "iuf" or value.itemsize > 8):
+            what = f"a {type(value).__name__}"
+        elif isinstance(value, (float, np.floating)) and not math.isfinite(value):
+            what = f"the non-finite float {value}"
+        elif isinstance(value, (int, np.integer)) and not -(1 << 63) <= int(value) < 1 << 64:
+            what = "an integer past 64 bits"
+    if what:
+        text = ast.unparse(stmt).splitlines()[0][:80]
+        raise FileError(
+            f"line {stmt.lineno} (`{text}`) makes {what}: a constant must be a bool, an "
+            "integer within 64 bits, a finite float (numpy's float16 to float64 too), a "
+            "string, a number dtype or a tuple of these (write anything else, such as "
+            "math.inf, in the kernel's body)"
+        )
 
 
 def _number(op, args: list, stmt):
