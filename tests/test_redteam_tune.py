@@ -7,7 +7,12 @@ course/exercises/tune_figures.py): each attack gets no point, each honest kernel
    (P, Q, C) measured 0 bytes per FLOP; every array the launch passed now counts, by position;
 3. variants: reads through atomics (were not counted), a block sum through shared atomics
    (no bank conflict counted), a histogram that races only at the measured size, a figure
-   whose reads the tracer never saw.
+   whose reads the tracer never saw;
+4. counts brought to 0 by doing the work slowly;
+5. kernels slower than the given one with a passing count: one thread of each block does
+   the matmul, one warp of the grid does the add or the centering, Harris' divergent
+   reduction #0 (``tid % (2 * s)``) and a reduction that idles every other lane: every
+   target also bounds the busiest thread (a fair share) and the warps' idle lanes.
 Only the measured launch runs here (``check.measure``): a second or so per kernel.
 """
 
@@ -231,7 +236,10 @@ def test_reads_the_tracer_never_saw_give_no_figure():
     assert not res.passed and "no figure" in res.message and res.figures == {}, res.message
     res = get("tune_vector_add").judge_figures({"moved": 0, "read": 0}, "sim")
     assert not res.passed and "no figure" in res.message and res.figures == {}, res.message
-    res = spec.judge_figures({"moved": 4096, "read": 16384, "replays": 0, "atomics": 0}, "sim")
+    spread = {"busiest": 67, "threads": 1024, "requests": 8, "packed": 8}  # a fair share
+    res = spec.judge_figures(
+        {"moved": 4096, "read": 16384, "replays": 0, "atomics": 0, **spread}, "sim"
+    )
     assert res.passed and res.figures is None, res.message
 
 
@@ -287,3 +295,178 @@ def test_a_count_reached_by_slow_work_misses_its_second_bound(name, kernel, boun
     assert not res.passed and "measured 0, target" in res.message, res.message
     assert bound in res.message.split(", but ")[1], res.message
     assert bound in get(name).target_text
+
+
+# -- 5. slower than the given kernel, with a passing count --------------------------------
+
+
+@cuda.jit
+def matmul_one_thread(A, B, C):
+    # the red team's: thread (0, 0) of each block stages the tiles and computes all of the
+    # block's outputs alone (0.25 bytes per FLOP, like the tiled kernel)
+    sA = cuda.shared.array((16, 16), float32)
+    sB = cuda.shared.array((16, 16), float32)
+    acc = cuda.local.array((16, 16), float32)
+    if cuda.threadIdx.x != 0 or cuda.threadIdx.y != 0:
+        return
+    r0, c0 = cuda.blockIdx.y * 16, cuda.blockIdx.x * 16
+    for i in range(16):
+        for j in range(16):
+            acc[i, j] = 0
+    for t in range(A.shape[1] // 16):
+        for i in range(16):
+            for k in range(16):
+                sA[i, k] = A[r0 + i, t * 16 + k]
+                sB[k, i] = B[t * 16 + k, c0 + i]
+        for i in range(16):
+            for j in range(16):
+                s = float32(0)
+                for k in range(16):
+                    s += sA[i, k] * sB[k, j]
+                acc[i, j] += s
+    for i in range(16):
+        for j in range(16):
+            C[r0 + i, c0 + j] = acc[i, j]
+
+
+@cuda.jit
+def covariance_one_thread(data, cov, num_entries, num_features):
+    # thread (0, 0) of each block computes the block's 16 x 16 entries from a staged chunk
+    sA = cuda.shared.array((16, 16), float32)
+    sB = cuda.shared.array((16, 16), float32)
+    acc = cuda.local.array((16, 16), float32)
+    if cuda.threadIdx.x != 0 or cuda.threadIdx.y != 0:
+        return
+    x0, y0 = cuda.blockIdx.x * 16, cuda.blockIdx.y * 16
+    for i in range(16):
+        for j in range(16):
+            acc[i, j] = 0
+    for c in range(0, num_entries, 16):
+        for r in range(16):
+            for j in range(16):
+                sA[r, j] = data[(c + r) * num_features + y0 + j]
+                sB[r, j] = data[(c + r) * num_features + x0 + j]
+        for i in range(16):
+            for j in range(16):
+                s = float32(0)
+                for r in range(16):
+                    s += sA[r, i] * sB[r, j]
+                acc[i, j] += s
+    for i in range(16):
+        for j in range(16):
+            cov[(y0 + i) * num_features + x0 + j] = acc[i, j] / num_entries
+
+
+@cuda.jit
+def add_one_warp(n, x, y):
+    # one warp of the grid adds every element, coalesced (efficiency 1)
+    i = cuda.grid(1)
+    if i < 32:
+        for k in range(i, n, 32):
+            y[k] = x[k] + y[k]
+
+
+@cuda.jit
+def center_one_warp(D, mean):
+    i = cuda.grid(1)
+    if i < 32:
+        for k in range(i, D.shape[0] * D.shape[1], 32):
+            r = k // D.shape[1]
+            c = k - r * D.shape[1]
+            D[r, c] = D[r, c] - mean[c]
+
+
+@cuda.jit
+def reduce_harris0(g_idata, g_odata):
+    # Harris' reduction #0: interleaved addressing with a divergent branch, slower than the
+    # given #1, yet conflict-free (every lane indexes sdata[tid])
+    sdata = cuda.shared.array(0, dtype=g_idata.dtype)
+    tid = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + tid
+    sdata[tid] = 0
+    if i < g_idata.size:
+        sdata[tid] = g_idata[i]
+    cuda.syncthreads()
+    s = 1
+    while s < cuda.blockDim.x:
+        if tid % (2 * s) == 0 and tid + s < cuda.blockDim.x:
+            sdata[tid] += sdata[tid + s]
+        cuda.syncthreads()
+        s *= 2
+    if tid == 0:
+        g_odata[cuda.blockIdx.x] = sdata[0]
+
+
+@cuda.jit
+def reduce_even_lanes(g_idata, g_odata):
+    # sequential addressing (no conflict) done by the even lanes only: every level keeps
+    # twice the warps busy that it needs
+    sdata = cuda.shared.array(0, dtype=g_idata.dtype)
+    tid = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + tid
+    sdata[tid] = 0
+    if i < g_idata.size:
+        sdata[tid] = g_idata[i]
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if tid % 2 == 0 and tid // 2 < s:
+            sdata[tid // 2] += sdata[tid // 2 + s]
+        cuda.syncthreads()
+        s //= 2
+    if tid == 0:
+        g_odata[cuda.blockIdx.x] = sdata[0]
+
+
+@pytest.mark.parametrize(
+    "name, kernel, bound",
+    [
+        ("tune_matmul", matmul_one_thread, "busiest thread"),
+        ("tune_covariance", covariance_one_thread, "busiest thread"),
+        ("tune_vector_add", add_one_warp, "busiest thread"),
+        ("tune_centering", center_one_warp, "busiest thread"),
+        ("tune_reduction", reduce_harris0, "whole-warp requests"),
+        ("tune_reduction", reduce_even_lanes, "whole-warp requests"),
+    ],
+)
+def test_a_slower_kernel_with_a_passing_count_misses_the_spread_bounds(name, kernel, bound):
+    res = _measure(name, kernel)
+    assert not res.passed and "correct, but not there yet" not in res.message, res.message
+    assert bound in res.message.split(", but ")[1], res.message
+    assert bound in get(name).target_text
+
+
+def test_warp_requests_count_idle_lanes():
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+    packed, spread = (
+        trace_figures.counts([trace.run(k, 1, 64, x, out, shared_bytes=256)])
+        for k in (reduce_sequential_tiny, reduce_harris0)
+    )
+    assert packed["requests"] == packed["packed"] and packed["threads"] == 64
+    assert spread["requests"] > 1.5 * spread["packed"]  # the same lanes, in twice the warps
+
+
+@cuda.jit
+def reduce_sequential_tiny(g_idata, g_odata):
+    sdata = cuda.shared.array(0, dtype=g_idata.dtype)
+    tid = cuda.threadIdx.x
+    sdata[tid] = g_idata[tid]
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if tid < s:
+            sdata[tid] += sdata[tid + s]
+        cuda.syncthreads()
+        s //= 2
+    if tid == 0:
+        g_odata[0] = sdata[0]
+
+
+def test_a_fair_share_comes_from_the_case():
+    from course.exercises.tune_figures import fair_share
+
+    spec = get("tune_vector_add")
+    assert fair_share(spec, spec.sim_case, 128) == 96  # 3 x 4096 accesses / 128 threads
+    spec = get("tune_matmul")
+    assert fair_share(spec, spec.sim_case, 1024) == 3 + 64  # elements, then FMA operands

@@ -48,7 +48,11 @@ buffers, its outputs judged whole.  It cannot be gamed by work the problem does 
 every figure divides by what the case alone fixes (the bytes its inputs and outputs hold,
 its FLOPs), so useless reads or writes only worsen it; it counts loads, stores and atomics
 of every array the launch passed, whatever the kernel names them; a launch that read less
-than its inputs hold, or raced, gives no figure (``tune_figures.py``).
+than its inputs hold, or raced, gives no figure (``tune_figures.py``).  A count of memory
+traffic cannot tell fast from slow, so every target also bounds how the work is spread:
+the busiest thread's accesses (at most ``spread`` times a fair share of the case's work)
+and the warps' idle lanes (warp requests at most ``divergence`` times those of whole
+warps): one thread or one warp doing everything, or a divergent tree, misses them.
 """
 
 from __future__ import annotations
@@ -59,13 +63,16 @@ from ..platform import runtime
 from . import Case, Exercise
 from .outcome import TIMED, CaseResult
 from .tune_figures import (
+    DIVERGENCE,
     GPU_METRICS,
     SIM_METRICS,
+    SPREAD,
     finite,
     gpu_value,
     noise_note,
     past_ceiling,
     sim_also,
+    sim_bounds,
     sim_value,
     traced_figures,
 )
@@ -86,6 +93,9 @@ class Tune(Exercise):
     peak: str = "fp32"  # the FLOP ceiling: "fp32", or "tensor" (tensor-core boards)
     flop_excess: float = 1.0  # counted FLOPs / FLOPs an honest kernel must do, at most
     sim_also: tuple = ()  # ((metric, limit), ...): simulator bounds the target needs too
+    spread: float = SPREAD  # busiest thread's accesses / a fair share, at most
+    divergence: float = DIVERGENCE  # warp requests / requests of whole warps, at most
+    balanced: object = None  # (case, threads) -> accesses per thread the fast way adds
 
     def __getattr__(self, name):  # cases, make_inputs, outputs, reference, launch, ...
         if name.startswith("__") or name == "base":
@@ -121,7 +131,7 @@ class Tune(Exercise):
     def target_text(self) -> str:
         what, op = SIM_METRICS[self.sim_metric]
         also = "".join(
-            f" and {SIM_METRICS[m][0]} {SIM_METRICS[m][1]} {v:g}" for m, v in self.sim_also
+            f" and {SIM_METRICS[m][0]} {SIM_METRICS[m][1]} {v:g}" for m, v in sim_bounds(self)
         )
         return (
             f"simulator: {what} {op} {self.sim_target:g}{also}; GPU: "
@@ -230,7 +240,8 @@ def _tunes():
             spec(reduction, "reduce_sequential"),
             sim_metric="replays",
             sim_target=0,
-            sim_also=(("busiest", 46),),  # the tree's busiest thread: 23 accesses
+            # a tree: 3 shared accesses (2 reads, 1 write) per level, log2(threads) levels
+            balanced=lambda c, _t: 3 * (c.block[0].bit_length() - 1),
             gpu_target=0.2,
             sim_case=Case(
                 "n = 1024 float32, 16 blocks of 64",
@@ -326,7 +337,10 @@ def _tunes():
             histogram.HistogramTiles("histogram_tiles", "09_histogram", "", ""),
             sim_metric="atomics_per_element",
             sim_target=0.25,
-            sim_also=(("busiest", 124),),  # the privatized histogram's busiest thread: 62
+            # privatized: every bin zeroed, read and flushed once in shared memory
+            balanced=lambda c, t: -(-3 * 256 * c.params["channels"] // t),
+            # a privatized histogram flushes only its non-empty bins (a data-dependent branch)
+            divergence=1.25,
             gpu_target=0.05,
             sim_case=Case(
                 "length x channels = 256 x 8, skewed",

@@ -12,12 +12,21 @@ load, store and atomic, never by the names a kernel gives its parameters.  The j
 - ``bytes_per_flop`` = every global byte the kernel read (any array, loads and atomics) /
   the FLOPs the problem needs;
 - ``replays``, ``atomics_per_element``, ``bytes_per_element``: counts, all arrays together;
-- ``busiest``: the memory accesses of the busiest thread.
+- ``busiest``: the memory accesses of the busiest thread;
+- ``imbalance`` = ``busiest`` / a thread's fair share (:func:`fair_share`: the accesses the
+  case needs, spread over the threads the launch runs); one warp doing the whole grid's
+  work measures 4 or more;
+- ``divergence`` = warp memory requests / the requests the same active lanes need packed
+  into whole warps (:func:`course.sim.trace_figures.warp_requests`): 1 when branches keep
+  warps whole (``if tid < s``), above 1 when they leave lanes idle in many warps
+  (``if tid % (2 * s) == 0``, Harris' reduction #0).
 
-A count a kernel can bring to 0 by doing the work slowly comes with a second bound
+Every target comes with bounds on how the work is spread (:func:`sim_bounds`): a kernel
+that leaves the work to one thread or one warp (``imbalance``) or idles lanes of many warps
+(``divergence``) can reach any count of memory traffic while running slower than the given
+kernel.  A count a kernel can bring to 0 by doing the work slowly may come with one more
 (``Tune.sim_also``): no bank conflict is easy with no shared memory at all (a transpose
-that writes uncoalesced: ``efficiency``) or with one thread summing the block serially
-(``busiest``); no global atomic is easy with one thread counting everything (``busiest``).
+that writes uncoalesced: ``efficiency``).
 
 A counted figure is not believed (no figure, no point) when the launch read less global
 memory than its inputs hold (an access the tracer did not see), or had a race, an
@@ -40,7 +49,14 @@ SIM_METRICS = {  # name -> (what it is, "<=" or ">=")
     "atomics_per_element": ("global atomic operations per input element", "<="),
     "bytes_per_flop": ("global bytes read per FLOP", "<="),
     "busiest": ("memory accesses of the busiest thread", "<="),
+    "imbalance": ("the busiest thread's memory accesses / a fair share", "<="),
+    "divergence": ("warp memory requests / whole-warp requests", "<="),
 }
+# Every simulator target also bounds how the work is spread (``Tune.spread``,
+# ``Tune.divergence``): a count of memory traffic alone cannot tell a kernel that leaves the
+# work to one warp or one thread, or runs a few lanes of every warp, from a fast one.
+SPREAD = 2.0  # the busiest thread does at most twice a fair share of the accesses
+DIVERGENCE = 1.05  # at most 5 % more warp requests than the same lanes packed into warps
 GPU_METRICS = {
     "copy_fraction": "fraction of the measured copy bandwidth",
     "fp32_fraction": "fraction of the measured FP32 rate",
@@ -85,16 +101,42 @@ def traced_figures(spec, fn, case, args) -> dict:
 def needed_bytes(spec, case) -> tuple[int, int]:
     """(bytes of every input array, bytes of every output and in-out array) of ``case``:
     what the problem needs read once and written once (the sizes, not the values)."""
+    return _needed(spec, case)[:2]
+
+
+def needed_accesses(spec, case) -> int:
+    """Element accesses ``case`` needs: every input element read once, every output (and
+    in-out) element written once."""
+    return _needed(spec, case)[2]
+
+
+def fair_share(spec, case, threads: int) -> int:
+    """The memory accesses one thread needs when ``threads`` share ``case``'s work evenly:
+    its share of the elements the case reads and writes, of the operands its FLOPs read (2
+    per FMA), and what the fast algorithm adds per thread (``Tune.balanced``: a tree's
+    levels, a tile staged through shared memory)."""
+    _n, _b, flops = spec.work(case)
+    extra = spec.balanced(case, threads) if spec.balanced else 0
+    threads = max(1, int(threads))
+    return max(1, -(-needed_accesses(spec, case) // threads) + -(-flops // threads) + extra)
+
+
+def _needed(spec, case) -> tuple[int, int, int]:
     key = (spec.name, case.name, repr(case.params))
     if key not in _NEEDED:
         inputs = spec.make_inputs(case, np.random.default_rng(0))
         arrays = {k: v for k, v in inputs.items() if isinstance(v, np.ndarray) and v.ndim > 0}
-        written = sum(
-            math.prod(shape) * np.dtype(dtype).itemsize
-            for shape, dtype in spec.outputs(case).values()
-        )
+        outs = spec.outputs(case).values()
+        written = sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in outs)
         written += sum(arrays[n].nbytes for n in spec.inout if n in arrays)
-        _NEEDED[key] = (int(sum(a.nbytes for a in arrays.values())), int(written))
+        elements = sum(math.prod(shape) for shape, _d in outs)
+        elements += sum(a.size for a in arrays.values())
+        elements += sum(arrays[n].size for n in spec.inout if n in arrays)
+        _NEEDED[key] = (
+            int(sum(a.nbytes for a in arrays.values())),
+            int(written),
+            int(elements),
+        )
     return _NEEDED[key]
 
 
@@ -119,16 +161,35 @@ def sim_value(spec, f: dict) -> tuple:
     return v, what, op, spec.sim_target, why
 
 
+def sim_bounds(spec) -> tuple:
+    """((metric, limit), ...) the simulator target needs too: ``spec.sim_also``, then how
+    the work is spread (``imbalance`` and ``divergence``)."""
+    return tuple(spec.sim_also) + (
+        ("imbalance", spec.spread),
+        ("divergence", spec.divergence),
+    )
+
+
 def sim_also(spec, f: dict) -> str | None:
-    """The first of ``spec.sim_also``'s bounds that the counts ``f`` miss, as a sentence."""
+    """The first of :func:`sim_bounds` that the counts ``f`` miss, as a sentence."""
     n, _b, flops = spec.work(spec.sim_case)
     need = sum(needed_bytes(spec, spec.sim_case))
-    for metric, limit in spec.sim_also:
+    for metric, limit in sim_bounds(spec):
         what, op = SIM_METRICS[metric]
-        v = _sim_metric(metric, f, n, flops, need, finite(f["moved"]), finite(f["read"]))
+        detail = ""
+        if metric == "imbalance":
+            fair = fair_share(spec, spec.sim_case, finite(f["threads"]))
+            v = finite(f["busiest"]) / fair
+            detail = (
+                f"; {f['busiest']:g} accesses, fair share {fair:g} over {f['threads']:g} threads"
+            )
+        elif metric == "divergence":
+            v = finite(f["requests"]) / max(1.0, finite(f["packed"]))
+        else:
+            v = _sim_metric(metric, f, n, flops, need, finite(f["moved"]), finite(f["read"]))
         if not (v <= limit if op == "<=" else v >= limit):
             return (
-                f"but {what}: measured {v:.4g}, limit {op} {limit:g} (the target counts "
+                f"but {what}: measured {v:.4g}{detail}, limit {op} {limit:g} (the target counts "
                 "only when the work is still done the fast way)"
             )
     return None

@@ -17,6 +17,11 @@ reaching an element through an atomic instead of a load, changes no count.
 - ``busiest``: the memory accesses (global and shared) of the busiest thread: a kernel that
   leaves the work to one thread, one element after another, has nothing to conflict or
   race with, and this shows it (padding the other threads cannot lower it).
+- ``threads``: the threads the launch ran (grid x block), what a fair share divides by.
+- ``requests`` / ``packed``: warp memory requests issued, and the fewest that would carry
+  the same lanes' accesses in whole warps (:func:`warp_requests`): a divergent branch that
+  idles lanes of many warps raises the first only.  Padding with useless full-warp
+  accesses lowers the ratio only by adding to the busiest thread's accesses.
 - :func:`problem`: the first race, uninitialized shared read or partial syncthreads in the
   traces.  A figure from such a launch means nothing: the simulator runs one thread at a
   time, which can make a racy kernel right by luck.
@@ -32,10 +37,12 @@ FAILS = ("race", "uninitialized", "syncthreads")  # problems that void a figure
 
 
 def counts(traces) -> dict:
-    """{"moved", "read", "replays", "atomics", "busiest"} of ``traces`` (course.sim.trace)."""
-    moved = read = replays = atomics = busiest = 0
+    """{"moved", "read", "replays", "atomics", "busiest", "threads", "requests", "packed"}
+    of ``traces`` (course.sim.trace)."""
+    moved = read = replays = atomics = busiest = threads = 0
     for tr in traces:
         busiest = max([busiest] + [len(st["log"]) for st in tr.threads.values()])
+        threads += _size(tr.grid) * _size(tr.block)
         groups: dict = {}
         for blk, tid, aid, off, kind, _e, _w, sid, k, _s in tr.records:
             groups.setdefault((aid, blk, tid // 32, sid, k, kind), []).append(off)
@@ -50,13 +57,47 @@ def counts(traces) -> dict:
             elif kind == ATOMIC:
                 replays += atomic_replays(offs, a.itemsize)
         replays += sum(c["replays"] for c in bank_counts(tr).values())
+    requests, packed = warp_requests(traces)
     return {
         "moved": moved,
         "read": read,
         "replays": replays,
         "atomics": atomics,
         "busiest": busiest,
+        "threads": threads,
+        "requests": requests,
+        "packed": packed,
     }
+
+
+def _size(dims) -> int:
+    n = 1
+    for d in dims if isinstance(dims, tuple | list) else (dims,):
+        n *= int(d)
+    return n
+
+
+def warp_requests(traces) -> tuple[int, int]:
+    """(warp memory requests issued, the fewest that carry the same lanes' accesses).
+
+    Every memory instruction (global or shared, load, store or atomic) a warp issues is
+    one request, whatever number of its 32 lanes take part; lanes of one block that run
+    the k-th execution of one source line on one array need only ceil(lanes / 32)
+    requests when the active threads are packed into whole warps (Harris' sequential
+    addressing: ``if tid < s``), but one per warp they are spread over (a divergent
+    branch: ``if tid % (2 * s) == 0``).  requests / packed is 1 for a kernel whose
+    branches keep warps whole, and grows with every warp that runs a few lanes."""
+    issued = packed = 0
+    for tr in traces:
+        lanes: dict = {}
+        warps: dict = {}
+        for blk, tid, aid, _off, kind, _e, _w, sid, k, _s in tr.records:
+            key = (blk, aid, sid, k, kind)
+            lanes.setdefault(key, set()).add(tid)
+            warps.setdefault(key, set()).add(tid // 32)
+        issued += sum(len(w) for w in warps.values())
+        packed += sum(-(-len(t) // 32) for t in lanes.values())
+    return issued, packed
 
 
 def atomic_replays(byte_offsets, itemsize: int) -> int:
