@@ -4,7 +4,7 @@ One `python -m course grade` run (the real sandbox, the real measurer; simulator
 class in which some students attack: a forged tune figure, kernels the GPU compiler
 rejects, a kernel that skips work at the measured size, /proc/<grader>/root, killing the
 other workers, a process left running, litter in /tmp, a forged ceiling cache, and a
-submission tree with symlinks, a FIFO, name collisions and a 50 MB cell.  Innocent
+submission tree with symlinks, a FIFO, name collisions and a 12 MB cell.  Innocent
 students beside them must keep their rows; nothing may stay running or on disk.
 
 Then each class of reach, as a cell in a real sandboxed worker (``Child`` and
@@ -133,9 +133,9 @@ except OSError:
     pass
 """
     },
-    # a correct kernel with a 50 MB comment
+    # a correct kernel with a 12 MB comment (the notebook limit is 16 MB)
     "huge_cell": {
-        "vector_add": "# " + "x" * (50 << 20) + "\n" + _grid_stride("        y[i] = x[i] + y[i]\n")
+        "vector_add": "# " + "x" * (12 << 20) + "\n" + _grid_stride("        y[i] = x[i] + y[i]\n")
     },
 }
 INNOCENT = ["victim1", "victim2", "victim3"]
@@ -319,7 +319,7 @@ def test_nothing_is_left_on_disk(run):
 
 def test_a_huge_cell_is_named_not_crashed(run):
     row = run["rows"]["huge_cell"]
-    assert row["vector_add"] == "0" and "cell too large (50.0 MB; limit 1 MB)" in row["reasons"], (
+    assert row["vector_add"] == "0" and "cell too large (12.0 MB; limit 1 MB)" in row["reasons"], (
         row
     )
 

@@ -12,8 +12,10 @@ For each submitted notebook (this process only *reads* it):
    (``session.py``: why a student cell cannot forge a verdict);
 4. turn the verdicts (or their absence) into points, reasons, a CSV row and feedback.
 
-Submissions are read once, before any worker starts (``intake.py``); hidden cases and, on a
-GPU, the ceilings are loaded/measured once, in this process, before any worker starts too.
+Submissions are read at start-up to find their lessons and keys, then dropped, and read again
+(the same bytes) when their job starts (``intake.py``): the grader holds one notebook per
+running job.  Hidden cases and, on a GPU, the ceilings are loaded/measured once, in this
+process, before any worker starts.
 The sandbox the workers run in and what it holds on each host: ``isolate.py`` and
 instructor/README.md ("Threat model").
 """
@@ -47,10 +49,19 @@ def grade_one(sub, plans: dict, settings) -> Graded:
     worker runs the cells and sends each kernel as a unit; the gate compiles it; the
     measurer launches every case, ``cases.run_cases``, and a tune exercise's measured
     launch; the judge decides each) -> points and reasons (``scoring.score``)."""
+    from .intake import forget
     from .prepare import read_submission
 
+    read_submission(sub, plans, settings.lesson)  # read (again) now, parsed once
+    try:
+        return _grade_read(sub, plans, settings)
+    finally:
+        forget(sub)  # the grader holds a notebook only while its job runs
+
+
+def _grade_read(sub, plans: dict, settings) -> Graded:
+    """:func:`grade_one` once the submission's notebook is read and parsed."""
     g = Graded(sub.student or student_name(sub.path, plans), sub.name, seed=settings.seed)
-    read_submission(sub, plans, settings.lesson)  # done before the workers, but on Dask
     nb, lesson = sub.notebook, sub.lesson
     if nb is None:
         g.status = "invalid"
@@ -242,7 +253,7 @@ def main(argv=None) -> int:
     from .prepare import before_workers
 
     subs, summary, settings = before_workers(opts, plans)
-    if opts.format == "gradescope" and not any(s.data for s in subs):
+    if opts.format == "gradescope" and not any(s.size for s in subs):
         from .gradescope import write_results
 
         return write_results(

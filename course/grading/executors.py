@@ -45,8 +45,12 @@ if TYPE_CHECKING:
 
 def payload(sub) -> dict:
     """What a remote task needs of a submission (an ``intake.Submission``, read once
-    already): its names and its bytes."""
-    return {
+    already): its names and its bytes (read again: ``intake.reload``)."""
+    from .intake import forget, reload
+
+    was_held = sub.data is not None
+    reload(sub)
+    item = {
         "rel": sub.rel,
         "folder": sub.folder,
         "student": sub.student,
@@ -55,6 +59,9 @@ def payload(sub) -> dict:
         "problem": sub.problem,
         "path": str(sub.path),
     }
+    if not was_held:  # read for this payload only: the grader does not keep it
+        forget(sub)
+    return item
 
 
 class SandboxMissing(RuntimeError):

@@ -1,13 +1,25 @@
-"""Reading a class's submissions: once, safely, before any student code runs.
+"""Reading a class's submissions: checked at start-up, held only while being graded.
 
-``python -m course grade`` reads every submitted notebook here, into memory, before the
-first worker starts; nothing later opens a submission path again (a worker could otherwise
-swap a file between two reads).  What is read:
+``python -m course grade`` reads every submitted notebook here twice, never keeping it:
+
+- at start-up (:func:`collect`), one at a time, to find its lesson and its row key; then
+  the bytes (and what was parsed of them) are dropped (:func:`forget`), and only their size
+  and SHA-256 digest are kept;
+- when its grading job starts (:func:`reload`): read again, and graded only if the bytes
+  are the ones read at start-up (a file swapped between the two reads is ``invalid`` with
+  a sentence, never graded as something else); dropped again when the job ends.
+
+So the grader holds one notebook per running job, whatever the size of the class.  What is
+read:
 
 - regular files only: a symlink (say, to the instructor's notebook or ``/dev/zero``), a FIFO
   or a device is not opened for its contents; it becomes a row with the reason;
 - inside the submission tree: the walk follows no symlinked folder;
-- at most :data:`MAX_NOTEBOOK_MB` per notebook, read without blocking.
+- at most :data:`MAX_NOTEBOOK_MB` per notebook, read without blocking.  The course's
+  notebooks with every output saved are 17 KB to 659 KB; 16 MB leaves room for a hundred
+  saved plots (a PNG output is 30-100 KB), and bounds what a parse costs (the text decoded
+  can take 4 bytes a character).  What one parse may cost beyond that is bounded in
+  ``notebook.loads`` (a scan of the bytes before ``json.loads``).
 
 Who a submission belongs to: the student's folder when submissions come in folders
 (``alice/01_vector_add (1).ipynb`` is alice's whatever the file is called), else the name
@@ -18,6 +30,7 @@ listed in the run's summary (:func:`keys`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -26,7 +39,7 @@ from pathlib import Path
 
 from . import notebook as nbk
 
-MAX_NOTEBOOK_MB = 64
+MAX_NOTEBOOK_MB = 16
 MAX_CELL_MB = 1
 
 
@@ -41,16 +54,26 @@ class Submission:
     problem: str = ""  # why ``data`` is None, or why it is not a notebook
     student: str = ""  # the row key, set by :func:`keys`
     lesson: str | None = None  # which lesson it answers (set by the grader)
-    notebook: dict | None = None  # ``data`` parsed, once (``prepare.read_submission``)
+    notebook: dict | None = None  # ``data`` parsed (``prepare.read_submission``)
+    size: int = 0  # bytes read (kept when ``data`` is dropped)
+    digest: str = ""  # SHA-256 of ``data`` (kept when ``data`` is dropped)
 
     @property
     def name(self) -> str:
         return self.path.name
 
 
-def collect(paths: list[Path]) -> list[Submission]:
-    """Every ``.ipynb`` under ``paths`` (files or folders), read once."""
-    out = []
+def collect(paths: list[Path], each=None) -> list[Submission]:
+    """Every ``.ipynb`` under ``paths`` (files or folders), read; ``each(sub)`` is called
+    on each as soon as it is read (``prepare`` finds its lesson there and drops it), so
+    no more than one is held at a time when ``each`` forgets it."""
+    out: list[Submission] = []
+
+    def add(sub: Submission) -> None:
+        out.append(sub)
+        if each is not None:
+            each(sub)
+
     for root in paths:
         if root.is_dir() and not root.is_symlink():
             for d, dirs, files in os.walk(root, followlinks=False):
@@ -60,9 +83,9 @@ def collect(paths: list[Path]) -> list[Submission]:
                         p = Path(d) / f
                         rel = p.relative_to(root)
                         folder = rel.parts[0] if len(rel.parts) > 1 else ""
-                        out.append(read(p, rel.as_posix(), folder))
+                        add(read(p, rel.as_posix(), folder))
         else:
-            out.append(read(root, root.name, ""))
+            add(read(root, root.name, ""))
     return out
 
 
@@ -107,9 +130,34 @@ def read(path: Path, rel: str, folder: str) -> Submission:
             sub.problem = f"notebook too large ({size / 2**20:.0f}+ MB; limit {MAX_NOTEBOOK_MB} MB)"
             return sub
         sub.data = b"".join(chunks)
+        sub.size, sub.digest = len(sub.data), hashlib.sha256(sub.data).hexdigest()
     finally:
         os.close(fd)
     return sub
+
+
+def forget(sub: Submission) -> None:
+    """Drop the bytes and the parsed notebook; keep the size, digest, lesson and key.
+    Only a submission :func:`reload` can read again forgets (one with a digest)."""
+    if getattr(sub, "digest", ""):
+        sub.data = sub.notebook = None
+
+
+def reload(sub: Submission) -> None:
+    """Read a forgotten submission again, when its grading job starts: ``sub.data`` as at
+    start-up, or ``sub.problem`` saying why not (gone, or changed since)."""
+    if sub.data is not None or sub.problem or not getattr(sub, "digest", ""):
+        return  # held, refused, or never read from a file here (a Dask task's bytes)
+    again = read(sub.path, sub.rel, sub.folder)
+    if again.data is None:
+        sub.problem = again.problem or f"cannot read {sub.name} again"
+    elif again.digest != sub.digest:
+        sub.problem = (
+            f"{sub.name} changed while the class was being graded ({sub.size:,} bytes "
+            f"at start, {again.size:,} now): it was not graded; grade it again"
+        )
+    else:
+        sub.data = again.data
 
 
 def keys(subs: list[Submission], lesson_of, name_of) -> list[str]:

@@ -34,6 +34,12 @@ _DEF = re.compile(r"^(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(", re.M)
 
 MAX_CELLS = 5000  # cells of one notebook (the lessons have under 150)
 MAX_PARSED = 256 << 10  # characters of a cell the grader's own process parses (ast)
+# Bytes of JSON structure (``{ [ , :``) in one notebook, counted before it is parsed: every
+# value json.loads makes follows one of them, so they bound the objects a parse creates
+# (about 100 bytes each at most: 1.8 GB for 63 MB of ``[{},{},...]`` without this bound,
+# under 50 MB with it).  The course's 13 notebooks with every output saved hold 370 to
+# 6,984 (at most 803 ``{``/``[``); printed output adds its commas and colons.
+MAX_STRUCTURE = 500_000
 
 
 class NotebookError(Exception):
@@ -97,7 +103,18 @@ def load(path) -> dict:
 
 
 def loads(raw: bytes, name: str) -> dict:
-    """A notebook from its bytes (``name`` for messages); NotebookError otherwise."""
+    """A notebook from its bytes (``name`` for messages); NotebookError otherwise.
+
+    What a parse may cost is bounded before it runs (:func:`structure`); nesting deeper
+    than Python's recursion limit (1,000) stops json.loads itself (RecursionError)."""
+    count = structure(raw)
+    if count > MAX_STRUCTURE:
+        raise NotebookError(
+            f"{name} holds {count:,} JSON brackets, commas and colons (limit "
+            f"{MAX_STRUCTURE:,}; the course's notebooks with all outputs saved hold under "
+            "7,000): it was not parsed; clear its outputs (Edit > Clear All Outputs), "
+            "save and submit again"
+        )
     try:
         nb = json.loads(raw.decode("utf-8", errors="replace"))
     except (ValueError, RecursionError) as exc:
@@ -110,6 +127,12 @@ def loads(raw: bytes, name: str) -> dict:
     if len(nb["cells"]) > MAX_CELLS:
         raise NotebookError(f"{name} has {len(nb['cells']):,} cells (limit {MAX_CELLS:,})")
     return nb
+
+
+def structure(raw: bytes) -> int:
+    """How many ``{``, ``[``, ``,`` and ``:`` bytes ``raw`` holds (inside strings too: an
+    upper bound of the values a parse makes), counted without parsing."""
+    return sum(raw.count(c) for c in (b"{", b"[", b",", b":"))
 
 
 def save(nb: dict, path) -> None:

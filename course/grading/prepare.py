@@ -2,8 +2,9 @@
 
 Everything a verdict depends on is settled here, while no student code runs anywhere:
 
-1. every submission is read once into memory (``intake.py``), parsed and its lesson found
-   once (:func:`read_submission`), and given its row key;
+1. every submission is read, one at a time, parsed (its cost bounded before parsing) and its
+   lesson found (:func:`read_submission`), then dropped: only its size, digest, lesson and
+   row key are kept (``intake.py``); each job reads it again when it starts, and drops it;
 2. every hidden-case file of the lessons graded is loaded (``hidden.preload``): later checks
    use what is in memory and never open a path a worker could have written;
 3. the sandbox is made and tried (``isolate.py``), with the submissions and outputs hidden
@@ -29,9 +30,12 @@ from .settings import GradeSettings
 def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
     """(the submissions, read and keyed; the summary's lines so far; the run's settings,
     built once from ``grade``'s command line ``opts``)."""
-    subs = intake.collect(opts.submissions)
-    for sub in subs:
+
+    def survey(sub) -> None:  # what start-up needs of it; then its bytes go
         read_submission(sub, plans, opts.lesson)
+        intake.forget(sub)
+
+    subs = intake.collect(opts.submissions, survey)
     summary = intake.keys(subs, lambda s: s.lesson, lambda s: intake.student_name(s.path, plans))
     hidden.preload(e for p in plans.values() for e in p.exercises)
     run_dir = Path(tempfile.mkdtemp(prefix="course-grade-run-"))
@@ -59,7 +63,10 @@ def read_submission(sub, plans: dict, lesson: str | None) -> None:
     """Parse the submission's notebook and find its lesson, once: ``sub.notebook`` (None
     with ``sub.problem`` saying why) and ``sub.lesson`` (None when nothing tells; ``lesson``:
     ``--lesson``).  What is settled already is kept: a Dask worker gets the bytes and the
-    lesson, and parses there, once."""
+    lesson, and parses there, once.  A submission forgotten since start-up
+    (``intake.forget``) is read again first (``intake.reload``: the same bytes, or a
+    problem)."""
+    intake.reload(sub)
     if sub.data is not None and sub.notebook is None and not sub.problem:
         try:
             sub.notebook = nbk.loads(sub.data, sub.name)
