@@ -8,7 +8,11 @@ a real ``leaderboard serve`` on loopback with a stand-in judge, bounded in secon
    proxy the per-client cap is per forwarded address, and ``X-Forwarded-For`` from anyone
    else is ignored;
 3. a file that shows one kernel and ``exec``s another is refused before anything runs; an
-   honest file's unit is what is stored, judged and shown."""
+   honest file's unit is what is stored, judged and shown; a constant the service cannot
+   store is 422 with its line (round 3: it was 500);
+4. round 3: requests from the trusted proxy's own address naming made-up forwarded
+   addresses are capped per token and share one pool without a token; the proxy's address
+   holds at most 3/4 of the connections; ``--uds`` serves where only its group reaches."""
 
 import json
 import signal
@@ -406,3 +410,168 @@ def test_a_unit_the_service_cannot_store_or_a_failing_database_is_a_sentence():
     with pytest.raises(Refused) as got:  # the instructor's entries are sized here too
         stored(Broken(), ("bob", "tune_vector_add", "f", "src", {"c": np.complex64(1)}), "course")
     assert got.value.status == 422
+
+
+# ---------------------------------------------------------------------------------------
+# 4. round 3: the trusted proxy's own address (on a single-host hub, every student's)
+
+
+def test_forged_forwarded_addresses_from_the_proxys_address_buy_no_new_share(tmp_path):
+    """The red team's xff.py: --trusted-proxy 127.0.0.1 --max-per-client 2, mallory holds
+    requests each naming a new made-up X-Forwarded-For: her token's cap of 2 holds
+    whatever address she names (429), bob (another token, another made-up address) is
+    answered 202 while she holds hers."""
+    toks = _tokens(tmp_path, 2)
+    srv = _server(tmp_path, "--max-per-client", "2", "--trusted-proxy", "127.0.0.1")
+    try:
+        held = [_in_flight(srv.port, toks["s00"], f"10.9.{i}.{i}".encode()) for i in range(2)]
+        time.sleep(0.3)
+        more = [_in_flight(srv.port, toks["s00"], f"10.8.{i}.{i}".encode()) for i in range(3)]
+        for s in more:
+            got = _reply(s, within=1.5)
+            assert _status(got) == 429 and b"you already have 2 requests open" in got, got
+        got = _post_raw(srv.port, toks["s01"], extra=b"X-Forwarded-For: 10.7.0.1\r\n")
+        assert _status(got) == 202, got
+        for s in held:
+            assert _status(_reply(s, within=4)) == 408
+    finally:
+        srv.kill(signal.SIGTERM)
+    _log_clean(srv)
+
+
+def test_the_proxys_address_holds_at_most_three_quarters_of_the_connections(tmp_path):
+    """--max-connections 100: 75 half-sent connections from the trusted proxy's address
+    are let in, the 76th gets 429 as it opens (it was uncapped), and another address still
+    gets in: a student posing as the proxy cannot hold every connection."""
+    tok = _tokens(tmp_path, 1)["s00"]
+    srv = _server(tmp_path, "--max-connections", "100", "--trusted-proxy", "127.0.0.1")
+    half = b"GET /api/health HTTP/1.1\r\nHost: x\r\nX-a: "
+    try:
+        held = [_open(srv.port, "127.0.0.1", half) for _ in range(75)]
+        time.sleep(0.2)
+        got = _reply(_open(srv.port, "127.0.0.1", half), within=1.5)
+        assert _status(got) == 429, got
+        assert b"the proxy's address already has 75 connections open" in got, got
+        assert _status(_post_raw(srv.port, tok, "127.0.0.9")) == 202
+        for s in held:
+            s.close()
+    finally:
+        srv.kill(signal.SIGTERM)
+    _log_clean(srv)
+
+
+def _asgi(mw, scope: dict) -> tuple:
+    """Start one request through ``mw`` (limits.PerClient); (task, its messages)."""
+    import asyncio
+
+    sent: list = []
+
+    async def send(msg):
+        sent.append(msg)
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    return asyncio.ensure_future(mw(scope, receive, send)), sent
+
+
+def test_per_client_keys_tokens_forwarded_addresses_and_the_anonymous_pool():
+    """limits.PerClient in process, against an app that holds every request: a known
+    token is capped whatever address it names; without a token, requests through the
+    proxy share one pool (made-up addresses do not widen it) and each forwarded address
+    its own cap; a direct peer is capped per address and its X-Forwarded-For is ignored;
+    a Unix socket's peer is the proxy."""
+    import asyncio
+
+    from course.leaderboard.limits import PerClient
+
+    async def main():
+        gate, seen = asyncio.Event(), []
+
+        async def app(scope, receive, send):
+            seen.append(scope["client"][0])
+            await gate.wait()
+
+        ids = {b"good": "bob", b"mal": "mallory"}
+
+        def identify(scope):
+            auth = dict(scope["headers"]).get(b"authorization", b"")
+            return ids.get(auth.removeprefix(b"Bearer "))
+
+        mw = PerClient(app, 2, frozenset({"127.0.0.1"}), identify=identify, anonymous=3)
+
+        def start(peer, xff=None, token=None):
+            headers = [(b"x-forwarded-for", xff.encode())] if xff else []
+            headers += [(b"authorization", b"Bearer " + token)] if token else []
+            client = None if peer is None else (peer, 1)
+            return _asgi(mw, {"type": "http", "client": client, "headers": headers})
+
+        async def refused(*a, **k) -> str:
+            task, sent = start(*a, **k)
+            await asyncio.sleep(0)
+            await asyncio.wait_for(task, 2)  # answered at once, never reaching the app
+            assert sent[0]["status"] == 429, sent
+            return json.loads(sent[1]["body"])["error"]
+
+        held = [start("127.0.0.1", f"10.9.0.{i}", b"mal")[0] for i in range(2)]
+        await asyncio.sleep(0)
+        assert "you already have 2" in await refused("127.0.0.1", "10.9.9.9", b"mal")
+        assert "you already have 2" in await refused("10.1.1.1", None, b"mal")  # directly too
+        held += [start("127.0.0.1", f"10.5.0.{i}")[0] for i in range(3)]  # no token
+        await asyncio.sleep(0)
+        assert "without a token have 3" in await refused("127.0.0.1", "10.5.9.9")
+        assert "without a token have 3" in await refused(None, "10.5.9.8")  # --uds: the proxy
+        held.append(start("127.0.0.1", "10.9.9.9", b"good")[0])  # bob: his own share
+        held += [start("10.2.2.2", "1.2.3.4")[0] for _ in range(2)]  # direct: XFF ignored
+        await asyncio.sleep(0)
+        assert "this address already has 2" in await refused("10.2.2.2", "5.6.7.8")
+        assert seen.count("10.2.2.2") == 2 and "1.2.3.4" not in seen and "10.9.0.1" in seen
+        gate.set()
+        await asyncio.gather(*held)
+        assert not mw.open  # every count given back
+        start("127.0.0.1", "10.5.9.9")[0].cancel()
+
+    asyncio.run(main())
+
+
+def test_serve_on_a_unix_socket_only_its_group_reaches(tmp_path):
+    """--uds PATH: the socket is mode 660 and answers HTTP with the proxy's X-Forwarded-For.
+    limits.bind_unix refuses a path another service answers on and a file that is not a
+    socket, and replaces a stale socket file (its service was killed)."""
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    from course.leaderboard.limits import BindError, bind_unix
+
+    path = tmp_path / "lb.sock"
+    cmd = [sys.executable, "-m", "course", "leaderboard", "serve", "--isolation", "none"]
+    cmd += ["--db", str(tmp_path / "lb.db"), "--uds", str(path)]
+    env = dict(os.environ, COURSE_LEADERBOARD_EXIT_WITH=str(os.getpid()))
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True)
+    try:
+        for _ in range(300):
+            try:
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(str(path))
+                break
+            except OSError:
+                s.close()
+                time.sleep(0.1)
+        s.sendall(b"GET /api/health HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 10.0.0.1\r\n\r\n")
+        assert _status(_reply(s, within=5)) == 200
+        assert stat.S_IMODE(path.stat().st_mode) == 0o660
+        with pytest.raises(BindError, match="another program is serving"):
+            bind_unix(str(path))
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    assert path.exists()  # killed: its socket file is left, stale ...
+    bind_unix(str(path)).close()  # ... and replaced
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(BindError, match="a file that is not a socket"):
+        bind_unix(str(tmp_path / "file"))
+    assert (tmp_path / "file").read_text() == "x"

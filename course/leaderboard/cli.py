@@ -97,7 +97,10 @@ def serve(opts) -> int:
     files = limits.raise_open_files()
     backlog = limits.backlog(files)
     try:  # the port first: nothing starts on a taken one
-        sock = limits.bind(opts.host, opts.port, backlog)
+        if opts.uds:
+            sock = limits.bind_unix(str(opts.uds), backlog)
+        else:
+            sock = limits.bind(opts.host, opts.port, backlog)
     except limits.BindError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -134,8 +137,14 @@ def serve(opts) -> int:
         judge_window_s=opts.judge_window,
         quota_bytes=int(opts.quota_mb * 1e6),
     )
-    app = limits.PerClient(create_app(store, q, settings), opts.max_per_client)
     trusted = frozenset(opts.trusted_proxy or ())
+    app = limits.PerClient(
+        create_app(store, q, settings),
+        opts.max_per_client,
+        trusted,
+        identify=_identify(store, settings),
+        anonymous=max(opts.max_per_client, most // 8),
+    )
 
     def said(requeued, gave_up):  # before the queue starts: its first work may kill it
         print(
@@ -155,10 +164,13 @@ def serve(opts) -> int:
         f"limits: headers within {limits.HEADER_S:g} s, bodies within "
         f"{limits.BODY_S:g} s at {limits.MIN_RATE >> 10} KiB/s, "
         f"{limits.CLIENT_SHARE >> 20} MiB of bodies per client, "
-        f"{opts.max_per_client} connections per client address"
+        f"{opts.max_per_client} connections per client address and requests per token"
         + (
-            f" (requests per forwarded address behind {', '.join(sorted(trusted))})"
-            if trusted
+            f" (behind {', '.join(sorted(trusted)) or 'the Unix socket'}: requests per "
+            f"forwarded address, {max(opts.max_per_client, most // 8)} without a token "
+            f"in all, the proxy's address at most "
+            f"{int(most * connections.PROXY_SHARE)} connections)"
+            if trusted or opts.uds
             else ""
         )
         + ", "
@@ -166,15 +178,18 @@ def serve(opts) -> int:
         f"judging per {opts.judge_window:g} s, {opts.quota_mb:g} MB kept",
         flush=True,
     )
-    print(f"serving on http://{opts.host}:{opts.port}/boards", flush=True)
+    if opts.uds:
+        print(f"serving on unix:{opts.uds} (mode 660: its owner and group only)", flush=True)
+    else:
+        print(f"serving on http://{opts.host}:{opts.port}/boards", flush=True)
+    proxies = trusted | {""} if opts.uds else trusted  # a Unix socket's peer: ""
     config = uvicorn.Config(
         app,
         root_path=opts.root_path,
         log_level="warning",
         ws="none",
-        http=connections.protocol(opts.max_per_client, limits.HEADER_S, most, trusted),
-        proxy_headers=bool(trusted),  # X-Forwarded-For only from a named proxy
-        forwarded_allow_ips=sorted(trusted) or None,
+        http=connections.protocol(opts.max_per_client, limits.HEADER_S, most, proxies),
+        proxy_headers=False,  # X-Forwarded-*: limits.PerClient, from a trusted peer only
         limit_concurrency=most + backlog,  # a backstop: ours answers past most first
         timeout_keep_alive=limits.KEEP_ALIVE_S,
         timeout_graceful_shutdown=limits.SHUTDOWN_S,
@@ -185,6 +200,28 @@ def serve(opts) -> int:
     finally:
         q.stop()
     return 0
+
+
+def _identify(store, settings):
+    """A request's client by its token (``limits.PerClient``): the student, "instructor",
+    or None for no token or one the leaderboard does not know."""
+    from starlette.requests import Request
+
+    from .app import bearer
+    from .store import same_token
+
+    def identify(scope) -> str | None:
+        try:
+            token = bearer(Request(scope))
+            if not token or not token.isascii() or len(token) > 256:
+                return None
+            if same_token(token, settings.admin_token):
+                return limits.INSTRUCTOR
+            return store.student_for(token)
+        except Exception:  # noqa: BLE001 - an unreadable token is no token
+            return None
+
+    return identify
 
 
 def main(argv=None) -> int:
@@ -255,6 +292,15 @@ def main(argv=None) -> int:
         "127.0.0.1); its X-Forwarded-For names the client, and --max-per-client "
         "caps requests per forwarded address instead of its connections; repeat "
         "for several (default: none, X-Forwarded-For is ignored)",
+    )
+    s.add_argument(
+        "--uds",
+        type=Path,
+        metavar="PATH",
+        help="serve on a Unix socket at PATH (mode 660) instead of --host/--port: on a "
+        "single-host JupyterHub only the proxy (in the service's group) reaches it, while "
+        "every student's server shares the proxy's 127.0.0.1; its X-Forwarded-For names "
+        "the client",
     )
     s.add_argument(
         "--max-connections",

@@ -18,9 +18,11 @@ trickle in, so :func:`protocol` (passed as ``http=``) adds, per connection:
   slow or idle connections, however many addresses they come from, cannot hold every slot,
   and a client that sends its request at once is always let in.
 - **Per client address**: at most ``per_client`` connections; the next is answered ``429``
-  with a sentence and closed.  Connections from a ``trusted`` proxy (``serve
-  --trusted-proxy``) are not capped here: every client behind it has its address, so they
-  are capped per forwarded address and request instead (:class:`limits.PerClient`).
+  with a sentence and closed.  A ``trusted`` proxy's address (``serve --trusted-proxy``;
+  ``""``, a Unix socket's peer, on ``--uds``) carries every client behind it, so it may
+  hold up to ``PROXY_SHARE`` (3/4) of ``most`` instead - never all of them: on a
+  single-host hub every student's own server has that address too.  Requests behind it
+  are capped per token and forwarded address (:class:`limits.PerClient`).
 - **In all**: a connection that finds ``most`` open and none idle to shed (a burst accepted
   before any of it is read) is let in on probation - its headers due within
   ``PROBATION_S`` (0.5 s), so a whole request is served and a partial one is the next to
@@ -37,6 +39,7 @@ import json
 BUSY_HEADER_S = 1.0  # the header deadline once over half of the connections are open
 PROBATION_S = 0.5  # the header deadline of a connection let in past the cap
 SHED_AGE_S = 0.25  # a connection waiting for headers this long is idle (not just unread)
+PROXY_SHARE = 0.75  # of all connections, the most a trusted proxy's address may hold
 
 
 def _answer(status: int, reason: str, message: str, retry: str | None = None) -> bytes:
@@ -63,6 +66,7 @@ def protocol(
     counts: collections.Counter = collections.Counter()
     waiting: collections.OrderedDict = collections.OrderedDict()  # no headers yet, oldest first
     shed_at = max(2, most - most // 8)
+    proxy_cap = max(per_client, int(most * PROXY_SHARE))
 
     class Guarded(H11Protocol):
         counts: dict
@@ -76,13 +80,15 @@ def protocol(
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
             key = self.client[0] if self.client else ""
-            if key not in trusted and counts[key] >= per_client:
+            cap = proxy_cap if key in trusted else per_client
+            if counts[key] >= cap:
+                whose = "the proxy's address" if key in trusted else "this address"
                 transport.write(
                     _answer(
                         429,
                         "Too Many Requests",
-                        f"this address already has {per_client} "
-                        "connections open to the leaderboard; close one and try again",
+                        f"{whose} already has {cap} connections open to the "
+                        "leaderboard; close one and try again",
                         "5",
                     )
                 )

@@ -15,12 +15,15 @@ and these choices:
   client holds the budget, it holds its share for ``STALL_S`` at a time, and the rest is
   everyone else's (:func:`client_keys`).
 - **Per client**: at most ``PER_CLIENT`` (64) open connections per client address
-  (``--max-per-client``; the next is answered ``429`` at once).  Behind a proxy every
-  connection comes from the proxy's address: name it with ``--trusted-proxy`` and its
-  connections are not capped per address; instead the address it forwards (the last
-  ``X-Forwarded-For`` entry it added) is the client, capped at ``PER_CLIENT`` requests at
-  once (:class:`PerClient`) and given its own body share.  ``X-Forwarded-For`` from any
-  other peer is ignored: a client cannot name itself someone else.
+  (``--max-per-client``; the next is answered ``429`` at once), and as many requests at
+  once per known token, from whatever address (:class:`PerClient`).  Behind a proxy every
+  connection comes from the proxy's address: name it with ``--trusted-proxy`` (or serve
+  on ``--uds``, where only the proxy connects) and its address may hold 3/4 of the
+  connections; the address it forwards (the last ``X-Forwarded-For`` entry it added) is
+  the client of a request without a token, which also joins one bounded pool of such
+  requests - on a single-host hub any student can connect from the proxy's address and
+  name any address, so a made-up one buys neither a new token share nor more of the
+  pool.  ``X-Forwarded-For`` from any other peer is ignored.
 - **In all**: ``--max-connections`` (default 2,048, never more than the open-file limit less
   256 for the database, the judges' pipes and logs): past it a connection gets ``503`` and a
   sentence as it opens (``connections.py``); uvicorn's ``limit_concurrency``, set above it
@@ -168,46 +171,103 @@ async def read_body(request, limit: int = MAX_BODY, keys: tuple | None = None) -
     return b"".join(chunks)
 
 
-class PerClient:
-    """ASGI middleware: at most ``per_client`` requests at once per client address - the
-    forwarded one behind a trusted proxy, whose connections are not capped per address
-    (``connections.protocol``); past it ``429`` with a sentence."""
+INSTRUCTOR = "\x00instructor"  # PerClient's identify for the admin token: no student's name
+UNIX_PEER = "unix"  # the client address of a connection on --uds (only the proxy reaches it)
 
-    def __init__(self, app, per_client: int = PER_CLIENT):
-        self.app, self.per_client = app, per_client
+
+async def _nothing(scope, receive, send) -> None:
+    return None
+
+
+class PerClient:
+    """ASGI middleware: at most ``per_client`` requests at once per client, past it ``429``
+    with a sentence.  A client is every key a request counts under, each capped:
+
+    - its **token**, when the request carries a known one (``identify``), whatever the
+      address it comes from or names: a forged ``X-Forwarded-For`` buys no new share (the
+      instructor's token is not capped: only its address is, from an untrusted peer);
+    - from any other peer, its **address** too (connections are capped per address in
+      ``connections.protocol`` as well);
+    - through a ``trusted`` proxy (``--trusted-proxy``, or every peer on ``--uds``), a
+      request without a known token counts under the address the proxy forwards *and* in
+      one pool of ``anonymous`` requests shared by everyone the proxy forwards without
+      one: on a single-host hub any student can connect from the proxy's address and name
+      any forwarded address, so made-up addresses only share that bounded pool.
+
+    The proxy's ``X-Forwarded-For`` / ``X-Forwarded-Proto`` are applied here (uvicorn's
+    ``ProxyHeadersMiddleware``, run only for a trusted peer), after the real peer is seen."""
+
+    def __init__(
+        self,
+        app,
+        per_client: int = PER_CLIENT,
+        trusted: frozenset = frozenset(),
+        identify=None,
+        anonymous: int | None = None,
+    ):
+        from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+        self.app, self.per_client, self.trusted = app, per_client, frozenset(trusted)
+        self.identify = identify or (lambda scope: None)
+        self.anonymous = anonymous if anonymous is not None else max(per_client, 64)
+        hosts = sorted(self.trusted | {UNIX_PEER})
+        self.forward = ProxyHeadersMiddleware(_nothing, trusted_hosts=hosts)
         self.open: collections.Counter = collections.Counter()
+
+    def _keys(self, peer: str, scope) -> list[tuple[str, int, str]]:
+        """(key, cap, what is full) for each count the request joins."""
+        who = self.identify(scope)
+        keys = []
+        if who and who != INSTRUCTOR:  # the instructor's tools may hold more at once
+            keys.append((f"token {who}", self.per_client, "you already have"))
+        if peer not in self.trusted and peer != UNIX_PEER:
+            return [*keys, (f"address {peer}", self.per_client, "this address already has")]
+        if who:
+            return keys  # a known token through the proxy: capped by the token alone
+        host = (scope.get("client") or ("",))[0]
+        out = [("anonymous via proxy", self.anonymous, "readers without a token have")]
+        if host != peer:  # its own count: a made-up address is no one's real one
+            out.append((f"forwarded {host}", self.per_client, "this address already has"))
+        return out
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        host = (scope.get("client") or ("",))[0]
-        if self.open[host] >= self.per_client:
-            body = json.dumps(
-                {
-                    "error": f"this address already has {self.per_client} requests open "
-                    "to the leaderboard; wait for one to finish"
-                }
-            ).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 429,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                        (b"retry-after", b"5"),
-                        (b"connection", b"close"),
-                    ],
-                }
-            )
-            return await send({"type": "http.response.body", "body": body})
-        self.open[host] += 1
+        if scope.get("client") is None:  # a Unix socket's peer has no address
+            scope["client"] = (UNIX_PEER, 0)
+        peer = scope["client"][0]
+        if peer in self.trusted or peer == UNIX_PEER:
+            await self.forward(scope, receive, send)  # the forwarded client and scheme
+        keys = self._keys(peer, scope)
+        for key, cap, whose in keys:
+            if self.open[key] >= cap:
+                return await _too_many(send, f"{whose} {cap} requests open to the leaderboard")
+        for key, _, _ in keys:
+            self.open[key] += 1
         try:
             return await self.app(scope, receive, send)
         finally:
-            self.open[host] -= 1
-            if self.open[host] <= 0:
-                del self.open[host]
+            for key, _, _ in keys:
+                self.open[key] -= 1
+                if self.open[key] <= 0:
+                    del self.open[key]
+
+
+async def _too_many(send, what: str) -> None:
+    body = json.dumps({"error": f"{what}; wait for one to finish"}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 429,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"retry-after", b"5"),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 class BindError(Exception):
@@ -243,6 +303,37 @@ def bind(host: str, port: int, backlog: int = 2048) -> socket.socket:
         raise BindError(
             f"cannot serve on port {port} of {host}: {why}; choose another --port"
         ) from None
+    return sock
+
+
+def bind_unix(path: str, backlog: int = 2048) -> socket.socket:
+    """A listening Unix socket at ``path``, mode 660 (its owner and group only: put the
+    proxy's user in the service's group), or BindError.  A stale socket file that no one
+    answers on is replaced; a live one, or any other file there, is not."""
+    import os
+    import stat
+
+    if os.path.lexists(path):
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            raise BindError(f"cannot serve on {path}: a file that is not a socket is there")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+            raise BindError(f"cannot serve on {path}: another program is serving there")
+        except OSError:
+            os.unlink(path)  # stale: its server is gone
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o117)  # made srw-rw---- from the start, never wider for a moment
+    try:
+        sock.bind(path)
+        sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        raise BindError(f"cannot serve on {path}: {exc.strerror or exc}") from None
+    finally:
+        os.umask(old)
     return sock
 
 
