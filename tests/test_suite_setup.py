@@ -20,3 +20,13 @@ def test_a_marked_module_is_kept_on_one_worker(request, i):
         "xdist did not group this module's tests (its node id has no @group suffix): "
         "pin a pytest/pytest-xdist pair that keeps xdist_group"
     )
+
+
+def test_a_dead_worker_ends_the_run_instead_of_hanging_it(request):
+    """With loadgroup, xdist 3.8 replaces a dead worker with one that waits forever for
+    tests it is never given: the suite hangs until CI's limit. It must stop instead."""
+    config = request.config
+    if not hasattr(config, "workerinput"):
+        pytest.skip("not run under pytest-xdist")
+    assert str(config.getoption("maxworkerrestart")) == "0"
+    assert config.getoption("timeout_method") in (None, "signal")  # a timeout kills no worker
