@@ -58,5 +58,8 @@ def test_a_student_cannot_pass_a_submission_off_as_a_course_entry():
         "unit": {"course_kernel": "histogram_tuned"},
     }
     assert "course_kernel" not in _payload(forged)  # stays a (malformed) unit
-    real = dict(forged, student="course:histogram_tuned")
+    # a student's row named like an entry is still a student's row: only the kind counts
+    named = dict(forged, student="course:histogram_tuned", kind="student")
+    assert "course_kernel" not in _payload(named)
+    real = dict(forged, student="course:histogram_tuned", kind="course")
     assert _payload(real) == {"course_kernel": "histogram_tuned"}

@@ -2,6 +2,7 @@
 each kind fails it, and the same files made right pass it."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,10 +45,16 @@ def _lint(tmp_path, source: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_ci_run_calls_the_lint_gate_after_the_readme_command():
+def test_ci_run_calls_the_readme_commands_then_the_lint_gate():
     run = (REPO / ".ci" / "run").read_text()
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)\n```", readme, re.S)
+    test_cmd = next(b for b in blocks if "pytest" in b)
+    assert test_cmd in run  # verbatim
+    tier = re.search(r"`(\.venv/bin/python -m pytest -n 2 -m \"browser or notebook\")`", readme)
+    assert tier and tier.group(1) in run  # the end-to-end tier too
     assert ".ci/lint .venv/bin || rc=1" in run
-    assert run.index("pytest -n 2") < run.index(".ci/lint")
+    assert run.index(test_cmd) < run.index(tier.group(1)) < run.index(".ci/lint")
 
 
 def test_the_gate_passes_clean_code_and_fails_each_planted_error(tmp_path):

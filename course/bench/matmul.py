@@ -15,7 +15,11 @@ from ..kernels import matmul
 from ..measure.peers import cupy_sgemm, torch_sgemm
 from ..measure.timing import benchmark
 from ..platform import runtime
-from .matmul_gpt2 import shapes_section, sweep_shapes  # noqa: F401 - sweep_shapes re-exported
+from .matmul_gpt2 import (  # noqa: F401 - SHAPES and sweep_shapes: notebook 04 reads them here
+    SHAPES,
+    shapes_section,
+    sweep_shapes,
+)
 
 TITLE = (
     "Lesson 04 - matmul v1 -> v3, v4 and v5, N = 4096 and GPT-2's shapes, float32 (no tensor cores)"
