@@ -29,6 +29,8 @@ import ast
 import builtins
 from typing import Any
 
+from .signature import NUMBA_NAMES
+
 _DIM3 = {"x": None, "y": None, "z": None}
 CUDA = {  # numba.cuda's kernel API (attribute -> its attributes, None for a leaf)
     "threadIdx": _DIM3,
@@ -89,25 +91,7 @@ CUDA = {  # numba.cuda's kernel API (attribute -> its attributes, None for a lea
     "cbrt": None,
     "selp": None,
 }
-NUMBA_TYPES = (
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "intp",
-    "uintp",
-    "float16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-    "boolean",
-    "void",
-)
+NUMBA_TYPES = NUMBA_NAMES + ("void",)
 BUILTINS = (
     "abs",
     "bool",

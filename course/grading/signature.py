@@ -23,7 +23,8 @@ import re
 
 MAX_LENGTH = 1000  # characters of one signature string
 
-SCALARS = (
+# numba's number types by their own names (``numba.float32``); a kernel may also name them
+NUMBA_NAMES = (
     "int8",
     "int16",
     "int32",
@@ -40,6 +41,8 @@ SCALARS = (
     "complex64",
     "complex128",
     "boolean",
+)
+SCALARS = NUMBA_NAMES + (  # ... and the numpy spellings a signature string may use
     "bool_",
     "byte",
     "i1",
