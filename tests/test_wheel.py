@@ -127,6 +127,7 @@ def test_wheel_carries_the_course_files(installed):
         "course/_files/data/faces/lfw_faces_25x25.npy",
         "course/_files/assets/profiles/nvidia-h100-80gb-hbm3-breakdown.json",
         "course/_files/assets/reduction-trees.png",
+        "course/_files/assets/sliders/01_vector_add-grid_stride--nvidia-h200-2026-11-28.json",
         "course/platform/resources.py",
         "course/grading/student.py",
         "course/leaderboard/templates/board.html",
@@ -276,7 +277,9 @@ def test_installed_course_finds_its_files_in_the_package(installed):
         from course.platform import resources, data
         from course.grading import hidden
         from course.exercises import profiling
-        print(json.dumps({
+        from course.show import records
+        rec = records.load("01_vector_add/grid_stride")
+        print(json.dumps({"record": rec and rec.label,
             "file": course.__file__, "installed": resources.INSTALLED, "root": str(resources.ROOT),
             "faces": data.real_faces().shape, "hidden": str(hidden.file_for("vector_add")),
             "profile": profiling.PROFILES.is_dir()}))
@@ -286,6 +289,7 @@ def test_installed_course_finds_its_files_in_the_package(installed):
     assert out["installed"] and out["root"].endswith(os.path.join("course", "_files"))
     assert out["faces"] == [100, 25, 25]
     assert out["hidden"] == "None" and out["profile"]  # no hidden case in a wheel
+    assert out["record"] == "recorded on NVIDIA H200, 2026-11-28"  # a panel's GPU grid
 
 
 def _answered(student_nb: Path) -> None:

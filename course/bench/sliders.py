@@ -1,4 +1,4 @@
-"""``python -m course bench sliders [PANEL ...]``: record every slider panel's whole grid.
+"""``python -m course bench sliders [PANEL ...] [--panel PANEL]``: record slider panels' grids.
 
 A panel in simulator mode shows the GPU's figures for the chosen setting (``course/show/
 records.py``).  This command makes them: on a GPU, at the lecture's sizes, it times every
@@ -10,6 +10,9 @@ The panels (a :class:`Panel` per notebook panel: its id, sliders, constraint, th
 FLOPs of a launch and the ``setup()`` that makes its inputs) are ``slider_panels.py``'s and
 ``face_panels.py``'s; this module times them (:func:`record`) and is the command
 (:func:`main`).
+
+``--panel NAME`` (repeatable, like a positional ``PANEL``) records just those panels, e.g.
+``python -m course bench sliders --panel 08_flash_attention/N_d --out DIR``.
 
 In simulator mode the command refuses to write a record (its times are a CPU's); ``--dry-run``
 runs the grids at simulator sizes into ``--out`` and marks them as such, for tests.
@@ -103,6 +106,13 @@ def main(argv=None) -> int:
         prog=COMMAND, description="record every slider panel's grid on this GPU (assets/sliders/)"
     )
     ap.add_argument("panels", nargs="*", help=f"panels (default all: {', '.join(known)})")
+    ap.add_argument(
+        "--panel",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="record just this panel (repeatable; the same as naming it positionally)",
+    )
     ap.add_argument("--out", default=None, help="folder (default assets/sliders)")
     ap.add_argument(
         "--dry-run",
@@ -110,7 +120,8 @@ def main(argv=None) -> int:
         help="in the simulator: run the grids at simulator sizes (for tests)",
     )
     args = ap.parse_args(argv)
-    unknown = [p for p in args.panels if p not in known]
+    chosen = list(dict.fromkeys([*args.panels, *args.panel]))  # in order, once each
+    unknown = [p for p in chosen if p not in known]
     if unknown:
         print(f"unknown panel(s) {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
         return 2
@@ -124,6 +135,6 @@ def main(argv=None) -> int:
     if args.dry_run and not args.out:
         print("--dry-run needs --out (a dry run never writes into assets/)", file=sys.stderr)
         return 2
-    for pid in args.panels or list(known):
+    for pid in chosen or list(known):
         print(record(known[pid]).save(args.out))
     return 0
