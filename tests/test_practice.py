@@ -112,7 +112,11 @@ def test_the_package_holds_no_answer_key(name, monkeypatch, tmp_path):
     monkeypatch.setenv("COURSE_HIDDEN_DIR", str(tmp_path))
     monkeypatch.setattr(hidden, "_LOADED", {})
     r = course.check(name, right, record=False)
-    assert not r.passed and all("no answer key" in c.message for c in r.cases), repr(r)
+    assert not r.passed and r.answered and repr(r).startswith("[ANSWERED]"), repr(r)
+    assert all("no answer key" in c.message for c in r.cases), repr(r)
+    assert spec.judge_answer(right, None) and not any(  # the grader, keyless: never a pass
+        c.passed for c in spec.judge_answer(right, None)
+    )
 
 
 @cuda.jit

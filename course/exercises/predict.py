@@ -14,8 +14,10 @@ function), computed there by the course's own calculators - launch arithmetic
 (``course.sim.trace_analysis``), the occupancy calculator (``course.hardware.occupancy``), the lecture's
 matmul traffic formulas and the ``perf`` floor - which the lessons teach and a student may
 call too.  The grader loads the key before any student code runs.  A wrong answer is told
-how to get the right one, never the value.  A student's copy has no key: its check says the
-answers are recorded for grading, and the notebook's next cell runs the experiment.
+how to get the right one, never the value.  A student's copy has no key: its check says,
+neutrally, that the answers are recorded for grading (``Predict.record_answer``), and where a
+spec names an ``experiment`` the notebook's cell right after the check runs it and sets the
+student's answers beside what it finds.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from .predict_work import (
     PredictHistogram,
     PredictSaxpy,
 )
-from .questions import NO_KEY, Predict, Question
+from .questions import ANSWERED, NO_KEY, Predict, Question
 
-__all__ = ["NO_KEY", "Predict", "Question", "EXERCISES"]
+__all__ = ["ANSWERED", "NO_KEY", "Predict", "Question", "EXERCISES"]
 
 # ---------------------------------------------------------------------------------------
 # lesson 01: how many threads a launch makes
@@ -37,6 +39,7 @@ __all__ = ["NO_KEY", "Predict", "Question", "EXERCISES"]
 
 class PredictLaunch(Predict):
     N, TPB = 1_000_000, 256
+    experiment = "the next cell launches them in the simulator and counts the threads"
     NX, NY, BX, BY = 11, 5, 4, 3  # the lecture's matrixAdd example
 
     def questions(self):

@@ -33,9 +33,10 @@ class Question:
 
 
 NO_KEY = (
-    "answered; this copy has no answer key, so the grader checks it (run the "
-    "experiment in the next cell to see for yourself)"
-)
+    "answered, but there is no answer key here to judge it with: the grader scores it "
+    "with your instructor's key"
+)  # the grader's verdict without a key (a failure: it never passes unjudged)
+ANSWERED = "answered: recorded for grading (this copy has no answer key)"
 
 
 class Predict(Exercise):
@@ -63,6 +64,19 @@ class Predict(Exercise):
         return [
             judge(q, answer.get(q.key, None), key, notes.get(q.key, "no answer yet")) for q in qs
         ]
+
+    def record_answer(self, answer) -> list[CaseResult]:
+        """A copy with no key (a student's): one case per question, passed when it has an
+        answer the grader can judge (a number, or one of the choices: message
+        :data:`ANSWERED`), failed when it has none or one that cannot be judged.  Nothing
+        here says whether an answer is right: the grader does, with the key."""
+        cases = self.judge_answer(answer, None)
+        for c in cases:
+            if c.message == NO_KEY:
+                c.passed, c.message = True, ANSWERED
+        return cases
+
+    experiment = ""  # where the notebook runs the experiment, right after the check
 
 
 def unanswered(keys: list, answer: dict) -> dict:

@@ -18,6 +18,7 @@ everything becomes a failed case with a message.
 
 from __future__ import annotations
 
+import html
 import secrets
 import time
 
@@ -62,10 +63,13 @@ def check(
         return CheckResult(exercise, False, runtime.MODE, seed, error=str(exc.args[0]))
     results, error = [], ""
     try:
+        if spec.kind == "predict" and (key := hidden_mod.answers_for(spec)) is None:
+            results = spec.record_answer(fn)  # type: ignore[attr-defined]  # a Predict spec
+            answered = Answered(exercise, False, runtime.MODE, seed, spec=spec, cases=results)
+            answered.elapsed_s = time.perf_counter() - started
+            return _recorded(answered, record)
         if spec.kind == "predict":
-            results = spec.judge_answer(  # type: ignore[attr-defined]  # a Predict spec
-                fn, hidden_mod.answers_for(spec)
-            )
+            results = spec.judge_answer(fn, key)  # type: ignore[attr-defined]
         else:
             error = not_a_kernel(fn, spec) or ""
             if not error:
@@ -99,11 +103,69 @@ def check(
         elapsed_s=time.perf_counter() - started,
         hidden_run=hidden,
     )
+    return _recorded(result, record)
+
+
+def _recorded(result: CheckResult, record: bool) -> CheckResult:
     if record:
         from .progress import record as record_progress
 
         record_progress(result)
     return result
+
+
+class Answered(CheckResult):
+    """A predict check in a copy with no answer key (a student's): the answers are recorded
+    for grading, neither passed nor failed (``.passed`` is False, ``.answered`` says whether
+    every question has an answer the grader can judge); the spec's ``experiment`` says
+    where the notebook lets the student see for themselves."""
+
+    @property
+    def answered(self) -> bool:
+        return bool(self.cases) and all(c.passed for c in self.cases)
+
+    def _headline(self) -> str:
+        mode = "GPU" if self.mode == "gpu" else "simulator"
+        ok = sum(c.passed for c in self.cases)
+        said = (
+            "recorded for grading: this copy has no answer key, so your instructor's grader "
+            "scores the answers"
+            if self.answered
+            else f"{len(self.cases) - ok} still need an answer the grader can judge (below)"
+        )
+        seen = getattr(self.spec, "experiment", "")
+        see = f"; to see for yourself, {seen}" if seen and self.answered else ""
+        return (
+            f"{self.exercise}: {ok} of {len(self.cases)} questions answered ({mode}) - {said}{see}."
+        )
+
+    def __repr__(self) -> str:
+        lines = [f"[{'ANSWERED' if self.answered else 'INCOMPLETE'}] {self._headline()}"]
+        for c in self.cases:
+            lines.append(f"  {'answered' if c.passed else 'FAIL    '} {c.name}")
+            if not c.passed:
+                lines.append(f"       -> {c.message}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        color, bg = ("#0b5cad", "#eef5fc") if self.answered else ("#b42318", "#fff1f0")
+        rows = "".join(
+            f"<tr><td>{html.escape(c.name)}</td><td>"
+            + (
+                "<span style='color:#0b5cad'>answered</span>"
+                if c.passed
+                else f"<span style='color:#b42318'><b>fail</b></span> {html.escape(c.message)}"
+            )
+            + "</td></tr>"
+            for c in self.cases
+        )
+        return (
+            f"<div class='course-check' data-passed='false' data-answered="
+            f"'{str(self.answered).lower()}' style='border:2px solid {color};background:{bg};"
+            f"padding:6px 10px;border-radius:6px'><div style='color:{color};font-weight:"
+            f"bold'>&#9998; {html.escape(self._headline())}</div><table style='border-"
+            f"collapse:collapse;font-size:90%'>{rows}</table></div>"
+        )
 
 
 def admit(spec, fn, seed: int):

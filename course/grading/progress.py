@@ -92,7 +92,8 @@ def _read(p: Path) -> dict:
 
 
 def load() -> dict:
-    """{exercise: {"passed", "mode", "when", "cases", "ever_passed"}} (empty if none)."""
+    """{exercise: {"passed", "mode", "when", "cases", "ever_passed", "answered"}} (empty if
+    none); "answered": a predict check in a copy with no key (recorded, not judged)."""
     p = path()
     if not p.exists():
         return {}
@@ -128,6 +129,7 @@ def record(result) -> None:
                 "when": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "cases": f"{sum(c.passed for c in result.cases)}/{len(result.cases)}",
                 "ever_passed": bool(result.passed) or prev.get("ever_passed", False),
+                "answered": bool(getattr(result, "answered", False)),  # no key: not judged
             }
             _write(p, data)
     except OSError:
@@ -147,7 +149,15 @@ class Progress:
         out = []
         for name, ex in sorted(self.exercises.items(), key=lambda kv: (kv[1].lesson, kv[0])):
             d = self.data.get(name)
-            status = "not tried" if d is None else ("passed" if d["passed"] else "failed")
+            status = (
+                "not tried"
+                if d is None
+                else "passed"
+                if d["passed"]
+                else "answered"
+                if d.get("answered")
+                else "failed"
+            )
             out.append(
                 (ex.lesson, name, status, d and d["mode"], d and d["cases"], d and d["when"])
             )
@@ -157,15 +167,29 @@ class Progress:
     def passed(self) -> int:
         return sum(1 for r in self.rows() if r[2] == "passed")
 
+    @property
+    def answered(self) -> int:
+        """Predict exercises answered in a copy with no key (the grader scores them)."""
+        return sum(1 for r in self.rows() if r[2] == "answered")
+
+    def _summary(self) -> str:
+        said = f"{self.passed}/{len(self.exercises)} exercises passed"
+        return said + (f", {self.answered} answered for grading" if self.answered else "")
+
     def __repr__(self) -> str:
-        lines = [f"Progress: {self.passed}/{len(self.exercises)} exercises passed ({path()})"]
+        lines = [f"Progress: {self._summary()} ({path()})"]
         for lesson, name, status, mode, cases, when in self.rows():
             extra = f"  {mode}, {cases} cases, {when}" if mode else ""
             lines.append(f"  {lesson:<22} {name:<26} {status:<9}{extra}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        colors = {"passed": "#1a7f37", "failed": "#b42318", "not tried": "#777"}
+        colors = {
+            "passed": "#1a7f37",
+            "failed": "#b42318",
+            "answered": "#0b5cad",
+            "not tried": "#777",
+        }
         body = "".join(
             f"<tr><td>{html.escape(lesson)}</td><td><code>{html.escape(name)}</code></td>"
             f"<td style='color:{colors[status]}'><b>{status}</b></td><td>{mode or ''}</td>"
@@ -175,7 +199,7 @@ class Progress:
         return (
             f"<div class='course-progress'><style>.course-progress td, .course-progress th "
             "{text-align:left !important}</style>"
-            f"<b>Progress: {self.passed}/{len(self.exercises)} exercises passed</b>"
+            f"<b>Progress: {html.escape(self._summary())}</b>"
             "<table><tr><th>lesson</th><th>exercise</th><th>status</th><th>mode</th>"
             f"<th>cases</th><th>when</th></tr>{body}</table></div>"
         )
