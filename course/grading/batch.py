@@ -233,6 +233,12 @@ def main(argv=None) -> int:
         "write and predict exercises in proportion to the cases passed, "
         "debug and tune exercises all or nothing)",
     )
+    ap.add_argument(
+        "--cold",
+        action="store_true",
+        help="start every sandboxed process afresh (a new interpreter each) instead of "
+        "forking it from a warm zygote: slower, for comparison",
+    )
     opts = ap.parse_args(argv)
     problem = preflight.arguments(opts)
     if problem:
@@ -253,6 +259,10 @@ def main(argv=None) -> int:
     from .prepare import before_workers
 
     subs, summary, settings = before_workers(opts, plans)
+    if settings.isolation is not None and not opts.cold:
+        from .forks import Forks
+
+        settings.isolation.forks = Forks(settings.isolation)
     if opts.format == "gradescope" and not any(s.size for s in subs):
         from .gradescope import write_results
 

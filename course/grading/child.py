@@ -105,25 +105,46 @@ class Child:
                 sandbox_mb or memory_mb or None,
             )
         procs = self.cgroup.procs_files() if self.cgroup is not None else []
+        forks = getattr(isolation, "forks", None)
+        self.forked = False
         try:
             with open(self.log_path, "wb") as log:
-                self.proc = subprocess.Popen(
-                    cmd,
-                    cwd=tmp / "cwd",
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    start_new_session=True,
-                    pass_fds=(req_r, rep_w),
-                    preexec_fn=_limits(timeout, memory_mb, procs) if os.name == "posix" else None,
-                )
+                if forks is not None:  # a warm sandbox, forked from a zygote (forks.py)
+                    self.proc = forks.child(
+                        module,
+                        env,
+                        self.log_path,
+                        procs,
+                        int(2 * timeout) + 30,
+                        memory_mb,
+                        (req_r, rep_w),
+                    )
+                    self.forked = self.proc is not None
+                if not self.forked:
+                    self.proc = self._popen(
+                        cmd, tmp, env, log, req_r, rep_w, timeout, memory_mb, procs
+                    )
         finally:
             for fd in procs:
                 os.close(fd)
         os.close(req_r)
         os.close(rep_w)
         self.chan = Channel(rep_r, req_w, deadline)
+
+    @staticmethod
+    def _popen(cmd, tmp, env, log, req_r, rep_w, timeout, memory_mb, procs):
+        """The child started cold: a new interpreter in a new sandbox."""
+        return subprocess.Popen(
+            cmd,
+            cwd=tmp / "cwd",
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            pass_fds=(req_r, rep_w),
+            preexec_fn=_limits(timeout, memory_mb, procs) if os.name == "posix" else None,
+        )
 
     def greeted(self) -> None:
         hello, _ = self.chan.recv()

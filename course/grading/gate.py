@@ -300,16 +300,18 @@ class _Target:
 _TARGET = _Target()
 
 
-def main(argv=None) -> int:
-    """The compiler process: a greeting, then one ``compiled`` reply per ``compile``
-    request, over the two pipes its parent passed (``wire.py``)."""
-    argv = sys.argv[1:] if argv is None else argv
-    os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+_WARM: list[str | None] = []  # this process's warm-up, once: None, or why no compiler
+
+
+def warm() -> str | None:
+    """Load the real compiler (the simulator off) by compiling the course's one-line
+    kernel, once per process (a zygote does it before it forks: ``zygote.py``); None, or
+    why there is no compiler."""
+    if _WARM:
+        return _WARM[0]
     import warnings
 
-    from .wire import Channel
-
-    chan = Channel(int(argv[0]), int(argv[1]))
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
     warnings.simplefilter("ignore")
     try:
         from numba import cuda
@@ -321,6 +323,19 @@ def main(argv=None) -> int:
         ready = None
     except Exception as exc:  # noqa: BLE001 - no NVVM: say so on every request
         ready = f"{type(exc).__name__}: {str(exc)[:300]}"
+    _WARM.append(ready)
+    return ready
+
+
+def main(argv=None) -> int:
+    """The compiler process: a greeting, then one ``compiled`` reply per ``compile``
+    request, over the two pipes its parent passed (``wire.py``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+    from .wire import Channel
+
+    chan = Channel(int(argv[0]), int(argv[1]))
+    ready = warm()
     chan.send({"op": "hello"})
     while True:
         req, _ = chan.recv()

@@ -95,27 +95,18 @@ class Isolation:
         self.scratch = str(self.run_dir / "scratch")
         self.ops = plan(hide, self.run_dir)
         self.hide = [p for kind, p, _ in self.ops if kind == "cover"]
+        self.forks = None  # warm sandboxes (``forks.Forks``) when the run asks for them
 
     def wrap(self, cmd: list[str], env: dict | None = None) -> list[str]:
         """``cmd`` in the sandbox, with exactly ``env`` as its environment: ``tree.py``
         builds the tree and enters it, ``setpriv`` drops every capability."""
-        tmp = Path("/tmp")  # the scratch tmpfs: what lies under it is bound after
-        plan = {
-            "root": str(self.run_dir),
-            "scratch": self.scratch,
-            "scratch_mb": SCRATCH_MB,
-            "shm_mb": SHM_MB,
-            "env": {k: str(v) for k, v in (env or {}).items()},
-            "early": [(k, str(p), t) for k, p, t in self.ops if not _inside(p, tmp)],
-            "late": [(k, str(p), t) for k, p, t in self.ops if _inside(p, tmp)],
-        }
         return [
             *self.prefix,
             sys.executable,
             "-I",
             "-S",
             TREE,
-            json.dumps(plan),
+            json.dumps(self.tree_plan(env)),
             "--",
             "setpriv",
             "--no-new-privs",
@@ -124,6 +115,24 @@ class Isolation:
             "--",
             *cmd,
         ]
+
+    def tree_plan(self, env: dict | None = None) -> dict:
+        """What ``tree.enter`` builds (and the environment the command gets)."""
+        tmp = Path("/tmp")  # the scratch tmpfs: what lies under it is bound after
+        return {
+            "root": str(self.run_dir),
+            "scratch": self.scratch,
+            "scratch_mb": SCRATCH_MB,
+            "shm_mb": SHM_MB,
+            "env": {k: str(v) for k, v in (env or {}).items()},
+            "early": [(k, str(p), t) for k, p, t in self.ops if not _inside(p, tmp)],
+            "late": [(k, str(p), t) for k, p, t in self.ops if _inside(p, tmp)],
+        }
+
+    @property
+    def user_namespace(self) -> bool:
+        """Whether its namespaces start with a user namespace (an unprivileged grader)."""
+        return "--user" in self.prefix
 
     def describe(self) -> str:
         cg = (

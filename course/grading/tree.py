@@ -104,6 +104,13 @@ def pivot_into(new):
 
 def main(argv):
     plan, cmd = json.loads(argv[1]), argv[3:]
+    enter(plan)
+    os.execvpe(cmd[0], cmd, plan["env"])
+
+
+def enter(plan):
+    """Build the plan's tree on a tmpfs, ``pivot_root`` into it and go to the scratch
+    folder: in a mount namespace of its own, whose ``/proc`` is the PID namespace's."""
     new, scratch, tmp = plan["root"], plan["scratch"], "/tmp"
     under_tmp = scratch.startswith(tmp + "/")
     mount("course-root", new, "tmpfs", 0, "size=1m,mode=0755")
@@ -129,7 +136,6 @@ def main(argv):
             readonly(at, True)
     pivot_into(new)
     os.chdir(scratch)
-    os.execvpe(cmd[0], cmd, plan["env"])
 
 
 if __name__ == "__main__":
