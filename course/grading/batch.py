@@ -23,6 +23,7 @@ instructor/README.md ("Threat model").
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -50,16 +51,21 @@ def grade_one(sub, plans: dict, settings) -> Graded:
     measurer launches every case, ``cases.run_cases``, and a tune exercise's measured
     launch; the judge decides each) -> points and reasons (``scoring.score``)."""
     from .intake import forget
+    from .phases import Phases
     from .prepare import read_submission
 
-    read_submission(sub, plans, settings.lesson)  # read (again) now, parsed once
+    phases = Phases()
+    with phases.timed("notebook"):
+        read_submission(sub, plans, settings.lesson)  # read (again) now, parsed once
     try:
-        return _grade_read(sub, plans, settings)
+        g = _grade_read(sub, plans, settings, phases)
+        g.phases = phases.as_dict()
+        return g
     finally:
         forget(sub)  # the grader holds a notebook only while its job runs
 
 
-def _grade_read(sub, plans: dict, settings) -> Graded:
+def _grade_read(sub, plans: dict, settings, phases) -> Graded:
     """:func:`grade_one` once the submission's notebook is read and parsed."""
     g = Graded(sub.student or student_name(sub.path, plans), sub.name, seed=settings.seed)
     nb, lesson = sub.notebook, sub.lesson
@@ -89,7 +95,8 @@ def _grade_read(sub, plans: dict, settings) -> Graded:
     from .steps import TooMuchToRead, make_steps
 
     try:
-        steps = make_steps(plan, nb, g)
+        with phases.timed("notebook"):
+            steps = make_steps(plan, nb, g)
     except TooMuchToRead as exc:
         g.status = "invalid"
         g.reasons.append(str(exc))
@@ -111,9 +118,11 @@ def _grade_read(sub, plans: dict, settings) -> Graded:
         )
         return g
     g.status = out.status
+    phases.merge(out.phases.seconds)
     from .scoring import score
 
-    score(g, plan, out, settings)
+    with phases.timed("scoring"):
+        score(g, plan, out, settings)
     return g
 
 
@@ -239,6 +248,7 @@ def main(argv=None) -> int:
         help="start every sandboxed process afresh (a new interpreter each) instead of "
         "forking it from a warm zygote: slower, for comparison",
     )
+    ap.add_argument("--profile", type=Path, help="write where the time went (JSON, phases summed)")
     opts = ap.parse_args(argv)
     problem = preflight.arguments(opts)
     if problem:
@@ -281,7 +291,9 @@ def main(argv=None) -> int:
         return 2
     files = subs
     t0 = time.perf_counter()
-    rows = _grade_all(files, plans, opts, settings)
+    from .classrun import grade_all
+
+    rows = grade_all(files, plans, opts, settings, grade_one)
     if opts.format == "gradescope":  # one container, one student: all files are theirs
         for g in rows:
             g.student = "submission"
@@ -310,7 +322,12 @@ def main(argv=None) -> int:
     if opts.feedback:
         from .feedback import write_all
 
+        t = time.perf_counter()
         summary += write_all(rows, opts.feedback)
+        if opts.profile is not None and opts.profile.exists():  # the last phase
+            prof = json.loads(opts.profile.read_text())
+            prof["phases"]["feedback"] = round(time.perf_counter() - t, 4)
+            opts.profile.write_text(json.dumps(prof, indent=1))
     for line in summary:
         print(f"note: {line}")
     print(
@@ -328,42 +345,3 @@ SCORING = (
     "11 of 12). --all-or-nothing makes every exercise all or nothing. Each student's "
     "feedback says which rule gave each score."
 )
-
-
-def _grade_all(files: list, plans: dict, opts, settings) -> list[Graded]:
-    """Every submission through the chosen executor; each row goes into the CSV (and a
-    progress line) the moment it is done, so a long run shows and keeps its progress."""
-    from . import executors
-
-    lessons = {f.lesson for f in files}  # the CSV's columns, before the first row
-    stream = executors.CsvStream(
-        opts.out, [e for name, p in plans.items() if name in lessons for e in p.exercises]
-    )
-    done = []
-
-    def on_row(g: Graded) -> None:
-        stream.add(g)
-        done.append(g)
-        print(
-            f"  [{len(done)}/{len(files)}] {g.student:<20} {g.total:g}/{g.possible:g}  {g.status}",
-            flush=True,
-        )
-
-    if opts.executor == "dask":
-
-        def failed(sub, reason: str) -> Graded:
-            g = Graded(sub.student, sub.name, status="error", seed=settings.seed)
-            g.reasons.append(reason)
-            return g
-
-        remote = settings.here(None, None)  # each worker makes its own sandbox
-        return executors.run_dask(
-            files,
-            executors.grade_payload,
-            (grade_one, plans, remote),
-            on_row,
-            failed,
-            scheduler=opts.scheduler,
-            workers=opts.jobs,
-        )
-    return executors.run_local(files, lambda p: grade_one(p, plans, settings), opts.jobs, on_row)

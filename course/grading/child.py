@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,18 @@ def child_env(scratch: Path, extra: dict | None = None) -> dict:
     return env
 
 
+LIVE: weakref.WeakSet = weakref.WeakSet()  # children not stopped yet (an interrupted run's)
+
+
+def stop_all() -> None:
+    """Stop every child this process started and did not stop yet (an interrupted run)."""
+    for c in list(LIVE):
+        try:
+            c.stop()
+        except Exception:  # noqa: BLE001 - half-started: nothing more to stop
+            LIVE.discard(c)
+
+
 class Tampered(Exception):
     """The worker said something the protocol does not allow."""
 
@@ -86,6 +99,9 @@ class Child:
         sandbox_mb: int | None = None,
         env_extra: dict | None = None,
     ):
+        self.t0 = time.perf_counter()
+        self.phases: Any = None  # a ``phases.Phases`` to time its start in
+        LIVE.add(self)
         tmp.mkdir()
         req_r, req_w = os.pipe()  # we write requests, it reads
         rep_r, rep_w = os.pipe()  # it writes replies, we read
@@ -150,6 +166,13 @@ class Child:
         hello, _ = self.chan.recv()
         if hello.get("op") != "hello":
             raise Tampered("the worker's first message was not its greeting")
+        if self.phases is not None:  # its start, and what it says its imports took
+            from .phases import reported
+
+            took = time.perf_counter() - self.t0
+            imports = min(reported(hello.get("took"), took) or 0.0, took)
+            self.phases.moved("sandbox start", took - imports)
+            self.phases.moved("imports", imports)
 
     def ask(
         self,
@@ -182,6 +205,7 @@ class Child:
             pass
 
     def stop(self) -> None:
+        LIVE.discard(self)
         _kill(self.proc)  # the sandbox's first process: its PID namespace ends with it
         if self.cgroup is not None:
             self.cgroup.remove()

@@ -184,10 +184,15 @@ def checked(expected: dict, task, item, *args):
 def run_local(files: list[Submission], grade, jobs: int, on_row) -> list:
     """``grade(path)`` for every file on ``jobs`` threads; rows in the order they finish."""
     rows = []
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
+    pool = ThreadPoolExecutor(max(1, jobs))
+    try:
         for fut in as_completed([pool.submit(grade, f) for f in files]):
             rows.append(fut.result())
             on_row(rows[-1])
+    except BaseException:  # interrupted: what runs is stopped by the caller, not awaited
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return rows
 
 

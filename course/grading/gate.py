@@ -331,12 +331,13 @@ def main(argv=None) -> int:
     """The compiler process: a greeting, then one ``compiled`` reply per ``compile``
     request, over the two pipes its parent passed (``wire.py``)."""
     argv = sys.argv[1:] if argv is None else argv
+    t0 = time.perf_counter()
     os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
     from .wire import Channel
 
     chan = Channel(int(argv[0]), int(argv[1]))
     ready = warm()
-    chan.send({"op": "hello"})
+    chan.send({"op": "hello", "took": time.perf_counter() - t0})
     while True:
         req, _ = chan.recv()
         if req.get("op") != "compile":

@@ -27,6 +27,7 @@ class Graded:
     not_found: set = field(default_factory=set)  # exercises whose cell is missing
     whole: dict = field(default_factory=dict)  # exercise -> scored all or nothing
     seed: int = 0
+    phases: dict = field(default_factory=dict)  # seconds per grading phase (``phases.py``)
 
     @property
     def total(self) -> float:

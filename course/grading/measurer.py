@@ -102,6 +102,9 @@ def _spec(name: str, fn):
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    import time
+
+    t0 = time.perf_counter()
     from .wire import Channel
 
     chan = Channel(int(argv[0]), int(argv[1]))
@@ -111,7 +114,7 @@ def main(argv=None) -> int:
     from .launch import run_launch
     from .unit import UnitError, rebuild
 
-    chan.send({"op": "hello", "mode": course.MODE})
+    chan.send({"op": "hello", "mode": course.MODE, "took": time.perf_counter() - t0})
     fn = None
     while True:
         req, arrays = chan.recv()

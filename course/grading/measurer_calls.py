@@ -68,7 +68,7 @@ MEASURE_S = 60.0  # seconds a measurement may hold this GPU's measuring lock
 
 
 def judge_measure(
-    m, spec, *, mode: str, seed: int, deadline: float, ceilings: dict | None
+    m, spec, *, mode: str, seed: int, deadline: float, ceilings: dict | None, phases=None
 ) -> CaseResult:
     """A tune exercise's figure: the measured launch's inputs made and its outputs judged
     here - every run's samples against a seed only this side knows, and the last run whole
@@ -80,8 +80,11 @@ def judge_measure(
     case = spec.measured_case(mode)
     prep = judge.prepare(spec, case, measured_rng(seed), guard=False)
     p = plan(spec, prep)
+    waiting = time.perf_counter()
     try:
         with device_lock(mode == "gpu", deadline=deadline):
+            if phases is not None:  # ``phases.Phases``: the wait is its own phase
+                phases.moved("gpu lock wait", time.perf_counter() - waiting)
             # the lock is held at most MEASURE_S (a board's own budget where it asks for
             # more): a kernel slow only at the timed size cannot keep every other
             # submission's measurement waiting until its own deadline

@@ -33,6 +33,7 @@ from .. import exercises as _ex
 from .cases import gate_error, run_cases
 from .child import Child, Tampered
 from .measurer_calls import judge_measure, measured_launch
+from .phases import Phases
 from .report import CaseResult, CellError, Judged, Started, Tampering
 from .settings import GradeSettings
 from .wire import WireError
@@ -49,6 +50,7 @@ class Outcome:
     status: str = "graded"  # graded | timeout | crashed | tampered
     last: str = ""  # last words of a crashed worker
     mode: str = ""  # the worker's, once it greeted: sim | gpu
+    phases: Phases = field(default_factory=Phases)  # where its time went (``phases.py``)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class Judge:
     compiler: Gate | None = None  # this submission's compile gate
     on_stage: Callable[[str], None] | None = None  # "testing", then "timing"
     deadline: float = float("inf")  # time.monotonic() when the submission's time is up
+    phases: Phases = field(default_factory=Phases)
 
     @property
     def seed(self) -> int:
@@ -116,6 +119,7 @@ class Judge:
             seed=self.seed,
             deadline=self.deadline,
             ceilings=self.settings.ceilings,
+            phases=self.phases,
         )
 
     def close_measurer(self):
@@ -150,9 +154,11 @@ def grade_steps(steps: list[dict], settings: GradeSettings, on_stage=None) -> Ou
         worker = Child(
             "course.grading.worker", tmp / "worker", deadline, s.memory_mb, s.timeout, s.isolation
         )
+        worker.phases = out.phases
         jd = _new_judge(
             s, tmp, deadline, on_stage, _sandbox_mb(step.get("exercise") for step in steps)
         )
+        jd.phases = out.phases
         try:
             worker.greeted()
             out.mode = s.mode
@@ -190,21 +196,30 @@ def _new_judge(
     in the sandbox, with the submission's deadline."""
     from .gate import start_sandboxed
 
-    return Judge(
+    def timed(child: Child) -> Child:
+        child.phases = jd.phases  # its start and imports: phases of their own
+        return child
+
+    jd = Judge(
         s,
-        lambda: Child(
-            "course.grading.measurer",
-            Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
-            deadline,
-            s.memory_mb,
-            s.timeout,
-            s.isolation,
-            sandbox_mb,
+        lambda: timed(
+            Child(
+                "course.grading.measurer",
+                Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
+                deadline,
+                s.memory_mb,
+                s.timeout,
+                s.isolation,
+                sandbox_mb,
+            )
         ),
-        start_gate=lambda: start_sandboxed(tmp, deadline, s.memory_mb, s.timeout, s.isolation),
+        start_gate=lambda: timed(
+            start_sandboxed(tmp, deadline, s.memory_mb, s.timeout, s.isolation)
+        ),
         on_stage=on_stage,
         deadline=deadline,
     )
+    return jd
 
 
 def judge_unit(spec, unit: dict, settings: GradeSettings, on_stage=None):
@@ -256,18 +271,19 @@ def _tampered(out: Outcome, message: str) -> None:
 def _run_step(worker, jd: Judge, n: int, step: dict, out: Outcome) -> None:
     ex, fn = step.get("exercise"), step.get("function") or ""
     out.events.append(Started(step["label"], ex))
-    reply, _ = worker.ask(
-        {
-            "op": "run",
-            "step": n,
-            "label": step["label"],
-            "source": step["source"],
-            "want": fn,
-            "exercise": ex,
-        },
-        "ran",
-        n,
-    )
+    with out.phases.timed("cells"):
+        reply, _ = worker.ask(
+            {
+                "op": "run",
+                "step": n,
+                "label": step["label"],
+                "source": step["source"],
+                "want": fn,
+                "exercise": ex,
+            },
+            "ran",
+            n,
+        )
     ran = Ran.read(reply, fn if ex else None)  # what the worker says, checked
     if ran.error:
         out.events.append(CellError(step["label"], step["kind"], ex, ran.error[:500]))
@@ -286,7 +302,8 @@ def _run_step(worker, jd: Judge, n: int, step: dict, out: Outcome) -> None:
         return
     err, cases = "", []
     if spec.kind == "predict":
-        cases = _judge_answer(worker, n, spec, fn)
+        with out.phases.timed("cases"):
+            cases = _judge_answer(worker, n, spec, fn)
     elif ran.have != "kernel":
         err = f"`{fn}` is not a CUDA kernel: decorate it with @cuda.jit (expected {spec.signature})"
     else:
@@ -306,7 +323,8 @@ def _judge_kernel(jd: Judge, spec, unit, unit_error) -> tuple[str, list]:
     except UnitError as exc:
         raise Tampered(f"the worker sent a malformed kernel unit ({exc})") from None
     try:
-        why = gate_error(spec, unit, jd.seed, jd.gate())
+        with jd.phases.timed("compile gate"):
+            why = gate_error(spec, unit, jd.seed, jd.gate())
     except UnitError as exc:
         return f"your kernel cannot be checked: {exc}", []
     if why:
@@ -318,15 +336,19 @@ def _run_loaded(jd: Judge, spec, load: dict, cannot: str) -> tuple[str, list]:
     """(error, cases): the measurer loads the kernel (``load``), runs every case and, for a
     tune exercise or board, the measured launch."""
     try:
-        m = jd.ready_measurer()
-        reply, _ = m.ask(load, "loaded")
+        with jd.phases.timed("kernel load"):
+            m = jd.ready_measurer()
+            reply, _ = m.ask(load, "loaded")
         if reply.get("error"):
             return f"{cannot}: {str(reply['error'])[:500]}", []
         jd.stage("testing")
-        cases = run_cases(spec, None, jd.seed, True, jd.settings.limit, launch=measured_launch(m))
+        with jd.phases.timed("cases"):
+            launch = measured_launch(m)
+            cases = run_cases(spec, None, jd.seed, True, jd.settings.limit, launch=launch)
         if spec.kind == "tune" and cases and all(c.passed for c in cases):
             jd.stage("timing")
-            cases.append(jd.measure(m, spec))
+            with jd.phases.timed("timed runs"):
+                cases.append(jd.measure(m, spec))
     except (WireError, Tampered) as exc:
         last = jd.measurer.last_words() if jd.measurer else ""
         jd.close_measurer()

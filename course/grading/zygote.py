@@ -161,6 +161,7 @@ def _fork_body(req: dict, fds: list[int]) -> None:
     code = 1
     try:
         pipes, log, procs = (fds[0], fds[1]), fds[2], fds[3:]
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # it ends with the zygote
         os.setsid()
         for fd in procs:
             os.write(fd, b"%d" % os.getpid())
