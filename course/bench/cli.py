@@ -15,6 +15,10 @@ def main(argv=None) -> int:
         from . import sliders
 
         return sliders.main(argv[1:])
+    if argv[:1] == ["grading"] and len(argv) > 1:  # a class of its own (bench/grading.py)
+        from . import grading
+
+        return grading.main(argv[1:])
     ap = argparse.ArgumentParser(
         prog="python -m course bench", description="time every lesson's variants in one run"
     )

@@ -22,13 +22,16 @@ from __future__ import annotations
 import csv
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-TITLE = "Grading a class of 25 with --jobs 8 - time, and what the attackers earned"
+TITLE = "Grading a class - wall and CPU time, where it went, and what the attackers earned"
 STUDENTS, JOBS = 25, 8
 TIMEOUT_S = float(os.environ.get("COURSE_BENCH_GRADING_TIMEOUT", 1800))
 LESSONS = tuple(
@@ -85,20 +88,31 @@ def add_fast(n, x, y):
 }
 
 
-def make_class(folder: Path, notebooks: Path) -> dict:
-    """Write the class's submissions (``folder/<student>/<lesson>.ipynb``); student ->
+def make_class(
+    folder: Path,
+    notebooks: Path,
+    students: int = STUDENTS,
+    lessons: tuple = LESSONS,
+    attackers: bool = True,
+) -> dict:
+    """Write the class's submissions (``folder/<student>/<lesson>.ipynb``): ``students``
+    in all, the attackers among them when ``attackers`` (those of ``lessons``); student ->
     (lesson, attacked exercise or None)."""
     from ..grading import notebook as nbk
 
     plan = {}
-    honest = STUDENTS - len(ATTACKS)
+    attacks = {k: v for k, v in ATTACKS.items() if attackers and v[0] in lessons}
+    honest = max(0, students - len(attacks))
     for i in range(honest):
-        lesson = LESSONS[i % len(LESSONS)]
-        plan[f"s{i:02d}"] = (lesson, None, None)
-    for student, (lesson, exercise, source) in ATTACKS.items():
+        lesson = lessons[i % len(lessons)]
+        plan[f"s{i:03d}"] = (lesson, None, None)
+    for student, (lesson, exercise, source) in attacks.items():
         plan[student] = (lesson, exercise, source)
+    copies: dict = {}
     for student, (lesson, exercise, source) in plan.items():
-        nb = _solved_student_copy(notebooks / f"{lesson}.ipynb")
+        if lesson not in copies:
+            copies[lesson] = json.dumps(_solved_student_copy(notebooks / f"{lesson}.ipynb"))
+        nb = json.loads(copies[lesson])
         for raw, cell in zip(nb["cells"], nbk.cells(nb)):
             if exercise and cell.exercise_tag == exercise:  # the attack replaces it
                 raw["source"] = source.splitlines(keepends=True)
@@ -122,41 +136,56 @@ def _solved_student_copy(path: Path) -> dict:
 
 
 def grade(
-    folder: Path, out: Path, jobs: int = JOBS, timeout: float = 3600.0
-) -> tuple[float, list[dict], str]:
-    """(seconds, the CSV's rows, the end of the grader's output) of grading ``folder``;
-    the grader's output goes to ``out/grade.log`` as it runs (rows so far if it is cut off
-    at ``timeout``)."""
+    folder: Path,
+    out: Path,
+    jobs: int = JOBS,
+    timeout: float = 3600.0,
+    extra: tuple = (),
+) -> tuple[float, list[dict], str, dict]:
+    """(seconds, the CSV's rows, the end of the grader's output, its profile) of grading
+    ``folder`` (``extra``: more ``grade`` options: ``--executor``, ``--cold``...).  The
+    grader's progress lines are printed and kept in ``out/grade.log`` as they come; at
+    ``timeout``, Ctrl-C or SIGTERM the grader is stopped (SIGTERM: it writes its profile and
+    the rows so far) and what it left is reported."""
     out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "course", "grade", str(folder), "--out", str(out / "grades.csv")]
+    cmd += ["--feedback", str(out / "feedback"), "--jobs", str(jobs)]
+    cmd += ["--profile", str(out / "profile.json"), *extra]
     t = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    killer = threading.Timer(timeout, proc.send_signal, (signal.SIGTERM,))
+    killer.start()
+    previous = signal.signal(signal.SIGTERM, _interrupted)
     with open(out / "grade.log", "w") as log:
         try:
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "course",
-                    "grade",
-                    str(folder),
-                    "--out",
-                    str(out / "grades.csv"),
-                    "--feedback",
-                    str(out / "feedback"),
-                    "--jobs",
-                    str(jobs),
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        except subprocess.TimeoutExpired:
-            log.write(f"\n(cut off after {timeout:g} s)\n")
+            for line in iter(proc.stdout.readline, b""):
+                text = line.decode(errors="replace")
+                log.write(text)
+                print("  | " + text.rstrip(), flush=True)
+        except KeyboardInterrupt:
+            log.write("\n(interrupted: the grader was told to stop)\n")
+            proc.send_signal(signal.SIGTERM)
+            rest, _ = proc.communicate(timeout=60)
+            log.write(rest.decode(errors="replace"))
+        finally:
+            killer.cancel()
+            signal.signal(signal.SIGTERM, previous)
+            proc.wait()
     took = time.perf_counter() - t
-    rows = (
-        list(csv.DictReader((out / "grades.csv").open())) if (out / "grades.csv").exists() else []
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    csv_path, prof_path = out / "grades.csv", out / "profile.json"
+    rows = list(csv.DictReader(csv_path.open())) if csv_path.exists() else []
+    profile = json.loads(prof_path.read_text()) if prof_path.exists() else {}
+    profile["cpu_s"] = round(
+        (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 2
     )
-    return took, rows, (out / "grade.log").read_text(errors="replace")[-3000:]
+    return took, rows, (out / "grade.log").read_text(errors="replace")[-3000:], profile
+
+
+def _interrupted(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def verdicts(plan: dict, rows: list[dict]) -> list[dict]:
@@ -184,14 +213,26 @@ def verdicts(plan: dict, rows: list[dict]) -> list[dict]:
     return out
 
 
-def run(report) -> None:
+def run(report, opts=None) -> None:
+    """Grade one class (``opts``: :func:`main`'s options; none: the rehearsal) into
+    ``report``: wall and CPU time, the profile's phases, every student's verdict."""
+    from ..grading.phases import table
     from ..platform.resources import ROOT
 
+    opts = opts or parser().parse_args([])
+    lessons = tuple(opts.lessons.split(","))
+    extra = ["--executor", opts.executor] + (["--cold"] if opts.cold else [])
+    extra += ["--scheduler", opts.scheduler] if opts.scheduler else []
     with tempfile.TemporaryDirectory(prefix="course-bench-grading-") as tmp:
         tmp = Path(tmp)
-        plan = make_class(tmp / "class", ROOT / "notebooks")
+        plan = make_class(tmp / "class", ROOT / "notebooks", opts.students, lessons, opts.attackers)
         Path(MARK).unlink(missing_ok=True)
-        took, rows, said = grade(tmp / "class", tmp, timeout=TIMEOUT_S)
+        print(
+            f"grading {len(plan)} students ({', '.join(lessons)}), --jobs {opts.jobs}, "
+            f"{opts.executor}{', cold' if opts.cold else ''}",
+            flush=True,
+        )
+        took, rows, said, profile = grade(tmp / "class", tmp, opts.jobs, opts.timeout, tuple(extra))
         report.files[".log"] = (tmp / "grade.log").read_bytes()
     lines = verdicts(plan, rows)
     honest_full = all(
@@ -200,35 +241,90 @@ def run(report) -> None:
     attacks_zero = all(
         line.get("attacked_points") in ("0", "0.0") for line in lines if line["attack"]
     )
+    done = len(rows)
     report.data["grading"] = {
-        "students": STUDENTS,
-        "jobs": JOBS,
+        "students": len(plan),
+        "graded": done,
+        "lessons": lessons,
+        "jobs": opts.jobs,
+        "executor": opts.executor,
+        "warm": not opts.cold,
         "seconds": took,
+        "per_minute": round(60 * done / took, 2) if took else 0.0,
+        "cpu_s": profile.get("cpu_s"),
+        "interrupted": bool(profile.get("interrupted")) or done < len(plan),
+        "phases": profile.get("phases", {}),
         "honest_full_marks": honest_full,
         "attacks_earned_zero": attacks_zero,
         "side_effect_on_host": Path(MARK).exists(),
         "rows": lines,
     }
     report.note(
-        f"{STUDENTS} submissions graded with --jobs {JOBS} in {took:.1f} s "
-        f"(wall time of `python -m course grade`, sandbox on)"
+        f"{done} of {len(plan)} submissions graded with --jobs {opts.jobs} ({opts.executor}, "
+        f"{'cold: a new interpreter per sandbox' if opts.cold else 'warm: sandboxes forked from zygotes'}) "
+        f"in {took:.1f} s wall, {profile.get('cpu_s', 0):.1f} s CPU of the grader and its "
+        f"sandboxes ({60 * done / max(took, 1e-9):.1f} submissions a minute)"
     )
     report.note(
         f"honest students at full marks: {honest_full}; every attack 0 points: "
         f"{attacks_zero}; the signature's command ran on the host: "
         f"{Path(MARK).exists()}"
     )
-    table = [
+    if profile.get("phases"):
+        report.section(
+            "Where the time went (seconds summed over the class; exclusive phases)",
+            table(profile["phases"], took, done, opts.jobs),
+        )
+    table_rows = [
         "| student | lesson | status | points | attack | its points | the grader's reason |",
         "|---|---|---|---:|---|---:|---|",
     ]
     for line in lines:
-        table.append(
+        table_rows.append(
             f"| {line['student']} | {line['lesson']} | {line['status']} | "
             f"{line['total']}/{line['max']} | {line['attack']} | "
             f"{line.get('attacked_points', '')} | "
             f"{line.get('reason', '').replace('|', '/')[:160]} |"
         )
-    report.section("Every submission", "\n".join(table))
+    report.section("Every submission", "\n".join(table_rows))
     if not rows:
         report.section("The grader's output", "```\n" + said + "\n```")
+
+
+def parser():
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="python -m course bench grading",
+        description="grade a generated class (honest solution notebooks and attackers) "
+        "and report time, CPU, the per-phase profile and every verdict",
+    )
+    ap.add_argument(
+        "--students", type=int, default=STUDENTS, help="class size (attackers included)"
+    )
+    ap.add_argument("--lessons", default=",".join(LESSONS), help="comma-separated lessons")
+    ap.add_argument("--no-attackers", dest="attackers", action="store_false")
+    ap.add_argument("--jobs", type=int, default=JOBS)
+    ap.add_argument("--executor", choices=("local", "dask"), default="local")
+    ap.add_argument("--scheduler", help="a Dask scheduler's address (else a LocalCluster)")
+    ap.add_argument(
+        "--cold", action="store_true", help="a new interpreter per sandbox (the old start)"
+    )
+    ap.add_argument("--timeout", type=float, default=TIMEOUT_S, help="stop the grader after this")
+    ap.add_argument("--label", default="", help="added to the report's name")
+    ap.add_argument("--out", default=None, help="folder for the report (default assets/benchmarks)")
+    return ap
+
+
+def main(argv=None) -> int:
+    """``python -m course bench grading [--students N] [--lessons A,B] [--jobs N] ...``"""
+    from . import Report
+
+    opts = parser().parse_args(argv)
+    name = "grading" + (f"-{opts.label}" if opts.label else "")
+    print(f"== {name}: {TITLE}", flush=True)
+    report = Report(name, TITLE)
+    run(report, opts)
+    for p in report.save(opts.out):
+        print(p)
+    return 0
