@@ -1,6 +1,6 @@
 """GPU programming in Python with numba.cuda: the package the course notebooks import.
 
-``import course`` must come first in a notebook.  It has three side effects:
+``import course`` must come first in a notebook.  It has four side effects:
 
 1. it decides whether kernels run on a real NVIDIA GPU (``course.MODE == "gpu"``) or in
    numba's CPU simulator (``course.MODE == "sim"``), setting ``NUMBA_ENABLE_CUDASIM=1``
@@ -9,7 +9,9 @@
    (``platform.runtime.silence_known_noise``);
 3. in the simulator only, it adds what the simulator lacks: warp intrinsics
    (``sim.warp``), a block scheduler that yields to working threads (``sim.scheduler``)
-   and the GPU's ``@cuda.jit`` options (``sim.jit_options``).
+   and the GPU's ``@cuda.jit`` options (``sim.jit_options``);
+4. in a notebook (IPython), a stopped cell ends in one course sentence instead of a
+   traceback through numba's simulator (``platform.interrupt``).
 
 The subpackages and which may import which: ``tests/test_layout.py`` (the one place
 that says); each subpackage's docstring says what it holds.
@@ -24,6 +26,7 @@ Everything else is imported on first use::
     course.size(lecture=1 << 20, sim=2000)
 """
 
+from .platform import interrupt as _interrupt
 from .platform import runtime as _runtime
 
 MODE = _runtime.select_mode()
@@ -36,6 +39,8 @@ if MODE == "sim":
     _simwarp.install()  # warp shuffles & co. for the simulator, which lacks them
     _simscheduler.install()  # its block scheduler, yielding the GIL to working threads
     _simjit.install()  # @cuda.jit(lineinfo=..., max_registers=...) as on a GPU
+
+_interrupt.install()  # Stop: one sentence (what ran, that it stopped, the kernel is usable)
 
 size = _runtime.size
 banner = _runtime.banner

@@ -73,7 +73,7 @@ def installed(tmp_path_factory):
                 p,
                 src / name,
                 ignore=shutil.ignore_patterns(
-                    "__pycache__", "*.egg-info", "screenshots", "benchmarks", "checks"
+                    "__pycache__", "*.egg-info", "screenshots", "*.db", "checks"
                 ),
             )
         else:
@@ -128,6 +128,7 @@ def test_wheel_carries_the_course_files(installed):
         "course/_files/assets/profiles/nvidia-h100-80gb-hbm3-breakdown.json",
         "course/_files/assets/reduction-trees.png",
         "course/_files/assets/sliders/01_vector_add-grid_stride--nvidia-h200-2026-11-28.json",
+        "course/_files/assets/benchmarks/vector_add-nvidia-h200-2026-11-22.json",
         "course/platform/resources.py",
         "course/grading/student.py",
         "course/leaderboard/templates/board.html",
@@ -278,8 +279,9 @@ def test_installed_course_finds_its_files_in_the_package(installed):
         from course.grading import hidden
         from course.exercises import profiling
         from course.show import records
+        from course.show import reported
         rec = records.load("01_vector_add/grid_stride")
-        print(json.dumps({"record": rec and rec.label,
+        print(json.dumps({"record": rec and rec.label, "report": reported.report("vector_add")["file"],
             "file": course.__file__, "installed": resources.INSTALLED, "root": str(resources.ROOT),
             "faces": data.real_faces().shape, "hidden": str(hidden.file_for("vector_add")),
             "profile": profiling.PROFILES.is_dir()}))
@@ -290,6 +292,7 @@ def test_installed_course_finds_its_files_in_the_package(installed):
     assert out["faces"] == [100, 25, 25]
     assert out["hidden"] == "None" and out["profile"]  # no hidden case in a wheel
     assert out["record"] == "recorded on NVIDIA H200, 2026-11-28"  # a panel's GPU grid
+    assert out["report"].startswith("vector_add-nvidia-")  # a table's GPU report
 
 
 def _answered(student_nb: Path) -> None:

@@ -25,13 +25,16 @@ SHIPPED = PACKAGE / "_files"
 # The folders a wheel carries (relative to the checkout), and which files of each.
 # notebooks: as student copies (setup.py); assets/*.png are the figures the notebooks show;
 # assets/profiles, what lesson 10 reads; assets/sliders, the GPU's recorded slider grids a
-# panel shows in simulator mode (``course/show/records.py``).  Never instructor/.
+# panel shows in simulator mode (``course/show/records.py``); assets/benchmarks/*.json, the GPU
+# reports a timing table shows in simulator mode (``course/show/reported.py``).  Never
+# instructor/.
 CARRIED = {
     "notebooks": ["*.ipynb"],
     "data/faces": ["*.npy", "README.md"],
     "assets": ["*.png"],
     "assets/profiles": ["*.json"],
     "assets/sliders": ["*.json"],
+    "assets/benchmarks": ["*.json"],
 }
 
 
