@@ -269,7 +269,7 @@ def main(argv=None) -> int:
     from .prepare import before_workers
 
     subs, summary, settings = before_workers(opts, plans)
-    if settings.isolation is not None and not opts.cold:
+    if settings.isolation is not None and settings.warm:
         from .forks import Forks
 
         settings.isolation.forks = Forks(settings.isolation)

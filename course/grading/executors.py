@@ -95,6 +95,8 @@ def grade_payload(item: dict, grade, plans: dict, opts):
         item["student"],
     )
     sub.lesson = item["lesson"]
+    if getattr(opts, "isolation_choice", "none") != "none" and getattr(opts, "warm", False):
+        return grade(sub, plans, opts.here(_warm_isolation(), ceilings_once(opts.mode)))
     with tempfile.TemporaryDirectory(prefix="course-grade-run-") as t:
         isolation = None
         if getattr(opts, "isolation_choice", "none") != "none":
@@ -104,6 +106,30 @@ def grade_payload(item: dict, grade, plans: dict, opts):
             if isolation is None:  # fail closed: never grade unsandboxed silently
                 raise SandboxMissing(no_sandbox_message(said))
         return grade(sub, plans, opts.here(isolation, ceilings_once(opts.mode)))
+
+
+_HERE: dict = {}  # this Dask worker process's sandbox and its zygotes, made once
+
+
+def _warm_isolation():
+    """This Dask worker's sandbox with warm forks (``forks.py``), made on its first task."""
+    import atexit
+    import shutil
+    import threading
+
+    with _HERE.setdefault("lock", threading.Lock()):
+        if "iso" not in _HERE:
+            from .forks import Forks
+            from .isolate import for_grading
+
+            run_dir = Path(tempfile.mkdtemp(prefix="course-grade-run-"))
+            atexit.register(shutil.rmtree, run_dir, True)
+            isolation, said = for_grading([], run_dir)
+            if isolation is None:  # fail closed: never grade unsandboxed silently
+                raise SandboxMissing(no_sandbox_message(said))
+            isolation.forks = Forks(isolation, log=lambda line: None)
+            _HERE["iso"] = isolation
+        return _HERE["iso"]
 
 
 # ---------------------------------------------------------------------------------------

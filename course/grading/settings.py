@@ -29,6 +29,7 @@ class GradeSettings:
     isolation: Any = None  # the sandbox (``isolate.Isolation``); None: none
     isolation_choice: str = "none"  # "auto": a Dask worker builds its own sandbox
     ceilings: dict | None = None  # GPU: copy GB/s and FP32 TFLOP/s, measured once
+    warm: bool = True  # sandboxes forked from zygotes (``forks.py``); False: ``--cold``
 
     @property
     def limit(self) -> float:
@@ -58,4 +59,5 @@ class GradeSettings:
             isolation=isolation,
             isolation_choice=opts.isolation_choice,
             ceilings=ceilings,
+            warm=not getattr(opts, "cold", False),
         )
