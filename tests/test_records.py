@@ -45,3 +45,67 @@ def test_panel_option_records_just_the_named_panels(tmp_path, capsys):
     assert code == 0
     written = [p.name for p in tmp_path.iterdir()]
     assert len(written) == 1 and written[0].startswith("03_window_average-variants--simulator")
+
+
+def test_a_setting_too_slow_to_redraw_on_a_gpu_is_shown_from_the_record(monkeypatch):
+    """On a GPU every slider position redraws within 2 s: 07's chunk_size 2 (12.8 s a launch
+    on the H200) and 4 come from the record, with a sentence; 8 runs (two launches)."""
+    from course.measure import perf
+    from course.measure.timing import Timing
+    from course.platform import runtime
+    from course.show.widgets import SliderPanel
+
+    monkeypatch.setattr(runtime, "MODE", "gpu")
+    monkeypatch.setattr(perf, "measured_ceilings", lambda: {})
+    ran = []
+
+    def run(chunk_size):
+        ran.append(chunk_size)
+        return Timing([700.0])
+
+    p = SliderPanel(
+        {"shared_covariance_kernel": run},
+        {"chunk_size": [2, 4, 8, 16, 32]},
+        value={"chunk_size": 8},
+        record="07_covariance_pca/chunk_size",
+        runs=2,
+    )
+    assert ran == [8] and "700 ms (record: 794.7 ms)" in p.status.value
+    assert "shows the record" not in p.status.value
+    p.set(chunk_size=2)
+    assert ran == [8], "a 12.8 s launch was run from the slider"
+    said = p.status.value
+    assert "12.8 s a launch on NVIDIA H200" in said and "shows the record of 2026-11-28" in said
+    assert "1.276e+04 ms" in said and "recorded on NVIDIA H200, 2026-11-28" in said
+    p.set(chunk_size=4)
+    p.set(chunk_size=32)
+    assert ran == [8, 32]
+    fast = SliderPanel(
+        {"k": run},
+        {"chunk_size": [2, 8]},
+        value={"chunk_size": 8},
+        record="07_covariance_pca/chunk_size",
+        runs=2,
+        budget_s=60,
+    )
+    fast.set(chunk_size=2)  # a budget it fits: it runs
+    assert ran[-1] == 2
+
+
+def test_every_recorded_setting_redraws_within_the_budget_or_from_the_record():
+    """What each committed record says of its notebook panel on a GPU: the settings that
+    would take over 2 s at 23 launches (course.benchmark's default) are the ones the panel
+    takes from its record (07's are run twice, 06's REPEAT + WARMUP = 12 times)."""
+    runs = {
+        "07_covariance_pca/chunk_size": 2,
+        "06_centering_coalescing/threads_per_block": 12,
+        "06_centering_coalescing/2d": 12,
+    }
+    slow = {}
+    for pid in rec.panels():
+        found = records.load(pid)
+        for point in found.points if found else []:
+            ms = sum(r["median_ms"] for r in point["results"].values())
+            if ms * runs.get(pid, 23) > 2000:
+                slow.setdefault(pid, []).append(point["params"])
+    assert slow == {"07_covariance_pca/chunk_size": [{"chunk_size": 2}, {"chunk_size": 4}]}

@@ -121,11 +121,8 @@ def status_html(res, params, nbytes, flops, record=None) -> str:
             ref = f" (record: {rec['median_ms']:.4g} ms)" if rec else ""
             parts.append(f"<b>{_escape(name)}</b>: {t.median_ms:.4g} ms{r}{ref}")
         return " &nbsp;|&nbsp; ".join(parts)
-    for name, rec in rows.items():
-        r = f", {rec['rate']:.4g} {record.rate}" if record.rate and rec.get("rate") else ""
-        parts.append(f"<b>{_escape(name)}</b>: {rec['median_ms']:.4g} ms{r} on the GPU")
     if rows:
-        return " &nbsp;|&nbsp; ".join(parts) + f" <small>({_escape(record.label)})</small>"
+        return recorded_html(record, params)
     cpu = sum(t.median_ms for t in (res or {}).values()) / 1e3
     names = ", ".join(f"<b>{_escape(n)}</b>" for n in (res or {}))
     return f"{names or 'this setting'}: no GPU record of this setting" + (
@@ -133,6 +130,15 @@ def status_html(res, params, nbytes, flops, record=None) -> str:
         if res
         else ""
     )
+
+
+def recorded_html(record, params) -> str:
+    """The record's figures at ``params``, marked with its card and date."""
+    parts = []
+    for name, rec in ((record.at(params) if record else None) or {}).items():
+        r = f", {rec['rate']:.4g} {record.rate}" if record.rate and rec.get("rate") else ""
+        parts.append(f"<b>{_escape(name)}</b>: {rec['median_ms']:.4g} ms{r} on the GPU")
+    return " &nbsp;|&nbsp; ".join(parts) + f" <small>({_escape(record.label)})</small>"
 
 
 def counts_html(counted: dict, record, params) -> str:

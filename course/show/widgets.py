@@ -37,7 +37,7 @@ from ..measure import perf
 from ..measure.timing import Timing
 from ..platform import runtime
 from . import panel_view as view
-from . import plots, records
+from . import plots, records, settings
 
 
 class SliderPanel:
@@ -56,6 +56,8 @@ class SliderPanel:
         value: dict | None = None,
         record=None,
         counts=None,
+        budget_s: float = 2.0,
+        runs: int = 23,
     ):
         if callable(variants):
             variants = {"kernel": variants}
@@ -65,6 +67,7 @@ class SliderPanel:
             if len(options) == 0:
                 raise ValueError(f"slider {name!r} has no options")
         self.variants = dict(variants)
+        self.budget_s, self.runs_per_setting = budget_s, runs  # see too_slow()
         self.record = records.load(record) if isinstance(record, str) else record
         self.replay = bool(self.record) and runtime.MODE != "gpu"
         if self.replay:  # the simulator shows the GPU's grid: its settings, nothing timed
@@ -74,7 +77,7 @@ class SliderPanel:
         if self.x not in sliders:
             raise ValueError(f"x={self.x!r} is not one of the sliders {list(sliders)}")
         self.nbytes, self.flops, self.constraint = nbytes, flops, constraint
-        sliders = _launchable(sliders, self.why_not)
+        sliders = settings.launchable(sliders, self.why_not)
         start = self._start(sliders, value or {})
         self._adjusting = False  # True while the panel moves sliders itself
         self.note = ""  # which sliders the last move adjusted, and why
@@ -150,7 +153,7 @@ class SliderPanel:
         if not self.why_not(params):
             return dict(params)
         options = {k: list(s.options) for k, s in self.sliders.items()}
-        best = _nearest(options, params, set(moved), self.why_not, self.x)
+        best = settings.nearest(options, params, set(moved), self.why_not, self.x)
         if best is None:
             raise ValueError(f"no valid setting has { ({k: params[k] for k in moved}) }")
         return best
@@ -176,11 +179,11 @@ class SliderPanel:
                 raise KeyError(f"no slider {k!r}; sliders are {list(sliders)}")
             if v not in sliders[k]:
                 raise ValueError(f"default {k}={v!r} is not one of {list(sliders[k])}")
-        start = {k: value.get(k, _middle(opts)) for k, opts in sliders.items()}
+        start = {k: value.get(k, settings.middle(opts)) for k, opts in sliders.items()}
         if value and len(value) == len(sliders) and (why := self.why_not(start)):
             raise ValueError(f"the default {start} is not a valid setting: {why}")
         if self.why_not(start):
-            start = _nearest(
+            start = settings.nearest(
                 {k: list(o) for k, o in sliders.items()}, start, set(value), self.why_not, self.x
             )
             if start is None:
@@ -216,11 +219,32 @@ class SliderPanel:
         self._move(self.params, moved)
 
     # -- running -----------------------------------------------------------------------
+    def too_slow(self, params: dict) -> str:
+        """On a GPU, why ``params`` is shown from the record instead of run: its recorded
+        time for every variant, times ``runs`` launches a setting takes (course.benchmark:
+        3 warm-up + 20 timed), is over ``budget_s``; '' when it is run."""
+        rows = (self.record.at(params) if self.record else None) or {}
+        if runtime.MODE != "gpu" or not rows:
+            return ""
+        ms = sum(r.get("median_ms") or 0.0 for r in rows.values())
+        if ms * self.runs_per_setting <= self.budget_s * 1e3:
+            return ""
+        said = ", ".join(f"{k} = {v}" for k, v in params.items())
+        return (
+            f"{said} takes {ms / 1e3:.3g} s a launch on {self.record.device}: its "
+            f"{self.runs_per_setting} launches would keep the slider waiting "
+            f"{ms * self.runs_per_setting / 1e3:.0f} s, so the panel shows the record of "
+            f"{self.record.date} instead of running it"
+        )
+
     def measure(self, params: dict) -> dict[str, Timing] | None:
-        """Run every variant at ``params`` (cached); None if the constraint rejects them."""
+        """Run every variant at ``params`` (cached); None if the constraint rejects them;
+        {} when too slow to run on a GPU (:meth:`too_slow`: the record stands in)."""
         key = self._key(params)
         if key in self.results:
             return self.results[key]
+        if self.too_slow(params):
+            return {}
         if self.constraint:
             why = self.constraint(**params)
             if why:
@@ -243,8 +267,14 @@ class SliderPanel:
             try:
                 res = self.measure(params)
                 counted = self._count(params)
+                slow = self.too_slow(params)
                 self.status.value = (
-                    view.status_html(res, params, self.nbytes, self.flops, self.record)
+                    (
+                        view.recorded_html(self.record, params)
+                        + f"<br><small>{_escape(slow)}</small>"
+                        if slow
+                        else view.status_html(res, params, self.nbytes, self.flops, self.record)
+                    )
                     + view.counts_html(counted, self.record, params)
                     + (f"<br><small>moved {_escape(self.note)}</small>" if self.note else "")
                 )
@@ -317,7 +347,7 @@ class SliderPanel:
             ylabel="time (ms)",
             axes=ax_t,
             highlight=params[self.x] if numeric else xs.index(params[self.x]),
-            logx=numeric and _is_pow2(xs),
+            logx=numeric and settings.is_pow2(xs),
             logy=True,
             title=self.title,
             dashed=[n for n in times if n.endswith(" record)")],
@@ -336,7 +366,7 @@ class SliderPanel:
                 ylabel="GB/s" if self.nbytes else "GFLOP/s",
                 axes=axes[1],
                 highlight=params[self.x] if numeric else xs.index(params[self.x]),
-                logx=numeric and _is_pow2(xs),
+                logx=numeric and settings.is_pow2(xs),
                 ceiling=ceiling,
                 ceiling_label="measured copy bandwidth" if self.nbytes else "FP32 peak",
                 dashed=[n for n in rates if n.endswith(" record)")],
@@ -348,45 +378,6 @@ class SliderPanel:
         from IPython.display import display
 
         display(self.widget)
-
-
-def _launchable(sliders: dict, why_not) -> dict:
-    """Each slider's options that some valid setting has (all of them without a constraint)."""
-    names = list(sliders)
-    valid = [c for c in itertools.product(*sliders.values()) if not why_not(dict(zip(names, c)))]
-    if not valid:
-        raise ValueError("no setting of the sliders is valid")
-    return {
-        k: [v for v in opts if any(c[i] == v for c in valid)]
-        for i, (k, opts) in enumerate(sliders.items())
-    }
-
-
-def _nearest(options: dict, params: dict, fixed: set, why_not, x: str):
-    """The valid setting closest to ``params`` with the ``fixed`` sliders unchanged: fewest
-    option steps in all, then fewest on the x slider; None when there is none."""
-    names = list(options)
-    idx = {k: options[k].index(params[k]) for k in names}
-    choices = [[params[k]] if k in fixed else options[k] for k in names]
-    best, best_cost = None, None
-    for combo in itertools.product(*choices):
-        p = dict(zip(names, combo))
-        if why_not(p):
-            continue
-        steps = [abs(options[k].index(p[k]) - idx[k]) for k in names]
-        cost = (sum(steps), steps[names.index(x)], steps)
-        if best_cost is None or cost < best_cost:
-            best, best_cost = p, cost
-    return best
-
-
-def _middle(opts):
-    opts = list(opts)
-    return opts[len(opts) // 2]
-
-
-def _is_pow2(xs) -> bool:
-    return all(isinstance(v, int) and v > 0 and v & (v - 1) == 0 for v in xs)
 
 
 def _escape(s: str) -> str:
