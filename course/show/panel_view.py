@@ -20,7 +20,8 @@ def _escape(s: str) -> str:
 def recorded(record, x: str, xs: list, params: dict) -> tuple[dict, dict]:
     """The record's time (ms) and rate per variant at each value of ``x``, the other
     sliders at ``params``."""
-    times, rates = {}, {}
+    times: dict = {}
+    rates: dict = {}
     for v in xs:
         rows = record.at(dict(params, **{x: v})) or {}
         for name, row in rows.items():

@@ -68,11 +68,12 @@ class SliderPanel:
                 raise ValueError(f"slider {name!r} has no options")
         self.variants = dict(variants)
         self.budget_s, self.runs_per_setting = budget_s, runs  # see too_slow()
-        self.record = records.load(record) if isinstance(record, str) else record
-        self.replay = bool(self.record) and runtime.MODE != "gpu"
-        if self.replay:  # the simulator shows the GPU's grid: its settings, nothing timed
-            sliders, x = self.record.sliders, self.record.x
-            value = {k: v for k, v in (self.record.value or {}).items() if k in sliders}
+        rec = records.load(record) if isinstance(record, str) else record
+        self.record: records.Record | None = rec
+        self.replay = rec is not None and runtime.MODE != "gpu"
+        if rec is not None and self.replay:  # the simulator shows the GPU's grid: nothing timed
+            sliders, x = rec.sliders, rec.x
+            value = {k: v for k, v in (rec.value or {}).items() if k in sliders}
         self.x = x or next(iter(sliders))
         if self.x not in sliders:
             raise ValueError(f"x={self.x!r} is not one of the sliders {list(sliders)}")
@@ -81,8 +82,9 @@ class SliderPanel:
         start = self._start(sliders, value or {})
         self._adjusting = False  # True while the panel moves sliders itself
         self.note = ""  # which sliders the last move adjusted, and why
-        self.title = (self.record.title or title) if self.replay else title  # its sizes
-        self.counts, self.counted = counts, {}
+        self.title = (rec.title or title) if (rec is not None and self.replay) else title
+        self.counts = counts
+        self.counted: dict = {}
         self.results: dict[tuple, dict[str, Timing]] = {}
         self.runs = 0  # kernel launches done through the panel (for tests)
         self.sliders = {
@@ -223,18 +225,19 @@ class SliderPanel:
         """On a GPU, why ``params`` is shown from the record instead of run: its recorded
         time for every variant, times ``runs`` launches a setting takes (course.benchmark:
         3 warm-up + 20 timed), is over ``budget_s``; '' when it is run."""
-        rows = (self.record.at(params) if self.record else None) or {}
-        if runtime.MODE != "gpu" or not rows:
+        rec = self.record
+        rows = (rec.at(params) if rec else None) or {}
+        if rec is None or runtime.MODE != "gpu" or not rows:
             return ""
         ms = sum(r.get("median_ms") or 0.0 for r in rows.values())
         if ms * self.runs_per_setting <= self.budget_s * 1e3:
             return ""
         said = ", ".join(f"{k} = {v}" for k, v in params.items())
         return (
-            f"{said} takes {ms / 1e3:.3g} s a launch on {self.record.device}: its "
+            f"{said} takes {ms / 1e3:.3g} s a launch on {rec.device}: its "
             f"{self.runs_per_setting} launches would keep the slider waiting "
             f"{ms * self.runs_per_setting / 1e3:.0f} s, so the panel shows the record of "
-            f"{self.record.date} instead of running it"
+            f"{rec.date} instead of running it"
         )
 
     def measure(self, params: dict) -> dict[str, Timing] | None:
@@ -325,7 +328,8 @@ class SliderPanel:
         ax_t = axes[0] if rate else axes
         params = self.params
         xs = list(self.sliders[self.x].options)
-        times, rates = {}, {}
+        times: dict = {}
+        rates: dict = {}
         for name in self.variants:
             times[name], rates[name] = [], []
             for v in xs:
