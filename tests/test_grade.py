@@ -123,7 +123,7 @@ EXPECTED = {
     "missing_cell": ("0", "1", "graded", ["vector_add: exercise cell not found"]),
     "duplicated_cell": ("1", "1", "graded", []),
     "marker_lost": ("1", "1", "graded", []),
-    "corrupted_json": ("0", "0", "invalid", ["not valid JSON"]),
+    "corrupted_json": ("0", "0", "rejected", ["not valid JSON"]),
 }
 
 
@@ -146,7 +146,7 @@ def test_row(graded, student):
         assert w in row["reasons"], (w, row["reasons"])
     if row["total"] != row["max"]:
         assert row["reasons"], "every lost point has a reason"
-    if status != "invalid":
+    if status != "rejected":
         assert row["mode"] in ("sim", "gpu")
 
 

@@ -84,15 +84,15 @@ def test_the_graders_peak_memory_does_not_grow_with_junk_or_class(graded):
 
 def test_junk_notebooks_are_invalid_with_a_sentence_and_the_others_graded(graded):
     _, rows = graded
-    assert rows["mallory"]["status"] == "invalid"
+    assert rows["mallory"]["status"] == "rejected"
     assert "notebook too large (17+ MB; limit 16 MB)" in rows["mallory"]["reasons"]
-    assert rows["trudy"]["status"] == "invalid"
+    assert rows["trudy"]["status"] == "rejected"
     assert "JSON brackets, commas and colons (limit 500,000" in rows["trudy"]["reasons"]
     for i in range(BIGS):  # read and parsed when their job ran: no exercise cell in them
         row = rows[f"big{i}"]
         assert row["status"] == "graded" and "exercise cell not found" in row["reasons"], row
     alice = rows["alice"]
-    assert alice["lesson"] == "01_vector_add" and alice["status"] != "invalid", alice
+    assert alice["lesson"] == "01_vector_add" and alice["status"] != "rejected", alice
     assert "limit" not in alice["reasons"], alice
 
 

@@ -234,7 +234,7 @@ def test_a_notebook_past_the_parse_budget_is_invalid_with_a_sentence(plan, monke
         lesson="01_vector_add",
     )
     g = grade_one(sub, {"01_vector_add": plan}, SimpleNamespace(seed=1, lesson=None))
-    assert g.status == "invalid" and g.total == 0
+    assert g.status == "rejected" and g.total == 0
     assert "fresh copy of the lesson's notebook" in g.reasons[0], g.reasons
 
 

@@ -334,7 +334,7 @@ def test_a_huge_cell_is_named_not_crashed(run):
 )
 def test_links_and_pipes_are_rows_not_points(run, student, why):
     row = run["rows"][student]
-    assert row["total"] == "0" and row["status"] == "invalid" and why in row["reasons"], row
+    assert row["total"] == "0" and row["status"] == "rejected" and why in row["reasons"], row
 
 
 def test_rows_are_keyed_by_the_students_folder(run):

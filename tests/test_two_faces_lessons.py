@@ -76,7 +76,7 @@ def test_grade_accepts_lesson_01_as_restore_does_and_refuses_unknown(tmp_path):
     r = _grade(tmp_path / "subs", "--lesson", "01", "--out", tmp_path / "g.csv", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     (row,) = csv.DictReader(open(tmp_path / "g.csv", newline=""))
-    assert row["lesson"] == "01_vector_add" and row["status"] == "invalid", row
+    assert row["lesson"] == "01_vector_add" and row["status"] == "rejected", row
     assert "vector_add" in row  # the lesson's columns, by its real name
     r = _grade(
         tmp_path / "subs", "--lesson", "1_vectr_add", "--out", tmp_path / "h.csv", cwd=tmp_path

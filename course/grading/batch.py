@@ -28,11 +28,11 @@ import sys
 import time
 from pathlib import Path
 
-from ..exercises.bounded import clip
 from . import notebook as nbk
 from . import preflight
 from .graded import Graded, merge, write_csv
 from .intake import student_name
+from .verdicts import classify
 
 __all__ = ["Graded", "grade_one", "load_plans", "main"]
 
@@ -70,10 +70,10 @@ def _grade_read(sub, plans: dict, settings, phases) -> Graded:
     g = Graded(sub.student or student_name(sub.path, plans), sub.name, seed=settings.seed)
     nb, lesson = sub.notebook, sub.lesson
     if nb is None:
-        g.status = "invalid"
+        g.status = "rejected"  # the submission's fault (verdicts.py)
         g.reasons.append(sub.problem)
     if lesson is None or lesson not in plans:
-        g.status = "invalid" if g.status == "invalid" else "error"
+        g.status = "rejected" if g.status == "rejected" else "error"
         g.reasons.append(
             f"cannot tell which lesson this notebook is (known: "
             f"{', '.join(sorted(plans))})"
@@ -98,12 +98,12 @@ def _grade_read(sub, plans: dict, settings, phases) -> Graded:
         with phases.timed("notebook"):
             steps = make_steps(plan, nb, g)
     except TooMuchToRead as exc:
-        g.status = "invalid"
+        g.status = "rejected"
         g.reasons.append(str(exc))
         return g
-    except Exception as exc:  # noqa: BLE001 - a notebook odd enough to break parsing
-        g.status = "error"
-        g.reasons.append(f"could not read the cells: {type(exc).__name__}: {clip(exc, 300)}")
+    except Exception as exc:  # noqa: BLE001 - whose fault it is, said (verdicts.py)
+        g.status, why = classify("reading the cells", exc)
+        g.reasons.append(why)
         return g
     if not any(s["exercise"] for s in steps):
         return g
@@ -111,11 +111,9 @@ def _grade_read(sub, plans: dict, settings, phases) -> Graded:
 
     try:
         out = grade_steps(steps, settings)
-    except Exception as exc:  # noqa: BLE001 - a grader bug must still give a row
-        g.status = "error"
-        g.reasons.append(
-            f"the grader failed on this submission: {type(exc).__name__}: {clip(exc, 300)}"
-        )
+    except Exception as exc:  # noqa: BLE001 - whose fault it is, said (verdicts.py)
+        g.status, why = classify("the grader", exc)
+        g.reasons.append(why)
         return g
     g.status = out.status
     phases.merge(out.phases.seconds)

@@ -18,7 +18,7 @@ class Graded:
     submission: str
     lesson: str = ""
     mode: str = ""
-    status: str = "graded"  # graded | invalid | timeout | crashed | tampered | error
+    status: str = "graded"  # graded | rejected | timeout | crashed | tampered | error
     points: dict = field(default_factory=dict)  # exercise -> points earned
     max_points: dict = field(default_factory=dict)  # exercise -> points possible
     results: dict = field(default_factory=dict)  # exercise -> Judged.as_data()

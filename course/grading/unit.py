@@ -27,14 +27,12 @@ import builtins
 import hashlib
 import inspect
 import json
-import math
 import textwrap
 import types
 from typing import Any
 
-import numpy as np
-
-from .allowed import BUILTINS, NUMBA_TYPES, safe_builtins
+from . import values
+from .allowed import BUILTINS, safe_builtins
 from .decorator import (
     JIT_OPTIONS,
     SIM_OPTIONS,
@@ -44,23 +42,18 @@ from .decorator import (
     jit_options,
     resolves_to_jit,
 )
-from .kernel_source import check_defaults, check_names, free_names, parse
+from .kernel_source import MAX_SOURCE, check_defaults, check_names, free_names, parse
 from .signature import parse as parse_signature
+from .values import MAX_ARRAY, MODULES, Budget
 
-MODULES = {
-    "numba.cuda": "cuda",
-    "math": "math",
-    "cmath": "cmath",
-    "numpy": "np",
-    "numba": "numba",
-    "numba.core.types": "types",
-}
-MAX_ARRAY = 1 << 16  # elements of a global constant array
+__all__ = ["MAX_ARRAY", "MODULES", "UnitError", "extract", "rebuild", "validate", "constants"]
 MAX_DEPTH = 8  # device functions calling device functions
 MAX_UNITS = 64  # functions in one unit's tree (kernel + device calls)
 
 
-def extract(fn, extra_names=(), _depth: int = 0, _memo: dict | None = None) -> dict:
+def extract(
+    fn, extra_names=(), _depth: int = 0, _memo: dict | None = None, _budget: Budget | None = None
+) -> dict:
     """The unit of a ``@cuda.jit`` function (kernel or device function).
 
     ``extra_names``: module-level names the exercise's launch reads (e.g. tile sizes),
@@ -72,6 +65,7 @@ def extract(fn, extra_names=(), _depth: int = 0, _memo: dict | None = None) -> d
     if _depth > MAX_DEPTH:
         raise UnitError("device functions nest deeper than the course allows")
     memo = {} if _memo is None else _memo  # each device function read once
+    budget = Budget() if _budget is None else _budget  # numbers in the whole tree's tuples
     if id(py) in memo:
         return memo[id(py)]
     try:
@@ -108,7 +102,11 @@ def extract(fn, extra_names=(), _depth: int = 0, _memo: dict | None = None) -> d
             continue
         else:
             raise UnitError(f"`{py.__name__}` uses the name `{name}`, which is not defined")
-        unit["globals"][name] = _describe(name, value, py.__name__, _depth, memo)
+        if hasattr(value, "py_func") and hasattr(value, "__getitem__"):
+            desc = ["device", extract(value, _depth=_depth + 1, _memo=memo, _budget=budget)]
+        else:
+            desc = values.describe(name, value, py.__name__, budget)
+        unit["globals"][name] = desc
     check_names(fdef, unit)
     memo[id(py)] = unit
     if _memo is None and _size(unit, MAX_UNITS) > MAX_UNITS:
@@ -132,86 +130,6 @@ def _size(unit: dict, limit: int) -> int:
     return n
 
 
-def _describe(name: str, value, owner: str, depth: int, memo: dict):
-    """One global value as data: (kind, ...) lists that :func:`_value` turns back."""
-    if isinstance(value, types.ModuleType):
-        if value.__name__ in MODULES:
-            return ["module", value.__name__]
-        raise UnitError(
-            f"`{owner}` uses the module `{name}` ({value.__name__}); a kernel "
-            f"may use only {', '.join(MODULES)}"
-        )
-    if isinstance(value, (bool, int, float, np.bool_, np.number)) and not isinstance(
-        value, np.datetime64
-    ):
-        if isinstance(value, (np.number, np.bool_)):
-            return ["scalar", np.dtype(type(value)).str, _plain(value.item())]
-        return [
-            "const",
-            value if not isinstance(value, float) or math.isfinite(value) else repr(value),
-        ]
-    if isinstance(value, complex):
-        return ["complex", value.real, value.imag]
-    if (
-        isinstance(value, tuple)
-        and len(value) <= 64
-        and all(isinstance(v, (bool, int, float)) for v in value)
-    ):
-        return ["tuple", list(value)]
-    if isinstance(value, np.dtype):
-        if value.kind not in "biufc" or value.fields is not None:
-            raise UnitError(f"`{name}` is the dtype {value}; a kernel may use number dtypes")
-        return ["dtype", value.str]
-    if isinstance(value, np.ndarray):
-        if value.size > MAX_ARRAY or value.dtype.kind not in "biuf":
-            raise UnitError(
-                f"`{name}` is a {value.dtype} array of {value.size:,} elements; "
-                f"a kernel's global arrays must be numbers, at most "
-                f"{MAX_ARRAY:,} elements"
-            )
-        return ["array", value.dtype.str, list(value.shape), value.ravel().tolist()]
-    if hasattr(value, "py_func") and hasattr(value, "__getitem__"):
-        return ["device", extract(value, _depth=depth + 1, _memo=memo)]
-    if (
-        isinstance(value, type)
-        and issubclass(value, np.generic)
-        and getattr(np, type_name := value.__name__, None) is value
-    ):
-        return ["attr", "numpy", type_name]
-    for mod_name in MODULES:
-        mod = _module(mod_name)
-        attr = getattr(value, "__name__", None)
-        if isinstance(attr, str) and getattr(mod, attr, None) is value:
-            return ["attr", mod_name, attr]
-    try:
-        from numba.core import types as nbtypes
-
-        if (
-            isinstance(value, nbtypes.Type)
-            and str(value) in NUMBA_TYPES
-            and str(value) != "void"
-            and getattr(nbtypes, str(value), None) == value
-        ):
-            return ["numba_type", str(value)]
-    except ImportError:  # pragma: no cover - numba is a dependency
-        pass
-    raise UnitError(
-        f"`{owner}` uses `{name}`, a {type(value).__name__}: a GPU kernel can "
-        "only use numbers, tuples of numbers, small numpy arrays, numba/numpy "
-        "types, device functions and the modules cuda, math and numpy"
-    )
-
-
-def _plain(v):
-    return v if not isinstance(v, float) or math.isfinite(v) else repr(v)
-
-
-def _module(name: str):
-    import importlib
-
-    return importlib.import_module(name)
-
-
 def run_cell(source: str, filename: str, ns: dict) -> None:
     """``exec`` a cell's text so that the functions it defines keep a readable source (as
     IPython does for notebook cells): :func:`extract` needs it."""
@@ -230,13 +148,15 @@ def key(unit: dict, *extra) -> str:
 # rebuilding: measuring process side (runs no student statement)
 
 
-def rebuild(unit: dict, _depth: int = 0, lazy: bool = False):
+def rebuild(unit: dict, _depth: int = 0, lazy: bool = False, _budget: Budget | None = None):
     """The ``@cuda.jit`` function a unit describes, defined in a fresh namespace.
     ``lazy``: the kernel's signature is not handed to ``cuda.jit`` (which would compile at
     once, for the GPU of this process): the compile gate compiles it for its targets."""
     from numba import config, cuda
 
-    validate(unit, _depth)
+    if _budget is None:  # the whole tree, checked once
+        validate(unit, _depth)
+    budget = Budget() if _budget is None else _budget
     fdef = parse(unit["source"], unit["name"])
     jit_decorator(fdef, _names_jit(unit, _depth))  # the rule extract applied
     check_defaults(fdef, bool(unit["options"].get("device", False)))
@@ -256,7 +176,10 @@ def rebuild(unit: dict, _depth: int = 0, lazy: bool = False):
         "_unit_keeps_lines": lambda f: f,
     }
     for name, desc in unit["globals"].items():
-        ns[name] = _value(desc, _depth)
+        if isinstance(desc, list) and desc[:1] == ["device"] and len(desc) == 2:
+            ns[name] = rebuild(desc[1], _depth + 1, _budget=budget)
+        else:
+            ns[name] = values.value(desc, budget, unit["name"])
     module = ast.Module([fdef], [])
     ast.increment_lineno(module, unit["firstline"] - 1)  # the cell's line numbers
     filename = f"<kernel {unit['name']}>"
@@ -284,14 +207,16 @@ def _names_jit(unit: dict, depth: int):
         if desc is None:
             return not hasattr(builtins, name[0])
         if isinstance(desc, list) and desc[:1] in (["module"], ["attr"]):
-            return resolves_to_jit(name, {name[0]: _value(desc, depth)})
+            return resolves_to_jit(name, {name[0]: values.value(desc, Budget())})
         return False
 
     return is_jit
 
 
-def validate(unit, depth: int = 0) -> None:
-    """UnitError unless ``unit`` has the shape :func:`extract` makes (data from a worker)."""
+def validate(unit, depth: int = 0, _budget: Budget | None = None, _units: list | None = None):
+    """UnitError unless ``unit`` has the shape :func:`extract` makes (data from a worker),
+    every global (device functions too, each counted every time it is reached) included:
+    work bounded by the unit's size and the limits (``values.py``), and no other error."""
     if not isinstance(unit, dict) or set(unit) != {
         "name",
         "source",
@@ -303,7 +228,7 @@ def validate(unit, depth: int = 0) -> None:
         raise UnitError(
             "a kernel unit must have name, source, options, signature, firstline, globals"
         )
-    if not isinstance(unit["firstline"], int) or not 0 < unit["firstline"] < 1_000_000:
+    if type(unit["firstline"]) is not int or not 0 < unit["firstline"] < 1_000_000:
         raise UnitError("a kernel unit's first line is not a line number")
     if not (
         isinstance(unit["name"], str)
@@ -325,6 +250,18 @@ def validate(unit, depth: int = 0) -> None:
         raise UnitError(
             "a kernel unit's global names must be identifiers that do not start with `_`"
         )
+    if len(unit["source"]) > MAX_SOURCE:
+        raise UnitError(f"`{unit['name']}` is {len(unit['source']):,} characters long")
+    units = [0] if _units is None else _units
+    units[0] += 1
+    if units[0] > MAX_UNITS:
+        raise UnitError(f"a kernel unit holds more than {MAX_UNITS} functions")
+    budget = Budget() if _budget is None else _budget
+    for desc in unit["globals"].values():
+        if isinstance(desc, list) and desc[:1] == ["device"] and len(desc) == 2:
+            validate(desc[1], depth + 1, budget, units)
+        else:
+            values.value(desc, budget, unit["name"])
 
 
 def constants(unit: dict) -> dict:
@@ -332,65 +269,9 @@ def constants(unit: dict) -> dict:
     e.g. tile sizes or a weights array), turned back into values without rebuilding
     anything."""
     validate(unit)
+    budget = Budget()
     return {
-        name: _value(desc, 0)
+        name: values.value(desc, budget)
         for name, desc in unit["globals"].items()
         if isinstance(desc, list) and desc[:1] in (["const"], ["scalar"], ["tuple"], ["array"])
     }
-
-
-def _value(desc, depth: int):
-    if not isinstance(desc, list) or not desc:
-        raise UnitError("a kernel unit's global is malformed")
-    kind, *rest = desc
-    try:
-        if kind == "module" and rest[0] in MODULES:
-            return _module(rest[0])
-        if kind == "const" and isinstance(rest[0], (bool, int, float, str)):
-            return float(rest[0]) if isinstance(rest[0], str) else rest[0]
-        if kind == "scalar":
-            if np.dtype(rest[0]).kind not in "biufc":
-                raise UnitError("a kernel unit's scalar is not a number")
-            return np.dtype(rest[0]).type(
-                rest[1] if not isinstance(rest[1], str) else float(rest[1])
-            )
-        if kind == "complex":
-            return complex(float(rest[0]), float(rest[1]))
-        if kind == "tuple":
-            return tuple(v for v in rest[0] if isinstance(v, (bool, int, float)))
-        if kind == "array":
-            dtype, shape, data = np.dtype(rest[0]), tuple(int(s) for s in rest[1]), rest[2]
-            if (
-                dtype.kind not in "biuf"
-                or len(shape) > 8
-                or any(s < 0 for s in shape)
-                or math.prod(shape) > MAX_ARRAY
-                or not isinstance(data, list)
-                or len(data) != math.prod(shape)
-            ):
-                raise UnitError("a kernel unit's array is too large, malformed or not numeric")
-            return np.asarray(data, dtype=dtype).reshape(shape)
-        if kind == "device":
-            return rebuild(rest[0], depth + 1)
-        if (
-            kind == "attr"
-            and rest[0] in MODULES
-            and isinstance(rest[1], str)
-            and not rest[1].startswith("_")
-        ):
-            value = getattr(_module(rest[0]), rest[1])
-            if isinstance(value, types.ModuleType):
-                raise UnitError("a kernel unit's global is a module taken by name")
-            return value
-        if kind == "dtype" and isinstance(rest[0], str):
-            dt = np.dtype(rest[0])
-            if dt.kind not in "biufc" or dt.fields is not None:
-                raise UnitError("a kernel unit's dtype is not a number type")
-            return dt
-        if kind == "numba_type" and rest[0] in NUMBA_TYPES and rest[0] != "void":
-            from numba.core import types as nbtypes
-
-            return getattr(nbtypes, rest[0])
-    except (IndexError, TypeError, ValueError, AttributeError) as exc:
-        raise UnitError(f"a kernel unit's global is malformed ({exc})") from None
-    raise UnitError(f"a kernel unit's global of kind {str(kind)[:20]!r} is not allowed")

@@ -83,6 +83,7 @@ def unit_of_file(source: str, function: str, extra_names=()) -> dict:
     cannot be made (``UnitError``'s sentence)."""
     from ..grading.decorator import UnitError
     from ..grading.unit import extract
+    from ..grading.values import MAX_ELEMENTS
 
     try:
         tree = ast.parse(source)
@@ -94,10 +95,11 @@ def unit_of_file(source: str, function: str, extra_names=()) -> dict:
         ) from None
     filename = f"<submitted file {next(_files)}>"
     ns: dict = {"__builtins__": {}, "__name__": "submitted", "_keeps_lines": lambda f: f}
+    budget = [MAX_ELEMENTS]  # numbers in the file's tuples, each reach counted
     try:
         for node in tree.body:
             try:
-                _statement(node, ns, filename)
+                _statement(node, ns, filename, budget)
             except RecursionError:
                 raise _refuse(node, "is nested too deeply to read") from None
         fn = ns.get(function)
@@ -124,7 +126,7 @@ def unit_of_file(source: str, function: str, extra_names=()) -> dict:
 
 
 def _refuse(node, why: str) -> FileError:
-    text = ast.unparse(node).splitlines()[0][:80] if not isinstance(node, ast.Module) else ""
+    text = _text(node) if not isinstance(node, ast.Module) else ""
     return FileError(
         f"line {getattr(node, 'lineno', '?')} (`{text}`) {why}; a submitted file may hold "
         "only imports of numba, math and numpy, constants and @cuda.jit functions - "
@@ -140,7 +142,7 @@ def _module(name: str, node):
     return importlib.import_module(name)
 
 
-def _statement(node, ns: dict, filename: str) -> None:
+def _statement(node, ns: dict, filename: str, budget: list) -> None:
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
         return  # a docstring
     if isinstance(node, ast.Import):
@@ -172,7 +174,7 @@ def _statement(node, ns: dict, filename: str) -> None:
     if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         value = _const(node.value, ns, node)
-        _storable(value, node)
+        _storable(value, node, budget)
         for t in targets:
             _bind(t, value, ns, node)
         return
@@ -300,37 +302,66 @@ def _const(node, ns: dict, stmt):
     raise _refuse(stmt, "computes a value the service does not compute for you")
 
 
-def _storable(value, stmt, depth: int = 0) -> None:
+def _storable(value, stmt, budget: list) -> None:
     """Refused (FileError naming the line) unless every number in ``value`` is one the
     service stores as plain JSON and a kernel can use; names (modules, types, functions)
-    are left to ``extract``, which takes only what a kernel may use."""
-    what = None
-    if isinstance(value, tuple) and depth < 4:
-        for v in value:
-            _storable(v, stmt, depth + 1)
-    elif isinstance(value, (bool, np.bool_, str)):
-        pass
-    elif isinstance(value, np.dtype):
+    are left to ``extract``, which takes only what a kernel may use.  Tuples are walked
+    within the file's ``budget`` ([numbers left]: each tuple counted every time it is
+    reached, so ``B = (A, A, ...)`` costs what it holds, and past the limit it is refused
+    unwalked) and at most ``values.MAX_NESTING`` deep."""
+    from ..grading.values import MAX_ELEMENTS, MAX_NESTING
+
+    todo = [(value, 0)]
+    while todo:
+        v, depth = todo.pop()
+        if isinstance(v, tuple):
+            budget[0] -= len(v)
+            if budget[0] < 0 or depth >= MAX_NESTING:
+                raise FileError(
+                    f"line {stmt.lineno} (`{_text(stmt)}`) makes tuples of more than "
+                    f"{MAX_ELEMENTS:,} numbers in all, or nested more than {MAX_NESTING} deep "
+                    "(a tuple counted each time it is used): pass larger tables as arrays"
+                )
+            todo += [(x, depth + 1) for x in v]
+            continue
+        what = _unstorable(v)
+        if what:
+            raise FileError(
+                f"line {stmt.lineno} (`{_text(stmt)}`) makes {what}: a constant must be a "
+                "bool, an integer within 64 bits, a finite float (numpy's float16 to float64 "
+                "too), a string, a number dtype or a tuple of these (write anything else, "
+                "such as math.inf, in the kernel's body)"
+            )
+
+
+def _unstorable(value) -> str | None:
+    """What makes one value unfit to be a constant (None when it is fit)."""
+    if isinstance(value, (bool, np.bool_, str)):
+        return None
+    if isinstance(value, np.dtype):
         if value.kind not in "biuf" or value.itemsize > 8 or value.fields is not None:
-            what = f"the dtype {value}"
-    elif isinstance(value, (int, float, complex, np.generic)):
-        kind = np.dtype(type(value)).kind if isinstance(value, np.generic) else ""
-        if isinstance(value, (complex, np.complexfloating)):
-            what = f"a complex number ({type(value).__name__})"
-        elif isinstance(value, np.generic) and (kind not in "iuf" or value.itemsize > 8):
-            what = f"a {type(value).__name__}"
-        elif isinstance(value, (float, np.floating)) and not math.isfinite(value):
-            what = f"the non-finite float {value}"
-        elif isinstance(value, (int, np.integer)) and not -(1 << 63) <= int(value) < 1 << 64:
-            what = "an integer past 64 bits"
-    if what:
-        text = ast.unparse(stmt).splitlines()[0][:80]
-        raise FileError(
-            f"line {stmt.lineno} (`{text}`) makes {what}: a constant must be a bool, an "
-            "integer within 64 bits, a finite float (numpy's float16 to float64 too), a "
-            "string, a number dtype or a tuple of these (write anything else, such as "
-            "math.inf, in the kernel's body)"
-        )
+            return f"the dtype {value}"
+        return None
+    if not isinstance(value, (int, float, complex, np.generic)):
+        return None
+    kind = np.dtype(type(value)).kind if isinstance(value, np.generic) else ""
+    if isinstance(value, (complex, np.complexfloating)):
+        return f"a complex number ({type(value).__name__})"
+    if isinstance(value, np.generic) and (kind not in "iuf" or value.itemsize > 8):
+        return f"a {type(value).__name__}"
+    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        return f"the non-finite float {value}"
+    if isinstance(value, (int, np.integer)) and not -(1 << 63) <= int(value) < 1 << 64:
+        return "an integer past 64 bits"
+    return None
+
+
+def _text(node) -> str:
+    """The first line of a statement, for a message (bounded, whatever the node)."""
+    try:
+        return ast.unparse(node).splitlines()[0][:80]
+    except (RecursionError, ValueError, IndexError, MemoryError):
+        return "..."
 
 
 def _number(op, args: list, stmt):

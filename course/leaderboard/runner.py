@@ -98,13 +98,21 @@ def judge_submission(
             cases = case_events(results)
         else:
             error, cases = _from_source(session, board, payload, settings, on_stage)
-    except Exception as exc:  # noqa: BLE001 - the service's own failure: say so, keep going
+    except Exception as exc:  # noqa: BLE001 - whose fault it is, said; the service goes on
+        from ..grading import verdicts
+
+        if verdicts.is_fault(exc):  # something the submission sent: its fault
+            return dict(
+                base,
+                status=verdicts.REJECTED,
+                passed=False,
+                message=verdicts.rejected_sentence(exc),
+            )
         return dict(
             base,
-            status="error",
+            status=verdicts.ERROR,
             passed=None,
-            message=f"the leaderboard failed to judge this ({type(exc).__name__}: "
-            f"{str(exc)[:300]}); it was not your kernel's fault",
+            message=verdicts.course_failure("the leaderboard's judge", exc),
         )
     return dict(base, **verdict(error, cases))
 
