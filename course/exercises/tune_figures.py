@@ -51,6 +51,7 @@ SIM_METRICS = {  # name -> (what it is, "<=" or ">=")
     "busiest": ("memory accesses of the busiest thread", "<="),
     "imbalance": ("the busiest thread's memory accesses / a fair share", "<="),
     "divergence": ("warp memory requests / whole-warp requests", "<="),
+    "issued": ("kernel instructions run per unit of work the case needs", "<="),
 }
 # Every simulator target also bounds how the work is spread (``Tune.spread``,
 # ``Tune.divergence``): a count of memory traffic alone cannot tell a kernel that leaves the
@@ -121,6 +122,16 @@ def fair_share(spec, case, threads: int) -> int:
     return max(1, -(-needed_accesses(spec, case) // threads) + -(-flops // threads) + extra)
 
 
+def work_units(spec, case, threads: int) -> int:
+    """The work ``case`` needs, in units of one memory access or FLOP operand: every
+    element read or written once, 2 operands per FMA, and what the fast algorithm adds per
+    thread (``Tune.balanced``) over the launch's threads - :func:`fair_share` times the
+    threads, what ``issued`` divides the instructions a kernel ran by."""
+    _n, _b, flops = spec.work(case)
+    extra = spec.balanced(case, threads) * int(threads) if spec.balanced else 0
+    return max(1, needed_accesses(spec, case) + flops + extra)
+
+
 def _needed(spec, case) -> tuple[int, int, int]:
     key = (spec.name, case.name, repr(case.params))
     if key not in _NEEDED:
@@ -164,9 +175,10 @@ def sim_value(spec, f: dict) -> tuple:
 def sim_bounds(spec) -> tuple:
     """((metric, limit), ...) the simulator target needs too: ``spec.sim_also``, then how
     the work is spread (``imbalance`` and ``divergence``)."""
-    return tuple(spec.sim_also) + (
-        ("imbalance", spec.spread),
-        ("divergence", spec.divergence),
+    return (
+        tuple(spec.sim_also)
+        + (("imbalance", spec.spread), ("divergence", spec.divergence))
+        + ((("issued", spec.issue_limit),) if spec.issue_limit else ())
     )
 
 
@@ -185,6 +197,10 @@ def sim_also(spec, f: dict) -> str | None:
             )
         elif metric == "divergence":
             v = finite(f["requests"]) / max(1.0, finite(f["packed"]))
+        elif metric == "issued":
+            units = work_units(spec, spec.sim_case, finite(f["threads"]))
+            v = finite(f["issued"]) / units
+            detail = f"; {f['issued']:g} instructions for {units:g} units of work"
         else:
             v = _sim_metric(metric, f, n, flops, need, finite(f["moved"]), finite(f["read"]))
         if not (v <= limit if op == "<=" else v >= limit):
@@ -212,14 +228,20 @@ def _sim_metric(metric, f, n, flops, need, moved, read) -> float:
 
 
 def gpu_value(spec, f: dict, ceil: dict) -> tuple:
-    """(value, what, ">=", target) of the fastest judged run ``f["ms"]``."""
-    _n, nbytes, flops = spec.work(spec.gpu_case)
+    """(value, what, ">=", target) of the fastest judged run ``f["ms"]`` as a fraction of
+    the card's ceiling (a board's figure; a tune exercise's target is a speed-up over its
+    given kernel, ``tune_cards.py``)."""
     ms = finite(f["ms"])
-    if spec.gpu_metric == "copy_fraction":
-        v = nbytes / (ms * 1e-3) / 1e9 / ceil["copy_gbps"]
-    else:
-        v = flops / (ms * 1e-3) / 1e12 / ceil["fp32_tflops"]
+    v = gpu_fraction(spec, ms, ceil)
     return v, f"{GPU_METRICS[spec.gpu_metric]} ({ms:.4g} ms)", ">=", spec.gpu_target
+
+
+def gpu_fraction(spec, ms: float, ceil: dict) -> float:
+    """A launch of ``ms`` at the GPU case as a fraction of the copy bandwidth or FP32 rate."""
+    _n, nbytes, flops = spec.work(spec.gpu_case)
+    if spec.gpu_metric == "copy_fraction":
+        return nbytes / (ms * 1e-3) / 1e9 / float(ceil["copy_gbps"])
+    return flops / (ms * 1e-3) / 1e12 / float(ceil["fp32_tflops"])
 
 
 def past_ceiling(spec, ms: float, ceil: dict) -> str | None:

@@ -155,7 +155,8 @@ def judge_measured(
 ) -> CaseResult:
     """The target's verdict, or no figure when any run's outputs are wrong: the last run's
     arrays (``returned``) whole, every run's ``samples`` against ``plan`` (``sampled.py``),
-    or a figure past this GPU's ceilings (``Tune.judge_figures``)."""
+    or a figure past this GPU's ceilings (``Tune.judge_figures``).  On a GPU the target is
+    a speed-up over the given kernel, which the judge times itself (``starter.py``)."""
     mode = mode or runtime.MODE
     wrong = None
     if plan is not None:  # every run's samples, earliest first
@@ -173,6 +174,13 @@ def judge_measured(
         res = CaseResult(TIMED, case.launch, timed=True)
         res.fail(wrong)
         return res
+    if mode == "gpu":  # the given kernel's time, the GPU target's denominator
+        from .starter import StarterFailed, with_starter
+
+        try:
+            ceilings = with_starter(spec, ceilings)
+        except StarterFailed as exc:
+            return measure_failed(f"the given kernel could not be timed ({exc})")
     res = spec.judge_figures(figures, mode, ceilings)
     if res.figures is None:  # {}: a figure past the ceiling, nothing to grade or rank
         res.figures = {

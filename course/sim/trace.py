@@ -57,7 +57,7 @@ import threading
 import numpy as np
 
 from ..platform import runtime
-from . import trace_analysis, trace_problems
+from . import trace_analysis, trace_ops, trace_problems
 from .trace_analysis import ATOMIC, READ
 from .trace_arrays import TraceBypass, Traced
 from .trace_problems import Problem
@@ -249,15 +249,17 @@ def _traced_launch(kernel, grid, block, shared_bytes, args, launch) -> Trace:
         info = rec.array(("arg", i), name, "global", base, arr.dtype.itemsize)
         wrapped.append(Traced(arr, info, rec, base.__array_interface__["data"][0]))
     notes_before = len(simwarp.NOTES)
-    with _patched(rec):
+    with _patched(rec), trace_ops.counting(kernel) as ops:
         launch(wrapped)
-    return Trace(
+    t = Trace(
         rec,
         tuple(grid_dim),
         tuple(block_dim),
         getattr(kernel, "__name__", "kernel"),
         simwarp.NOTES[notes_before:],
     )
+    t.ops = trace_ops.per_thread(ops)  # instructions each thread's kernel code ran
+    return t
 
 
 def _require_sim():

@@ -22,6 +22,8 @@ reaching an element through an atomic instead of a load, changes no count.
   the same lanes' accesses in whole warps (:func:`warp_requests`): a divergent branch that
   idles lanes of many warps raises the first only.  Padding with useless full-warp
   accesses lowers the ratio only by adding to the busiest thread's accesses.
+- ``issued``: the bytecode instructions the launch's kernel code ran, every thread together
+  (:mod:`course.sim.trace_ops`): arithmetic the memory counts cannot see.
 - :func:`problem`: the first race, uninitialized shared read or partial syncthreads in the
   traces.  A figure from such a launch means nothing: the simulator runs one thread at a
   time, which can make a racy kernel right by luck.
@@ -37,10 +39,11 @@ FAILS = ("race", "uninitialized", "syncthreads")  # problems that void a figure
 
 
 def counts(traces) -> dict:
-    """{"moved", "read", "replays", "atomics", "busiest", "threads", "requests", "packed"}
-    of ``traces`` (course.sim.trace)."""
-    moved = read = replays = atomics = busiest = threads = 0
+    """{"moved", "read", "replays", "atomics", "busiest", "threads", "requests", "packed",
+    "issued"} of ``traces`` (course.sim.trace)."""
+    moved = read = replays = atomics = busiest = threads = issued = 0
     for tr in traces:
+        issued += sum(getattr(tr, "ops", ()))
         busiest = max([busiest] + [len(st["log"]) for st in tr.threads.values()])
         threads += _size(tr.grid) * _size(tr.block)
         groups: dict = {}
@@ -67,6 +70,7 @@ def counts(traces) -> dict:
         "threads": threads,
         "requests": requests,
         "packed": packed,
+        "issued": issued,
     }
 
 

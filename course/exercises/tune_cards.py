@@ -1,0 +1,107 @@
+"""A tune exercise's GPU target on any card: a speed-up over the given kernel, timed here.
+
+A fraction of the measured copy bandwidth tuned on one card does not carry to another: an
+H200 has 1.4x an H100's bandwidth with the same SMs, so a kernel bound by its SMs (a
+shared-memory tree, a conflicted tile, contended atomics) shows a smaller fraction there,
+and a T4's slow memory hides what costs an H100 most.  What carries is the lesson itself:
+the given (starter) kernel and the student's kernel, timed in the same run on the same card
+by the same judged loop (``course/grading/starter.py``), and the student's kernel must be
+``Tune.speedup`` times faster.  The given kernel measures 1.0 on every card; the course's
+solution measures what :data:`CALIBRATION` lists.
+
+The starter's time is a denominator a noisy GPU could inflate (and a faster kernel with
+it), so it has a floor on its figure: it counts as at most the time it would take at
+``Tune.starter_floor`` of the card's ceiling (copy bandwidth or FP32 rate; each exercise's
+floor is below what its starter reaches on every card the course knows).  A student never
+times or runs the starter: the judge does, in its own process, with the GPU's measuring
+lock held.
+"""
+
+from __future__ import annotations
+
+# name fragment -> the published figures the predictions use: (memory GB/s, SMs, boost GHz,
+# FP32 TFLOP/s, L2 MB).  Matching is by the device's name, case-insensitively, first hit.
+CARDS = {
+    "H200": (4800, 132, 1.98, 67.0, 50),
+    "H100": (3350, 132, 1.98, 67.0, 50),
+    "A100": (2039, 108, 1.41, 19.5, 40),
+    "L4": (300, 58, 2.04, 30.3, 48),
+    "T4": (320, 40, 1.59, 8.1, 4),
+}
+# exercise -> {card: the course's solution's speed-up over the given kernel}: from the
+# benchmark reports and checktimes (H100, H200), else predicted from CARDS (see the issue
+# #47 note); "measured" cards are replaced by checktimes' figures when they move.
+CALIBRATION = {
+    "tune_vector_add": {"H100": 3.0, "H200": 3.5, "A100": 2.3, "L4": 1.2, "T4": 1.2},
+    "tune_reduction": {"H100": 1.24, "H200": 1.23, "A100": 1.23, "L4": 1.05, "T4": 1.15},
+    "tune_matmul": {"H100": 3.5, "H200": 3.5, "A100": 3.0, "L4": 3.0, "T4": 2.5},
+    "tune_centering": {"H100": 4.0, "H200": 3.8, "A100": 3.0, "L4": 1.2, "T4": 1.3},
+    "tune_covariance": {"H100": 1.4, "H200": 1.4, "A100": 1.4, "L4": 1.4, "T4": 1.4},
+    "tune_histogram": {"H100": 2.8, "H200": 2.5, "A100": 2.5, "L4": 2.5, "T4": 2.5},
+    "tune_transpose": {"H100": 1.08, "H200": 1.1, "A100": 1.15, "L4": 1.0, "T4": 1.0},
+}
+
+
+CEILING_NAMES = {"copy_fraction": "copy bandwidth", "fp32_fraction": "FP32 rate"}
+
+
+def card_of(device: str | None) -> str | None:
+    """The calibrated card ``device`` (a device name) is, or None."""
+    name = (device or "").upper()
+    for card in CARDS:
+        if card in name.replace("-", " ").split():
+            return card
+    return None
+
+
+def target_sentence(spec) -> str:
+    return (
+        f"at least {spec.speedup:g}x the speed of the given kernel, both timed on this GPU "
+        "in the same run"
+    )
+
+
+def calibration_note(spec, device: str | None) -> str:
+    """What the course knows of this card for ``spec``: a sentence for the check."""
+    card = card_of(device)
+    cal = CALIBRATION.get(spec.name, {})
+    if card is None or card not in cal:
+        return (
+            f" This GPU ({device or 'unknown'}) has no calibration; the target used is the "
+            f"one every card gets: {target_sentence(spec)}."
+        )
+    return f" On an {card} the course's solution measures about {cal[card]:g}x."
+
+
+def speedup_value(spec, f: dict, ceil: dict) -> tuple:
+    """(speed-up, what, ">=", target, note) of the fastest judged run ``f["ms"]`` over the
+    given kernel's (``ceil["starter"]``, timed by the judge), its time capped by the floor."""
+    from .tune_figures import finite, gpu_fraction
+
+    ms = finite(f["ms"])
+    starter = ceil["starter"]
+    s_ms = finite(starter["ms"])
+    cap = starter_cap_ms(spec, ceil)
+    counted = min(s_ms, cap) if cap else s_ms
+    if not ms > 0 or not counted > 0:
+        raise ValueError("a time of 0 ms")
+    v = counted / ms
+    frac = gpu_fraction(spec, ms, ceil)
+    capped = f", counted at its floor {counted:.4g} ms" if counted < s_ms else ""
+    what = (
+        f"speed-up over the given kernel ({ms:.4g} ms vs its {s_ms:.4g} ms{capped}; "
+        f"{frac:.3g} of the measured {CEILING_NAMES[spec.gpu_metric]})"
+    )
+    note = calibration_note(spec, ceil.get("device"))
+    return v, what, ">=", spec.speedup, note
+
+
+def starter_cap_ms(spec, ceil: dict) -> float:
+    """The slowest the given kernel counts as: its work at ``spec.starter_floor`` of the
+    card's ceiling (0: no floor)."""
+    if not spec.starter_floor:
+        return 0.0
+    _n, nbytes, flops = spec.work(spec.gpu_case)
+    if spec.gpu_metric == "copy_fraction":
+        return nbytes / (spec.starter_floor * float(ceil["copy_gbps"]) * 1e9) * 1e3
+    return flops / (spec.starter_floor * float(ceil["fp32_tflops"]) * 1e12) * 1e3
