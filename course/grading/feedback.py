@@ -24,7 +24,7 @@ def markdown(g) -> str:
         f"# Feedback for {_line(g.student)}: {_line(g.lesson or 'unknown lesson')}",
         "",
         f"**Score: {g.total:g} / {g.possible:g}**  ",
-        f"Submission `{_line(g.submission).replace(chr(96), chr(39))}`, graded {time.strftime('%Y-%m-%d')} {mode} "
+        f"Submission `{_code(g.submission)}`, graded {time.strftime('%Y-%m-%d')} {mode} "
         f"(input seed {g.seed}).",
         "",
     ]
@@ -74,11 +74,21 @@ def _cell(text: str) -> str:
 
 
 def _line(text) -> str:
-    """Text that came from a student's cell (error messages, names) as one line: its own
-    newlines would otherwise start headings, scores and tables of their own in the
-    feedback.  At most ``bounded.MAX_MESSAGE`` characters: a page stays readable whatever
-    a submission made a message say."""
-    return clip(" ".join(str(text).split()), MAX_MESSAGE)
+    """Text that came from a student's cell (error messages, names) as one line of
+    markdown text: its own newlines would otherwise start headings, scores and tables of
+    their own in the feedback, and its ``<`` raw HTML (``<script>``, ``<img onerror>``) or
+    an autolink, its ``[`` a link or an image, in whatever renders the ``.md`` file: each is
+    escaped with a backslash (as is a backslash), so the text reads as it was, as in the
+    HTML copy.  At most ``bounded.MAX_MESSAGE`` characters: a page stays readable
+    whatever a submission made a message say."""
+    one = clip(" ".join(str(text).split()), MAX_MESSAGE)
+    return one.replace("\\", "\\\\").replace("<", "\\<").replace("[", "\\[")
+
+
+def _code(text) -> str:
+    """Text of a student's inside a code span (raw HTML is not HTML there): one line, no
+    backtick of its own."""
+    return clip(" ".join(str(text).split()), MAX_MESSAGE).replace("`", "'")
 
 
 # What a student's text may not become in the page: a link or an image (``[x](url)``,

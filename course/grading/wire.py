@@ -55,6 +55,7 @@ class Channel:
 
     def __init__(self, rfd: int, wfd: int, deadline: float | None = None):
         self.rfd, self.wfd, self.deadline = rfd, wfd, deadline
+        self.max_header = MAX_HEADER  # bytes of JSON this end reads in one header
         if deadline is not None:
             os.set_blocking(rfd, False)
             os.set_blocking(wfd, False)
@@ -94,7 +95,7 @@ class Channel:
         grader)."""
         if expect is None and self.deadline is not None:
             expect = {}
-        size = self._length(MAX_HEADER, "header")
+        size = self._length(self.max_header, "header")
         try:
             header = json.loads(self._read(size))
         except (ValueError, RecursionError):

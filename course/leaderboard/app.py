@@ -29,10 +29,11 @@ HTML pages (``pages.py``): ``/boards``, ``/boards/{board}``, ``/signin``.
 
 from __future__ import annotations
 
-import ast
+import contextlib
 import json
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,12 +46,11 @@ from starlette.routing import Route
 
 from . import allowance
 from . import boards as boards_mod
-from .fromfile import FileError, unit_of_file
 from .limits import Refused, client_keys, read_body
+from .reading import READ_S, READERS, Readers, shape
 from .shown import unit_view
 from .store import COURSE_PREFIX, same_token
 
-MAX_SOURCE = 64 << 10  # characters of a submitted file
 log = logging.getLogger("course.leaderboard")
 
 
@@ -63,6 +63,8 @@ class Settings:
     judge_window_s: float = allowance.JUDGE_WINDOW_S  # ... in any window this long
     quota_bytes: int = allowance.QUOTA_BYTES  # sources and units kept per student
     admin_token: str | None = None  # COURSE_LEADERBOARD_ADMIN_TOKEN
+    readers: int = READERS  # processes that read submissions (reading.py) ...
+    read_s: float = READ_S  # ... each submission within this many seconds
     mode: str = "sim"
     boards: dict = field(default_factory=dict)
 
@@ -116,69 +118,17 @@ async def read_json(request: Request) -> dict:
     return data
 
 
-def check_submission(data: dict, settings: Settings) -> tuple[str, str, str, dict]:
-    """(board, source, function, unit) of a well-formed submission, else Refused.  With a
-    unit (what ``course.submit`` sends), the unit is what is judged, so the source stored
-    and shown is the unit's: a ``"source"`` that differs from it is refused.  A file is
-    read as data (``fromfile.py``: only imports, constants and ``@cuda.jit`` functions,
-    nothing run) and its kernel's unit, stored beside it, is what is judged and shown."""
-    board, source, function = data.get("board"), data.get("source"), data.get("function")
-    if not isinstance(board, str) or board not in settings.boards:
-        raise Refused(404, boards_mod.unknown(board, settings.boards))
-    unit = data.get("unit")
+def asked(data: dict) -> tuple[Any, Any, Any]:
+    """(source, function, unit) as sent, their types and sizes checked (Refused else);
+    nothing parsed: ``reading.py`` reads them, after the rate and quota checks."""
+    source, function, unit = data.get("source"), data.get("function"), data.get("unit")
     if unit is not None:
-        unit = _check_unit(unit, function)
+        if not isinstance(unit, dict):
+            raise Refused(422, "the kernel unit cannot be used: it is not a JSON object")
         if source is None:
-            source = unit["source"]
-        elif source != unit["source"]:
-            raise Refused(
-                422,
-                '"source" is not the unit\'s source, and the unit is what is '
-                "judged: send the unit's source (course.submit does)",
-            )
-    if not isinstance(source, str) or not isinstance(function, str) or not source.strip():
-        raise Refused(
-            400, '"source" (the file\'s text) and "function" (the kernel\'s name) must be strings'
-        )
-    if len(source) > MAX_SOURCE:
-        raise Refused(413, f"the source is {len(source):,} characters; the limit is {MAX_SOURCE:,}")
-    if not function.isidentifier():
-        raise Refused(422, f"{function[:80]!r} is not a Python function name")
-    try:
-        tree = ast.parse(source)
-        defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function]
-        jitted = bool(defs) and any("jit" in ast.unparse(d) for d in defs[-1].decorator_list)
-    except SyntaxError as exc:
-        raise Refused(422, f"the source does not compile: {exc.msg} (line {exc.lineno})") from None
-    except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, deep nesting
-        raise Refused(
-            422, f"the source cannot be read as Python ({type(exc).__name__}: {str(exc)[:120]})"
-        ) from None
-    if not defs:
-        raise Refused(422, f"the source defines no function `{function}` at its top level")
-    if not jitted:
-        raise Refused(422, f"`{function}` is not decorated with @cuda.jit")
-    if unit is None:  # a file: read as data, never run; its unit is what is judged
-        spec = settings.boards[board].spec
-        try:
-            unit = unit_of_file(source, function, getattr(spec, "launch_names", ()))
-        except FileError as exc:
-            raise Refused(422, f"this file cannot be judged: {exc}") from None
-    return board, source, function, unit
-
-
-def _check_unit(unit, function) -> dict:
-    """The unit, checked as data (``course.grading.unit``), else Refused (422)."""
-    from ..grading.unit import parse, validate
-
-    try:
-        validate(unit)
-        parse(unit["source"], unit["name"])
-    except Exception as exc:  # noqa: BLE001 - any malformed unit is the sender's, not ours
-        raise Refused(422, f"the kernel unit cannot be used: {str(exc)[:300]}") from None
-    if unit["name"] != function:
-        raise Refused(422, 'the unit\'s function is not the one named in "function"')
-    return unit
+            source = unit.get("source")
+    shape(source, function)
+    return source, function, data.get("unit")
 
 
 def sized(source: str, unit) -> int:
@@ -299,6 +249,8 @@ def create_app(store, queue, settings: Settings) -> Starlette:
         return JSONResponse({"board": settings.boards[name].describe(settings.mode), "rows": rows})
 
     async def submit(request):
+        """Who, what shape, then rate, queue, judge time and storage - all from the request
+        alone - and only then the submission read (``reading.py``: off the event loop)."""
         student, admin = who(request, settings, store)
         data = await read_json(request)
         kind = "student"
@@ -306,7 +258,10 @@ def create_app(store, queue, settings: Settings) -> Starlette:
             board, student, function, source, unit = check_entry(data, settings, admin)
             kind = "course"
         else:
-            board, source, function, unit = check_submission(data, settings)
+            board = data.get("board")
+            source, function, unit = asked(data)
+            if not isinstance(board, str) or board not in settings.boards:
+                raise Refused(404, boards_mod.unknown(board, settings.boards))
         if not admin:
             recent = store.submitted_since(student, time.time() - settings.per_s)
             if recent >= settings.rate:
@@ -326,7 +281,20 @@ def create_app(store, queue, settings: Settings) -> Starlette:
             allowance.check_judge_time(
                 store, student, settings.judge_s, settings.judge_window_s, time.time()
             )
-            allowance.check_storage(store, student, sized(source, unit), settings.quota_bytes)
+            least = len(source.encode("utf-8", "surrogatepass")) if source else 0
+            allowance.check_storage(store, student, least, settings.quota_bytes)
+        if kind == "student":  # read now, off the event loop (reading.py)
+            spec = settings.boards[board].spec
+            source, unit = await readers.read(
+                {
+                    "source": source,
+                    "function": function,
+                    "unit": unit,
+                    "extra_names": list(getattr(spec, "launch_names", ())),
+                }
+            )
+            if not admin:
+                allowance.check_storage(store, student, sized(source, unit), settings.quota_bytes)
         sid = stored(store, (student, board, function, source, unit), kind)
         queue.notify()
         return JSONResponse(
@@ -371,6 +339,11 @@ def create_app(store, queue, settings: Settings) -> Starlette:
             "the instructor's log has the details",
         )
 
+    readers = Readers(settings.readers, settings.read_s)
+
+    def warm() -> None:  # the readers' imports take seconds: not in the first request
+        threading.Thread(target=readers.warm, name="warm readers", daemon=True).start()
+
     routes = [
         Route("/api/boards", list_boards),
         Route("/api/boards/{board}", board_rows),
@@ -380,7 +353,16 @@ def create_app(store, queue, settings: Settings) -> Starlette:
         *pages.routes(store, settings, who),
     ]
     handlers: dict[Any, Any] = {Refused: refused, HTTPException: http_error, Exception: failed}
-    return Starlette(routes=routes, exception_handlers=handlers)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        warm()
+        try:
+            yield
+        finally:
+            readers.close()
+
+    return Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
 
 
 def settings_from_env(mode: str, **kw) -> Settings:
