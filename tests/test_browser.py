@@ -65,8 +65,6 @@ VIEWPORT = {"width": 1400, "height": 1100}
 README_SHOTS = [
     "00_start_here.png",
     "01_vector_add-panel.png",
-    "01_vector_add-check.png",
-    "01_vector_add-student-check.png",
     "04_matmul-panel.png",
 ]
 MODE_WORD = course.platform.runtime.mode_label()  # "simulator" here, "GPU" on a GPU machine

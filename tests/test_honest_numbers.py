@@ -8,6 +8,7 @@ import re
 
 import pytest
 from conftest import REPO
+from test_records import PENDING
 
 from course.bench import sliders as rec
 from course.platform import runtime
@@ -135,9 +136,7 @@ def test_no_report_is_said_not_faked(tmp_path):
     assert reported.reports("vector_add", tmp_path) == []  # a simulator's report: never
 
 
-@pytest.mark.parametrize(
-    "pid", sorted(set(rec.panels()) - {"08_flash_attention/N_d", "09_histogram/two_phase"})
-)  # the two still to record
+@pytest.mark.parametrize("pid", sorted(set(rec.panels()) - PENDING))  # PENDING: to record
 def test_each_panel_shows_its_gpu_record_and_runs_nothing(pid):
     panel = rec.panels()[pid]
 
