@@ -236,7 +236,7 @@ def test_reads_the_tracer_never_saw_give_no_figure():
     assert not res.passed and "no figure" in res.message and res.figures == {}, res.message
     res = get("tune_vector_add").judge_figures({"moved": 0, "read": 0}, "sim")
     assert not res.passed and "no figure" in res.message and res.figures == {}, res.message
-    spread = {"busiest": 67, "threads": 1024, "requests": 8, "packed": 8}  # a fair share
+    spread = {"busiest": 67, "threads": 1024, "requests": 8, "packed": 8, "issued": 4096}
     res = spec.judge_figures(
         {"moved": 4096, "read": 16384, "replays": 0, "atomics": 0, **spread}, "sim"
     )

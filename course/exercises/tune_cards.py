@@ -67,10 +67,10 @@ def calibration_note(spec, device: str | None) -> str:
     cal = CALIBRATION.get(spec.name, {})
     if card is None or card not in cal:
         return (
-            f" This GPU ({device or 'unknown'}) has no calibration; the target used is the "
-            f"one every card gets: {target_sentence(spec)}."
+            f". This GPU ({device or 'unknown'}) has no calibration; the target used is the "
+            f"one every card gets: {target_sentence(spec)}"
         )
-    return f" On an {card} the course's solution measures about {cal[card]:g}x."
+    return f". On this GPU ({card}) the course's solution measures about {cal[card]:g}x"
 
 
 def speedup_value(spec, f: dict, ceil: dict) -> tuple:

@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     from .check import admit
     from .gate import gate
 
-    rows, times, gates = [], [], []
+    rows, times, gates, tunes = [], [], [], []
     for name, spec in all_exercises().items():
         if opts.only and name not in opts.only:
             continue
@@ -116,6 +116,9 @@ def main(argv=None) -> int:
             f"{gate_s:.2f} |"
         )
         print(rows[-1], flush=True)
+        if spec.kind == "tune":  # the given kernel, measured as if a student handed it in
+            tunes.append(tune_row(name, spec, r))
+            print(tunes[-1], flush=True)
     dev = device_info().get("name", course.MODE) if course.MODE == "gpu" else "simulator"
     head = [
         f"# Check times ({dev}, {time.strftime('%Y-%m-%d')})",
@@ -130,9 +133,67 @@ def main(argv=None) -> int:
         "| exercise | kind | lesson | cases | result | seconds | of which compile gate |",
         "|---|---|---|---|---|---|---|",
     ]
-    text = "\n".join(head + rows) + "\n"
+    text = "\n".join(head + rows + tune_head(dev) + tunes) + "\n"
     if opts.out:
         opts.out.parent.mkdir(parents=True, exist_ok=True)
         opts.out.write_text(text)
     print(f"median {statistics.median(times):.1f} s, max {max(times):.1f} s")
-    return 0 if all("| pass |" in r for r in rows) else 1
+    starters_fail = all(r.split(" | ")[3] == "fails" for r in tunes)
+    return 0 if all("| pass |" in r for r in rows) and starters_fail else 1
+
+
+def tune_head(device: str) -> list:
+    import course
+
+    how = (
+        "speed-up over the given kernel, both timed by the judged loop on this GPU in this "
+        "run (the given kernel's own time: the judge's, ``grading/starter.py``)"
+        if course.MODE == "gpu"
+        else "the simulator's counted figure"
+    )
+    return [
+        "",
+        f"## Tune targets on this device ({device})",
+        "",
+        f"Each tune exercise's figure ({how}) for the given kernel (the student copy's, "
+        "measured as if handed in: it must fail) and for the course's solution (it must "
+        "pass); the margin is the solution's figure over the target.",
+        "",
+        "| exercise | target | given kernel | verdict | solution | verdict | margin |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
+
+def tune_row(name: str, spec, solved) -> str:
+    """One row of the tune table: the given kernel's measured figure and the solution's."""
+    from .check import measure
+
+    given, _ = defined(name, student=True)
+    g = measure(spec, given, 1)
+    s = solved.cases[-1] if solved.cases else None
+    target = _number(s.message, "target ") if s else None
+    sol = _number(s.message, "measured ") if s else None
+    margin = "-"
+    if target and sol:
+        below = ">=" not in s.message.split("target ")[1][:3]
+        margin = f"{(target / sol if below else sol / target):.3g}x"
+    return (
+        f"| `{name}` | {_text(s, 'target ')} | {_text(g, 'measured ')} | "
+        f"{'PASSES' if g.passed else 'fails'} | {_text(s, 'measured ')} | "
+        f"{'pass' if s is not None and s.passed else 'FAIL'} | {margin} |"
+    )
+
+
+def _text(res, after: str) -> str:
+    if res is None or after not in res.message:
+        return (res.message[:80] if res is not None else "-").replace("|", "/")
+    return res.message.split(after, 1)[1].split(",")[0].split(" - ")[0].replace("|", "/")
+
+
+def _number(message: str, after: str) -> float | None:
+    for word in message.split(after, 1)[-1].split(",")[0].split()[:2] if after in message else ():
+        try:
+            return float(word.rstrip("x;"))
+        except ValueError:
+            continue
+    return None
