@@ -77,6 +77,7 @@ def target_for(spec, device: str | None) -> tuple[float, str]:
     """(the speed-up ``spec`` asks for on ``device``, a sentence about the card)."""
     card = card_of(device)
     cal = CALIBRATION.get(spec.name, {})
+    device = "".join(ch for ch in str(device or "") if ch.isprintable())[:80]
     if card is None or card not in cal:
         # the most any calibrated card allows: an honest kernel never fails for the card
         t = min((card_target(spec, c) for c in cal), default=spec.speedup)
