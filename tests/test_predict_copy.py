@@ -88,3 +88,15 @@ def test_compare_says_which_answers_agree():
     assert answers.compare({"b": 2.0}, {"b": 2.02}, rtol=0.02).agree == 1
     assert answers.compare({"a": True}, {"a": 1}).agree == 0  # a bool is no count
     assert answers.compare(None, {"a": 1}).agree == 0
+
+
+def test_the_launch_experiment_counts_what_the_key_says():
+    """Lesson 01's experiment kernel counts the 2-D launch's threads and idle threads."""
+    import numpy as np
+    from numba import cuda
+
+    from course.kernels.vector_add import count_threads
+
+    counts = cuda.to_device(np.zeros(2, np.int64))
+    count_threads[(3, 2), (4, 3)](11, 5, counts)
+    assert list(counts.copy_to_host()) == [RIGHT["grid2d_threads"], RIGHT["grid2d_idle"]]

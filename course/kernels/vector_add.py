@@ -92,6 +92,15 @@ def matrix_add(A, B, C):
         C[j, i] = A[j, i] + B[j, i]
 
 
+@cuda.jit
+def count_threads(nx, ny, counts):
+    # lesson 01's predict experiment: every thread of a launch counts itself, and the idle ones twice
+    i, j = cuda.grid(2)
+    cuda.atomic.add(counts, 0, 1)
+    if not (i < nx and j < ny):
+        cuda.atomic.add(counts, 1, 1)
+
+
 PTX_SIGNATURES = {
     "add_one_thread": "void(int64, float32[::1], float32[::1])",
     "add_one_block": "void(int64, float32[::1], float32[::1])",
@@ -100,6 +109,7 @@ PTX_SIGNATURES = {
     "add_grid_stride_x4": "void(int64, float32[::1], float32[::1])",
     "add_pairs": "void(int64, float32[::1], float32[::1], complex64[::1], complex64[::1])",
     "matrix_add": "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])",
+    "count_threads": "void(int64, int64, int64[::1])",
 }
 
 
