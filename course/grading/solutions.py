@@ -174,7 +174,7 @@ def tune_row(name: str, spec, solved) -> str:
     target = _number(s.message, "target ") if s else None
     sol = _number(s.message, "measured ") if s else None
     margin = "-"
-    if target and sol:
+    if s is not None and target and sol:
         below = ">=" not in s.message.split("target ")[1][:3]
         margin = f"{(target / sol if below else sol / target):.3g}x"
     return (

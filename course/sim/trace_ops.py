@@ -80,7 +80,7 @@ def counting(fn):
     try:
         yield counts
     finally:
-        threading.settrace(before)  # type: ignore[arg-type]
+        threading.settrace(before)
 
 
 def per_thread(counts: dict) -> list:
