@@ -315,7 +315,7 @@ def test_issued_counts_the_kernels_code_and_its_device_functions():
     counts = {}
     for k in (add_chain, add_device_chain, STARTERS["tune_vector_add"]):
         y = np.ones(64, np.float32)
-        counts[k] = trace_figures.counts([trace.run(k, 1, 64, 64, x, y)])["issued"]
+        counts[k] = trace_figures.counts([trace.run(k, 1, 64, 64, x, y, ops=True)])["issued"]
     plain = counts[STARTERS["tune_vector_add"]]
     assert 0 < plain < 80 * 64  # tens of instructions per thread (one element each)
     assert counts[add_chain] > 10 * plain and counts[add_device_chain] > 8 * plain

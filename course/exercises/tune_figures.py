@@ -88,7 +88,7 @@ def traced_figures(spec, fn, case, args) -> dict:
 
     from ..sim import trace, trace_figures
 
-    with trace.recording() as traces:
+    with trace.recording(ops=True) as traces:  # instructions too: ``issued``
         spec.launch(fn, case, args)
     cuda.synchronize()
     if why := trace_figures.problem(traces):

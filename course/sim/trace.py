@@ -226,7 +226,7 @@ def _unwrap(arg):
     return inner if isinstance(inner, np.ndarray) else None
 
 
-def _traced_launch(kernel, grid, block, shared_bytes, args, launch) -> Trace:
+def _traced_launch(kernel, grid, block, shared_bytes, args, launch, ops=False) -> Trace:
     """Wrap the array arguments, call ``launch(wrapped_args)`` with recording on."""
     from numba.cuda.errors import normalize_kernel_dimensions
 
@@ -249,16 +249,12 @@ def _traced_launch(kernel, grid, block, shared_bytes, args, launch) -> Trace:
         info = rec.array(("arg", i), name, "global", base, arr.dtype.itemsize)
         wrapped.append(Traced(arr, info, rec, base.__array_interface__["data"][0]))
     notes_before = len(simwarp.NOTES)
-    with _patched(rec), trace_ops.counting(kernel) as ops:
+    counter = trace_ops.counting(kernel) if ops else contextlib.nullcontext({})
+    with _patched(rec), counter as ops:
         launch(wrapped)
-    t = Trace(
-        rec,
-        tuple(grid_dim),
-        tuple(block_dim),
-        getattr(kernel, "__name__", "kernel"),
-        simwarp.NOTES[notes_before:],
-    )
-    t.ops = trace_ops.per_thread(ops)  # instructions each thread's kernel code ran
+    name = getattr(kernel, "__name__", "kernel")
+    t = Trace(rec, tuple(grid_dim), tuple(block_dim), name, simwarp.NOTES[notes_before:])
+    t.ops = trace_ops.per_thread(ops)  # instructions each thread's kernel code ran (ops=True)
     return t
 
 
@@ -270,9 +266,10 @@ def _require_sim():
         )
 
 
-def run(kernel, grid, block, *args, shared_bytes: int = 0) -> Trace:
+def run(kernel, grid, block, *args, shared_bytes: int = 0, ops: bool = False) -> Trace:
     """Launch ``kernel[grid, block](*args)`` in the simulator, recording every access of its
-    array arguments and shared arrays; return a :class:`Trace`."""
+    array arguments and shared arrays (``ops``: and counting its instructions, ``.ops``);
+    return a :class:`Trace`."""
     _require_sim()
     return _traced_launch(
         kernel,
@@ -281,11 +278,12 @@ def run(kernel, grid, block, *args, shared_bytes: int = 0) -> Trace:
         shared_bytes,
         args,
         lambda wrapped: kernel[grid, block, 0, shared_bytes](*wrapped),
+        ops,
     )
 
 
 @contextlib.contextmanager
-def recording():
+def recording(ops: bool = False):
     """Trace every kernel launched inside the ``with`` block (however it is launched)::
 
     with course.sim.trace.recording() as traces:
@@ -310,6 +308,7 @@ def recording():
                 self.dynshared_size,
                 args,
                 lambda wrapped: orig_call(self, *wrapped),
+                ops,
             )
         )
         return None
