@@ -319,3 +319,20 @@ def test_issued_counts_the_kernels_code_and_its_device_functions():
     plain = counts[STARTERS["tune_vector_add"]]
     assert 0 < plain < 80 * 64  # tens of instructions per thread (one element each)
     assert counts[add_chain] > 10 * plain and counts[add_device_chain] > 8 * plain
+
+
+# -- checktimes: the GPU proof's report -------------------------------------------------
+
+
+@pytest.mark.skipif(course.MODE == "gpu", reason="a small simulator report")
+def test_checktimes_reports_the_given_kernel_and_the_solution(tmp_path):
+    from course.grading import solutions
+
+    out = tmp_path / "report.md"
+    assert solutions.main(["--only", "tune_centering", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "# Check times (simulator, " in text and "## Tune targets on this device" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| `tune_centering` | >="))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == ">= 0.6" and cells[3] == "fails" and cells[5] == "pass", row
+    assert float(cells[2]) < 0.6 <= float(cells[4]) and cells[6].endswith("x"), row
