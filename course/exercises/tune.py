@@ -54,7 +54,10 @@ than its inputs hold, or raced, gives no figure (``tune_figures.py``).  A count 
 traffic cannot tell fast from slow, so every target also bounds how the work is spread:
 the busiest thread's accesses (at most ``spread`` times a fair share of the case's work)
 and the warps' idle lanes (warp requests at most ``divergence`` times those of whole
-warps): one thread or one warp doing everything, or a divergent tree, misses them.
+warps): one thread or one warp doing everything, or a divergent tree, misses them.  Nor can
+a count of memory traffic see arithmetic: every target also bounds the instructions the
+kernel's code runs per unit of work (``issued``, ``issue_limit``: about 4x the solution's),
+so a chain of useless FLOPs fails in the simulator as a GPU would time it slow.
 """
 
 from __future__ import annotations

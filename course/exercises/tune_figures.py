@@ -12,6 +12,8 @@ load, store and atomic, never by the names a kernel gives its parameters.  The j
 - ``bytes_per_flop`` = every global byte the kernel read (any array, loads and atomics) /
   the FLOPs the problem needs;
 - ``replays``, ``atomics_per_element``, ``bytes_per_element``: counts, all arrays together;
+- ``issued`` = the instructions the kernel's code ran (``course.sim.trace_ops``) / the
+  units of work the case needs (:func:`work_units`): useless arithmetic raises it;
 - ``busiest``: the memory accesses of the busiest thread;
 - ``imbalance`` = ``busiest`` / a thread's fair share (:func:`fair_share`: the accesses the
   case needs, spread over the threads the launch runs); one warp doing the whole grid's
