@@ -145,7 +145,8 @@ class CheckResult:
             )
             return (
                 f"{self.exercise}: interrupted{done} ({mode}, {self.elapsed_s:.1f} s) - "
-                f"no further case ran; run the check again when ready.{gpu}"
+                "no further case ran; the notebook's kernel is still usable: run the check "
+                f"again when ready.{gpu}"
             )
         if self.error:
             return f"{self.exercise}: not checked - {self.error}"
