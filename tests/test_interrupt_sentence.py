@@ -73,3 +73,13 @@ def test_a_stopped_cell_ends_in_one_course_sentence():
     assert len(slept.splitlines()) == 1
     assert after["error"] == "NoneType" and "55.0" in after["out"], after  # still usable
     assert "ValueError" in other["out"] and "Traceback" in other["out"]  # others: as before
+
+
+def test_an_interrupted_check_says_the_kernel_is_still_usable():
+    from course.exercises import get
+    from course.grading.report import CheckResult
+
+    r = CheckResult("vector_add", False, "sim", 1, spec=get("vector_add"), interrupted=True)
+    text = repr(r)
+    assert text.startswith("[INTERRUPTED] vector_add: interrupted after 0 of"), text
+    assert "kernel is still usable" in text.splitlines()[0], text
