@@ -229,7 +229,10 @@ def _define(node: ast.FunctionDef, ns: dict, filename: str) -> None:
             a.annotation = None
     module = ast.fix_missing_locations(ast.Module([fdef], []))
     local: dict = {}
-    exec(compile(module, filename, "exec"), ns, local)  # noqa: S102 - a def: runs nothing
+    with warnings.catch_warnings():  # a submission's SyntaxWarning is not the service's log
+        warnings.simplefilter("ignore")
+        code = compile(module, filename, "exec")
+    exec(code, ns, local)  # noqa: S102 - a def: runs nothing
     py = local[node.name]
     ns[node.name] = Jitted(py, device) if node.decorator_list else py
 
