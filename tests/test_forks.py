@@ -172,3 +172,141 @@ def test_phases_are_exclusive():
     assert 0.025 <= s["outer"] < 0.2  # its own 0.05, less the 0.02 moved out
     assert abs(sum(s.values()) - (s["outer"] + 0.05 + 0.02)) < 0.03
     assert os.getpid()  # (nothing started)
+
+
+# ---------------------------------------------------------------------------------------
+# a student's attacks on the zygote and on the forks beside and after it (issue #45)
+
+SHM = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+result = libc.shmget(0x4C45, 4096, {flags})
+"""
+
+
+@pytest.mark.timeout(300)
+def test_no_system_v_ipc_between_forks(warm):
+    """Shared memory made by one fork (alive, or ended: a segment outlives its maker) is not
+    there for another: each fork has its own IPC namespace."""
+    iso, run_dir, _ = warm
+    maker, other = Cells(iso, run_dir), Cells(iso, run_dir)
+    assert maker(SHM.format(flags=0o1000 | 0o666)) >= 0  # IPC_CREAT: it can make one
+    assert maker(SHM.format(flags=0)) >= 0  # and find it again (the look can succeed)
+    assert other(SHM.format(flags=0)) == -1  # a fork beside it cannot
+    maker.child.stop()
+    later = Cells(iso, run_dir)
+    assert later(SHM.format(flags=0)) == -1  # nor one after it
+    other.child.stop()
+    later.child.stop()
+
+
+@pytest.mark.timeout(300)
+def test_a_fork_cannot_ptrace_the_zygote_nor_write_its_tree(warm):
+    from course.platform.resources import PACKAGE
+
+    iso, run_dir, _ = warm
+    zygote = iso.forks.zygotes["run"]
+    cells = Cells(iso, run_dir)
+    got = cells(
+        f"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+traced = [libc.ptrace(16, pid, 0, 0) for pid in ({zygote.proc.pid}, os.getppid() or 0)]
+written = []
+for p in ({str(PACKAGE)!r} + "/planted.py", {str(PACKAGE)!r} + "/__pycache__/planted.pyc",
+          "/proc/{zygote.proc.pid}/mem"):
+    try:
+        open(p, "wb").write(b"x")
+        written.append(p)
+    except OSError:
+        pass
+result = [traced, written, os.getppid()]
+"""
+    )
+    assert got == [[-1, -1], [], 0]  # PTRACE_ATTACH refused; nothing written; no parent seen
+    cells.child.stop()
+    assert not (PACKAGE / "planted.py").exists()
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+@pytest.mark.timeout(300)
+def test_a_fork_bomb_and_a_hung_fork_end_with_the_fork(warm):
+    """Processes a fork starts (a bomb, a child that ignores SIGTERM and keeps the pipes)
+    end when the grader stops it; the zygote keeps none of them, stays one thread, and
+    forks the next sandbox at once."""
+    iso, run_dir, _ = warm
+    zygote = iso.forks.zygotes["run"]
+    cells = Cells(iso, run_dir)
+    started = cells(
+        """
+import os, signal, time
+n = 0
+for _ in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(600)
+        os._exit(0)
+    n += 1
+result = n
+"""
+    )
+    assert started > 0
+    assert len(_descendants(zygote.proc.pid)) > started  # the look sees them (it can fail)
+    cells.child.stop()
+    deadline = time.monotonic() + 20
+    while _descendants(zygote.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _descendants(zygote.proc.pid) == []
+    assert len(list(Path(f"/proc/{zygote.proc.pid}/task").iterdir())) == 1
+    t0 = time.monotonic()
+    again = Cells(iso, run_dir)
+    assert again("result = 3") == 3 and time.monotonic() - t0 < 60
+    again.child.stop()
+
+
+@pytest.mark.timeout(300)
+def test_the_graders_secrets_are_nowhere_in_a_fork(tmp_path, monkeypatch):
+    """A token in the grader's environment is not in a fork's environment, nor in the
+    environment block it inherits from its zygote (``/proc/self/environ``), nor in its
+    command line: the zygote starts with the children's allowlist only."""
+    from course.grading import isolate
+    from course.grading.forks import Forks
+
+    monkeypatch.setenv("COURSE_LEADERBOARD_TOKEN", "tok-s3cr3t-4512")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-s3cr3t-4512")
+    iso, said = isolate.make([], tmp_path)
+    if iso is None:
+        pytest.skip(said)
+    iso.forks = Forks(iso, log=print)
+    try:
+        cells = Cells(iso, tmp_path)
+        assert cells.child.forked
+        got = cells(
+            """
+import os
+blob = b"".join(open(f"/proc/self/{n}", "rb").read() for n in ("environ", "cmdline"))
+result = [b"s3cr3t-4512" in blob, "s3cr3t-4512" in repr(dict(os.environ)), len(blob) > 0]
+"""
+        )
+        assert got == [False, False, True]
+        cells.child.stop()
+    finally:
+        iso.forks.close()

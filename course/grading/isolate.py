@@ -26,6 +26,8 @@ containers that allow it, JupyterHub nodes), each sandbox gets
   every process it starts dies with it (the namespace's first process is the sandbox); the
   host's kernel settings under ``/proc/sys`` (and ``irq``, ``bus``, ``fs``, ``sysrq-trigger``)
   are read-only, since a sandbox of a grader run as root has root's uid;
+- **its own System V IPC** (``--ipc``): no shared memory segment, queue or semaphore that
+  another sandbox (or a later one: they outlive their maker) can open;
 - **one writable place**: a scratch tmpfs of :data:`SCRATCH_MB` that is ``/tmp``, the run's
   scratch folder (``TMPDIR``, ``HOME``) and nothing else, gone with the sandbox; and a
   small fresh ``/dev/shm``;
@@ -232,6 +234,7 @@ _PREFIXES = (
         "--propagation",
         "private",
         "--net",
+        "--ipc",
     ],
     [
         "unshare",
@@ -243,6 +246,7 @@ _PREFIXES = (
         "--propagation",
         "private",
         "--net",
+        "--ipc",
     ],
 )
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -10,7 +10,7 @@ controls: its one conversation is with the grader, over the socket ``SOCK``:
 
 - ``spawn`` (with the child's pipes, its log file and its cgroup's ``cgroup.procs`` files
   as passed descriptors): fork; the fork joins the cgroup, makes its own user (where the
-  sandbox has one), mount, PID and network namespaces, forks the namespace's first
+  sandbox has one), mount, PID, network and IPC namespaces, forks the namespace's first
   process, which builds the fresh file tree (``tree.enter``: the same tree as a cold
   sandbox), drops every capability (bounding set, no new privileges, ``capset`` to none),
   sets its limits, closes every descriptor but its pipes and log, takes exactly the
@@ -34,6 +34,7 @@ import socket
 import sys
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
+CLONE_NEWIPC = 0x08000000  # its own System V IPC: no shared memory or queue with another fork
 MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_NOEXEC = 16384, 1 << 18, 2, 4, 8
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
@@ -168,7 +169,7 @@ def _fork_body(req: dict, fds: list[int]) -> None:
             os.close(fd)
         user = bool(req["user_namespace"])
         uid, gid = os.getuid(), os.getgid()
-        flags = CLONE_NEWPID | CLONE_NEWNET | (CLONE_NEWUSER if user else 0)
+        flags = CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | (CLONE_NEWUSER if user else 0)
         _check(libc.unshare(flags), "unshare")
         if user:
             for name, text in (
