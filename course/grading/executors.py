@@ -64,6 +64,14 @@ def payload(sub) -> dict:
     return item
 
 
+WINDOW_PER_WORKER = 2  # payloads in flight per Dask worker: the client's memory is bounded
+
+
+def window(workers: int) -> int:
+    """How many submissions ``run_dask`` keeps submitted at once (their bytes held here)."""
+    return WINDOW_PER_WORKER * max(1, workers)
+
+
 class SandboxMissing(RuntimeError):
     """A Dask worker cannot build the grading sandbox the run asked for."""
 
@@ -282,10 +290,21 @@ def run_dask(
                 + "; nothing was graded"
             )
         pending = {}  # future -> (submission, its payload, tries so far)
-        for f in files:
-            item = payload(f)
-            pending[client.submit(checked, expected, task, item, *args, pure=False)] = (f, item, 0)
-        seq = dask_completed(list(pending))
+        todo = iter(files)
+        seq = dask_completed()
+
+        def submit_next() -> None:
+            """The next submission's payload, read now: at most ``window`` are held."""
+            f = next(todo, None)
+            if f is not None:
+                item = payload(f)
+                fut = client.submit(checked, expected, task, item, *args, pure=False)
+                pending[fut] = (f, item, 0)
+                seq.add(fut)
+
+        seen = len(client.scheduler_info()["workers"])
+        for _ in range(window(max(workers, seen))):
+            submit_next()
         for fut in seq:
             f, item, tries = pending.pop(fut)
             try:
@@ -314,6 +333,7 @@ def run_dask(
                 )
             rows.append(row)
             on_row(row)
+            submit_next()  # one done, the next read: never more than the window in flight
     finally:
         client.close()
         if cluster is not None:
