@@ -28,6 +28,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -39,6 +40,7 @@ READERS = 2  # reader processes (each reads one submission at a time)
 READ_S = 10.0  # one submission's read, at most (a read takes milliseconds)
 START_S = 120.0  # a reader's start (numba's imports), at most
 MAX_SOURCE = 64 << 10  # characters of a submitted file
+BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")  # "Trojan Source"
 MAX_MESSAGE = 8 << 20  # bytes of JSON in a request to a reader, or its answer
 log = logging.getLogger("course.leaderboard")
 
@@ -100,6 +102,15 @@ def shape(source, function) -> None:
         raise Refused(413, f"the source is {len(source):,} characters; the limit is {MAX_SOURCE:,}")
     if not function.isidentifier():
         raise Refused(422, f"{function[:80]!r} is not a Python function name")
+    bidi = BIDI.search(source)
+    if bidi:
+        line = source.count("\n", 0, bidi.start()) + 1
+        raise Refused(
+            422,
+            f"line {line} of the source holds the Unicode direction control U+"
+            f"{ord(bidi.group()):04X}, which makes code read differently from how it runs "
+            "(the service shows your source to others): remove it",
+        )
 
 
 def _check_unit(unit, function) -> dict:
