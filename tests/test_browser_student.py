@@ -160,10 +160,10 @@ def _answer(page, nb: dict, text: str) -> None:
     _run_cells(page, i, 3)  # the answer, the check, the experiment
 
 
-def _open_and_run(lab, name: str):
+def _open_and_run(lab, name: str, workspace: str):
     page = lab.browser.new_page(viewport=VIEWPORT)
     rel = f"notebooks/{name}.ipynb"
-    open_notebook(page, lab, rel, workspace=f"student-{name}")
+    open_notebook(page, lab, rel, workspace=workspace)  # a fresh one: the file browser closed
     page.evaluate("() => window.jupyterapp.commands.execute('application:toggle-left-area')")
     seconds = run_all(page, lab, rel, RUN_TIMEOUT_S)
     print(f"{rel}: Run All took {seconds:.1f} s")
@@ -176,7 +176,7 @@ def _open_and_run(lab, name: str):
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_a_panel_redraws_from_the_gpu_record(lab, name):
-    page, nb = _open_and_run(lab, name)
+    page, nb = _open_and_run(lab, name, f"student-{name}")
     try:
         panel = page.locator(".widget-vbox").first
         said = panel.inner_text()
@@ -197,7 +197,7 @@ def test_a_panel_redraws_from_the_gpu_record(lab, name):
 
 
 def test_predict_launch_right_then_wrong(lab):
-    page, nb = _open_and_run(lab, "01_vector_add")
+    page, nb = _open_and_run(lab, "01_vector_add", "student-predict")
     try:
         i = _cell_index(nb, 'course.check("predict_launch"')
         for text, agree, name in ((RIGHT, 5, "right"), (WRONG, 4, "wrong")):
@@ -213,7 +213,9 @@ def test_predict_launch_right_then_wrong(lab):
             compared = cells.nth(i + 1).locator(".course-compare")
             assert compared.get_attribute("data-agree") == str(agree), compared.inner_text()
             print(f"predict_launch {name}: {time.time() - t0:.1f} s, {compared.inner_text()[:80]}")
+            page.set_viewport_size({"width": VIEWPORT["width"], "height": 1400})  # + the table
             _shot(page, f"01_vector_add-predict-{name}.png", cells.nth(i), above=50)
+            page.set_viewport_size(VIEWPORT)
     finally:
         page.close()
         lab.shutdown_kernels()
