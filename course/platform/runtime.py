@@ -268,5 +268,7 @@ def banner() -> str:
         )
     return (
         f"Mode: simulator{where} - no usable NVIDIA GPU, so numba runs kernels on the CPU "
-        f"({MODE_REASON}); sizes: {profile()}. Timings are CPU wall time, not GPU speed."
+        f"({MODE_REASON}); sizes: {profile()}. Times and speeds shown are a GPU's, from "
+        "records committed with their card and date; the simulator's own time is CPU wall "
+        "time, not GPU speed."
     )
