@@ -68,6 +68,7 @@ def child_env(scratch: Path, extra: dict | None = None) -> dict:
     return env
 
 
+SETTLE_S = 2.0  # how long a child whose pipes closed may take to end on its own
 LIVE: weakref.WeakSet = weakref.WeakSet()  # children not stopped yet (an interrupted run's)
 
 
@@ -201,6 +202,14 @@ class Child:
         try:
             deadline = self.chan.deadline if self.chan.deadline is not None else time.monotonic()
             self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+
+    def settle(self, seconds: float = SETTLE_S) -> None:
+        """Its pipes closed: give it ``seconds`` to end on its own, so that its own exit
+        status (a SIGSEGV, not the SIGKILL of :meth:`stop`) is what :meth:`last_words` says."""
+        try:
+            self.proc.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
             pass
 

@@ -171,6 +171,8 @@ def grade_steps(steps: list[dict], settings: GradeSettings, on_stage=None) -> Ou
                 _tampered(out, str(exc))
             else:
                 out.status = "timeout" if exc.timed_out else "crashed"
+                if exc.closed:
+                    worker.settle()
             worker.stop()
             out.last = worker.last_words()
         except Tampered as exc:
@@ -350,6 +352,8 @@ def _run_loaded(jd: Judge, spec, load: dict, cannot: str) -> tuple[str, list]:
             with jd.phases.timed("timed runs"):
                 cases.append(jd.measure(m, spec))
     except (WireError, Tampered) as exc:
+        if jd.measurer and getattr(exc, "closed", False):
+            jd.measurer.settle()  # its own end (a signal), not the SIGKILL of closing it
         last = jd.measurer.last_words() if jd.measurer else ""
         jd.close_measurer()
         if getattr(exc, "timed_out", False) or time.monotonic() >= jd.deadline - 1:

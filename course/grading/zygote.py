@@ -279,6 +279,11 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # it ends with the grader
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the grader stops it, not a Ctrl-C
+    import resource
+
+    # no core file, ever: a fork that ends by the signal its sandbox died of (SIGSEGV) must
+    # not dump its memory into the zygote's folder, the grader's run folder
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     sock = socket.socket(fileno=int(argv[0]))
     if os.getppid() == 1:
         return 1
