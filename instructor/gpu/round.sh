@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # This round's GPU measurements, one call per machine (the device tool's $OUT keeps 8 files).
 #   source .whl/prelude.sh && bash instructor/gpu/round.sh cards   # an H200 (or any one GPU)
+#   source .whl/prelude.sh && bash instructor/gpu/round.sh notebooks   # then, same machine
 #   source .whl/prelude.sh && bash instructor/gpu/round.sh class   # an H100 (x2 for Dask)
 #   source .whl/prelude.sh && bash instructor/gpu/round.sh checktimes   # then, same machine
-# cards: checktimes (#47's tune targets on this card), the two slider panels not yet recorded
-#        (#48), and the notebooks run top to bottom (about 8 min on an H200).
+# cards: checktimes (#47's tune targets on this card) and the two slider panels not yet
+#        recorded (#48), about 4 min on an H200; notebooks: all 13 top to bottom, 5 at a time.
 # class: #45's grading measurements (instructor/gpu/grading.sh, under 10 minutes);
 # checktimes alone: for the second card (one device call may run 10 minutes at most).
 set -uo pipefail
@@ -15,7 +16,7 @@ DAY=$(date +%F)
 echo "device $DEV, $(nvidia-smi -L | wc -l) GPU(s), $DAY"
 checktimes() {
   echo "=== checktimes ($(date +%T))"
-  CUDA_VISIBLE_DEVICES=0 timeout 420 python -m course checktimes \
+  CUDA_VISIBLE_DEVICES=0 timeout 330 python -m course checktimes \
     --out "$OUT/check-times-$DEV-$DAY.md" 2>&1 | tail -n 70
 }
 case "${1:-}" in
@@ -23,18 +24,20 @@ case "${1:-}" in
     checktimes
     echo "=== sliders ($(date +%T))"
     mkdir -p /tmp/sliders
-    timeout 240 python -m course bench sliders --panel 08_flash_attention/N_d \
+    timeout 200 python -m course bench sliders --panel 08_flash_attention/N_d \
       --panel 09_histogram/two_phase --out /tmp/sliders 2>&1 | tail -n 20
+    cp /tmp/sliders/*.json "$OUT/" 2>/dev/null
+    ;;
+  notebooks)
     echo "=== notebooks ($(date +%T))"
-    timeout 330 python instructor/gpu/notebooks.py /tmp/nb --parallel 4 --timeout 300 2>&1 | tail -n 20
+    timeout 560 python instructor/gpu/notebooks.py /tmp/nb --parallel 5 --timeout 500 2>&1 | tail -n 20
     cp /tmp/nb/notebooks-gpu.md "$OUT/" 2>/dev/null
-    tar czf "$OUT/sliders.tar.gz" -C /tmp sliders
     tar czf "$OUT/notebooks-executed.tar.gz" -C /tmp/nb executed 2>/dev/null
     ;;
   class)
     OUT="$OUT" timeout 570 bash instructor/gpu/grading.sh
     ;;
   checktimes) checktimes ;;
-  *) echo "usage: round.sh cards|class|checktimes"; exit 2 ;;
+  *) echo "usage: round.sh cards|notebooks|class|checktimes"; exit 2 ;;
 esac
 echo "done ($(date +%T)): $(ls "$OUT")"
