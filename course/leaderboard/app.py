@@ -29,11 +29,11 @@ HTML pages (``pages.py``): ``/boards``, ``/boards/{board}``, ``/signin``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -341,9 +341,6 @@ def create_app(store, queue, settings: Settings) -> Starlette:
 
     readers = Readers(settings.readers, settings.read_s)
 
-    def warm() -> None:  # the readers' imports take seconds: not in the first request
-        threading.Thread(target=readers.warm, name="warm readers", daemon=True).start()
-
     routes = [
         Route("/api/boards", list_boards),
         Route("/api/boards/{board}", board_rows),
@@ -355,8 +352,8 @@ def create_app(store, queue, settings: Settings) -> Starlette:
     handlers: dict[Any, Any] = {Refused: refused, HTTPException: http_error, Exception: failed}
 
     @contextlib.asynccontextmanager
-    async def lifespan(app):
-        warm()
+    async def lifespan(app):  # the readers' imports take seconds: before the first request
+        await asyncio.to_thread(readers.warm)
         try:
             yield
         finally:

@@ -228,13 +228,23 @@ class Readers:
         self._cond = threading.Condition()
 
     def warm(self) -> None:
-        """Start the reader processes now (the first submission need not wait for them)."""
+        """Start the reader processes now, side by side, and return when they are up (the
+        service calls this before it answers: no submission waits for numba's imports)."""
         taken = [self._take(START_S) for _ in range(len(self._free))]
-        for reader in taken:
+        started: list = [None] * len(taken)
+
+        def start(k: int) -> None:
             try:
-                reader = reader if reader is not None else _start()
+                started[k] = taken[k] if taken[k] is not None else _start()
             except Exception as exc:  # noqa: BLE001 - the first submission starts one
                 log.error("a submission reader did not start: %s: %s", type(exc).__name__, exc)
+
+        threads = [threading.Thread(target=start, args=(k,)) for k in range(len(taken))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for reader in started:
             self._give(reader)
 
     async def read(self, request: dict) -> tuple[str, dict]:
