@@ -38,6 +38,9 @@ LESSONS = tuple(
     os.environ.get("COURSE_BENCH_GRADING_LESSONS", "01_vector_add,04_matmul").split(",")
 )
 MARK = "/tmp/course-bench-grading-pwned"
+# Attacks that only differ from an honest kernel at the GPU's measured size: in the simulator
+# (small sizes) they are honest kernels, and their points there prove nothing either way.
+GPU_SIZE_ONLY = frozenset({"attack_skip_at_size"})
 
 ATTACKS = {  # student -> (lesson, exercise, the cell's new source)
     "attack_memo_matmul": (
@@ -238,9 +241,14 @@ def run(report, opts=None) -> None:
     honest_full = all(
         line["total"] == line["max"] and line["total"] != "" for line in lines if not line["attack"]
     )
-    attacks_zero = all(
-        line.get("attacked_points") in ("0", "0.0") for line in lines if line["attack"]
-    )
+    import course
+
+    judged = [
+        line
+        for line in lines
+        if line["attack"] and (course.MODE == "gpu" or line["student"] not in GPU_SIZE_ONLY)
+    ]
+    attacks_zero = all(line.get("attacked_points") in ("0", "0.0") for line in judged)
     done = len(rows)
     report.data["grading"] = {
         "students": len(plan),
@@ -267,8 +275,14 @@ def run(report, opts=None) -> None:
     )
     report.note(
         f"honest students at full marks: {honest_full}; every attack 0 points: "
-        f"{attacks_zero}; the signature's command ran on the host: "
-        f"{Path(MARK).exists()}"
+        f"{attacks_zero}"
+        + (
+            ""
+            if course.MODE == "gpu"
+            else f" (not counted in the simulator: {', '.join(sorted(GPU_SIZE_ONLY))}, "
+            "honest at the simulator's sizes)"
+        )
+        + f"; the signature's command ran on the host: {Path(MARK).exists()}"
     )
     if profile.get("phases"):
         report.section(

@@ -25,23 +25,31 @@ bench() { # label, bench's cut-off, then bench options
     --out "$W/$label" --timeout "$cut" "$@" >"$W/$label.out" 2>&1
   echo "    exit $? ($(date +%T)); last lines:"; tail -n 4 "$W/$label.out" | sed 's/^/    /'
 }
-bench rehearsal-warm "$TR" --students "$R" --jobs 8
-bench rehearsal-cold "$TC" --students "$R" --jobs 8 --cold
-bench "class$C-warm" "$T2" --students "$C" --lessons 01_vector_add --no-attackers --jobs 8
-if { [ "$NGPU" -ge 2 ] || [ -n "${GRADING_DASK:-}" ]; } && "$PY" -c "import distributed" 2>/dev/null; then
-  DASK=$(dirname "$(command -v "$PY")")/dask; [ -x "$DASK" ] || DASK=dask
+# GRADING_PART: "single" (the one-GPU runs), "dask" (the Dask pair), or both (default):
+# a device call runs 10 minutes at most, so a 2-GPU machine takes two calls.
+PART=${GRADING_PART:-both}
+if [ "$PART" != dask ]; then
+  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}  # one GPU, whatever the machine has
+  bench rehearsal-warm "$TR" --students "$R" --jobs 8
+  bench rehearsal-cold "$TC" --students "$R" --jobs 8 --cold
+  bench "class$C-warm" "$T2" --students "$C" --lessons 01_vector_add --no-attackers --jobs 8
+  unset CUDA_VISIBLE_DEVICES
+fi
+if [ "$PART" != single ] && { [ "$NGPU" -ge 2 ] || [ -n "${GRADING_DASK:-}" ]; } \
+  && "$PY" -c "import distributed" 2>/dev/null; then
   NW=$([ -n "${GRADING_TINY:-}" ] && echo 1 || echo 8)
-  "$DASK" scheduler --port 8786 --no-dashboard >"$W/sched.log" 2>&1 & S=$!
+  "$PY" -m distributed.cli.dask_scheduler --port 8786 --no-dashboard >"$W/sched.log" 2>&1 & S=$!
   sleep 5
   for g in 0 1; do
-    CUDA_VISIBLE_DEVICES=$g "$DASK" worker tcp://127.0.0.1:8786 --nworkers "$NW" \
-      --nthreads 1 --no-dashboard >"$W/worker$g.log" 2>&1 & eval "D$g=\$!"
+    CUDA_VISIBLE_DEVICES=$g "$PY" -m distributed.cli.dask_worker tcp://127.0.0.1:8786 \
+      --nworkers "$NW" --nthreads 1 --no-dashboard >"$W/worker$g.log" 2>&1 & eval "D$g=\$!"
   done
   sleep 20
   bench dask-2gpu "$TD" --students "$D" --lessons 01_vector_add --no-attackers \
     --jobs $((2 * NW)) --executor dask --scheduler tcp://127.0.0.1:8786
   kill "$D0" "$D1" "$S" 2>/dev/null; wait "$D0" "$D1" "$S" 2>/dev/null
-  bench dask-1gpu-ref "$TD" --students "$D" --lessons 01_vector_add --no-attackers --jobs "$NW"
+  CUDA_VISIBLE_DEVICES=0 bench dask-1gpu-ref "$TD" --students "$D" --lessons 01_vector_add \
+    --no-attackers --jobs "$NW"
 else
   echo "=== dask: skipped (GPUs: $NGPU; it needs 2 and Dask distributed)"
 fi

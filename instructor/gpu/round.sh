@@ -3,11 +3,11 @@
 #   source .whl/prelude.sh && bash instructor/gpu/round.sh cards   # an H200 (or any one GPU)
 #   source .whl/prelude.sh && bash instructor/gpu/round.sh notebooks   # then, same machine
 #   source .whl/prelude.sh && bash instructor/gpu/round.sh class   # an H100 (x2 for Dask)
-#   source .whl/prelude.sh && bash instructor/gpu/round.sh checktimes   # then, same machine
+#   source .whl/prelude.sh && bash instructor/gpu/round.sh dask   # then, same (2-GPU) machine
 # cards: checktimes (#47's tune targets on this card) and the two slider panels not yet
 #        recorded (#48), about 4 min on an H200; notebooks: all 13 top to bottom, 5 at a time.
 # class: #45's grading measurements (instructor/gpu/grading.sh, under 10 minutes);
-# checktimes alone: for the second card (one device call may run 10 minutes at most).
+# dask: the Dask pair on 2 GPUs, then checktimes on this card (a call runs 10 minutes at most).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/round-out}; mkdir -p "$OUT"
@@ -35,9 +35,13 @@ case "${1:-}" in
     tar czf "$OUT/notebooks-executed.tar.gz" -C /tmp/nb executed 2>/dev/null
     ;;
   class)
-    OUT="$OUT" timeout 570 bash instructor/gpu/grading.sh
+    OUT="$OUT" GRADING_PART=single timeout 570 bash instructor/gpu/grading.sh
+    ;;
+  dask)
+    OUT="$OUT" GRADING_PART=dask timeout 400 bash instructor/gpu/grading.sh
+    checktimes
     ;;
   checktimes) checktimes ;;
-  *) echo "usage: round.sh cards|notebooks|class|checktimes"; exit 2 ;;
+  *) echo "usage: round.sh cards|notebooks|class|dask|checktimes"; exit 2 ;;
 esac
 echo "done ($(date +%T)): $(ls "$OUT")"
