@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib
 import math
 import types
+import warnings
 
 import numpy as np
 
@@ -207,7 +208,7 @@ def value(desc, budget: Budget, owner: str = "the kernel"):
 
             if rest[0] in NUMBA_TYPES and rest[0] != "void":
                 return getattr(nbtypes, rest[0])
-    except (IndexError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+    except (IndexError, TypeError, ValueError, AttributeError, ArithmeticError, Warning) as exc:
         raise UnitError(f"a kernel unit's global is malformed ({str(exc)[:100]})") from None
     raise UnitError(f"a kernel unit's global of kind {kind[:20]!r} is not allowed")
 
@@ -235,7 +236,9 @@ def _read_number(desc, budget: Budget, owner: str, nesting: int):
         v = rest[1]
         if dt.kind == "c" and isinstance(v, list) and len(v) == 2:
             return dt.type(complex(_float(v[0]), _float(v[1])))
-        return dt.type(_float(v) if isinstance(v, str) else _plain_in(v))
+        with warnings.catch_warnings():  # 1e308 as a float16: refused, not made inf
+            warnings.simplefilter("error")
+            return dt.type(_float(v) if isinstance(v, str) else _plain_in(v))
     raise UnitError("a kernel unit's tuple holds something that is not a number")
 
 
