@@ -50,8 +50,14 @@ def text(desc) -> str:
         return f"numpy.dtype({rest[0]!r}).type({rest[1]!r})"
     if kind == "complex":
         return repr(complex(*rest))
-    if kind == "tuple":
-        return repr(tuple(rest[0]))
+    if kind == "tuple":  # nested tuples and numpy numbers in them, as Python writes them
+        from ..grading.decorator import UnitError
+        from ..grading.values import Budget, value
+
+        try:
+            return repr(value(desc, Budget()))
+        except UnitError:
+            return repr(desc)
     if kind == "dtype":
         return f"numpy.dtype({rest[0]!r})"
     if kind == "array":
