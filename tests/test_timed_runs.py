@@ -94,10 +94,13 @@ def _measure(spec, kernels, sim_runs=2, seed=5):
     prep = judge.prepare(spec, case, cases_mod.measured_rng(seed), guard=False)
     plan = sampled.plan(spec, prep)
     plan.sim_runs = sim_runs
+    steps: dict = {}
     figures, returned, samples, trespass = measurer.measure_launch(
-        runs, None, prep.staged(case), dict(plan.request(), domains=plan.domains)
+        runs, None, prep.staged(case), dict(plan.request(), domains=plan.domains), steps
     )
     assert runs.n == 1 + sim_runs
+    assert {"to device", "traced", "sim runs", "sampling", "copies"} <= set(steps)
+    assert set(steps) <= set(timed.STEPS) and all(v >= 0 for v in steps.values())
     assert trespass is None
     return cases_mod.judge_measured(spec, case, prep, returned, figures, plan=plan, samples=samples)
 
@@ -179,8 +182,8 @@ def test_the_graders_judge_judges_every_run_the_measurer_makes(monkeypatch):
 class FakeMeasurer:
     """A measurer whose reply the test writes (what a broken or hostile one could send)."""
 
-    def __init__(self, edit):
-        self.edit = edit
+    def __init__(self, edit, steps=None):
+        self.edit, self.steps = edit, steps
 
     def ask(self, header, op, arrays=None, expect=None):
         spec = get(header["exercise"])
@@ -199,7 +202,8 @@ class FakeMeasurer:
             assert v.dtype == dt and all(
                 s in a if isinstance(a, range) else s == a for s, a in zip(v.shape, shape)
             )
-        return {"op": "measured", "figures": {"used": 1, "moved": 1}, "error": None}, out
+        reply = {"op": "measured", "figures": {"used": 1, "moved": 1}, "error": None}
+        return (reply if self.steps is None else dict(reply, steps=self.steps)), out
 
 
 def test_the_session_judge_refuses_a_run_whose_samples_are_wrong(monkeypatch):
@@ -219,6 +223,30 @@ def test_the_session_judge_refuses_a_run_whose_samples_are_wrong(monkeypatch):
 
     res = jd.measure(FakeMeasurer(one_run_only), ADD)
     assert "did not all come back" in res.message
+
+
+@pytest.mark.parametrize(
+    "steps, moved",
+    [
+        ({"compile": 0.0, "launches": 0.0}, True),
+        ({"compile": -1.0}, False),
+        ({"launches": 1e9}, False),  # longer than the judge waited
+        ({"verdict": 0.0}, False),
+        ("fast", False),
+    ],
+)
+def test_a_measurers_step_times_only_move_seconds_between_phases(monkeypatch, steps, moved):
+    from course.grading.phases import Phases
+
+    monkeypatch.setattr(sampled, "SIM_RUNS", 2)
+    jd = session.Judge(GradeSettings(seed=9, mode="sim", case_time_limit=10.0), None)
+    jd.phases = Phases()
+    with jd.phases.timed("timed runs"):
+        res = jd.measure(FakeMeasurer(lambda out: None, steps), ADD)
+    assert "no figure" not in res.message and res.figures, res.message
+    got = jd.phases.seconds
+    assert ("timed runs: compile" in got) is moved and "timed runs: verdict" not in got
+    assert "timed runs: judge prepare" in got and "timed runs: judge check" in got
 
 
 @sim_only

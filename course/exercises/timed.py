@@ -22,6 +22,7 @@ launch (run 0); ``sim_runs`` more runs go through the same loop (the tests use t
 from __future__ import annotations
 
 import statistics
+import time
 
 import numpy as np
 
@@ -106,19 +107,44 @@ class Arrays:
         return None
 
 
+STEPS = ("to device", "compile", "warm-up", "launches", "sampling", "copies", "traced", "sim runs")
+
+
+class Steps(dict):
+    """Seconds per step of one measurement (:data:`STEPS`), each lap exclusive of the
+    sampling done in it: where the time went, for the profile only (``phases.py``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.t, self.sampled = time.perf_counter(), 0.0
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self[name] = self.get(name, 0.0) + max(0.0, now - self.t - self.sampled)
+        self.t, self.sampled = now, 0.0
+
+    def sampling(self, seconds: float) -> None:
+        self["sampling"] = self.get("sampling", 0.0) + seconds
+        self.sampled += seconds
+
+
 class Sampling:
     """What the judge asked to see of every run: its seed, the outputs (in order), the
-    elements each reference judges (``domains``: None for all), runs in the simulator."""
+    elements each reference judges (``domains``: None for all), runs in the simulator;
+    ``steps``: where the measurement's time went (:class:`Steps`)."""
 
     def __init__(self, seed: int, names: list, domains: dict, sim_runs: int = 0):
         self.seed, self.names, self.domains = int(seed), list(names), domains
         self.sim_runs = int(sim_runs)
+        self.steps = Steps()
 
     def take(self, arrays: Arrays, run: int) -> dict:
+        t = time.perf_counter()
         out = {}
         for j, name in enumerate(self.names):
             pos = positions(self.seed, run, j, arrays.host[name].size, self.domains.get(name))
             out[name] = arrays.take(name, pos)
+        self.steps.sampling(time.perf_counter() - t)
         return out
 
 
@@ -126,7 +152,7 @@ def judged_runs(spec, fn, case, arrays: Arrays, sampling: Sampling, traced=None)
     """(figures, the last run's arrays, samples: name -> (runs, k) array, trespass or None).
 
     ``traced``: ``(fn, case, views) -> figures``, the simulator's traced launch (run 0)."""
-    rows, times = [], []
+    rows, times, steps = [], [], sampling.steps
     launch = lambda: spec.launch(fn, case, arrays.views)  # noqa: E731
 
     def run(timed: bool = False, hold: bool = False, trace=None):
@@ -151,10 +177,13 @@ def judged_runs(spec, fn, case, arrays: Arrays, sampling: Sampling, traced=None)
 
     if runtime.MODE != "gpu":
         figures = run(trace=traced)
+        steps.lap("traced")
         for _ in range(sampling.sim_runs):
             run()
+        steps.lap("sim runs")
     else:
         run()  # compiles: judged, not timed
+        steps.lap("compile")
         probe, host_ms = run(timed=True)
         hold = probe < HOLD_BELOW_MS and host_ms < 0.8 * _hold_ms()
         if probe > SLOW_MS:  # a seed board's naive kernel: fewer
@@ -163,10 +192,30 @@ def judged_runs(spec, fn, case, arrays: Arrays, sampling: Sampling, traced=None)
             count, warm = REPEAT, WARMUP - 1
         for _ in range(warm):
             run(timed=True, hold=hold)
+        steps.lap("warm-up")
         times = [run(timed=True, hold=hold)[0] for _ in range(count)]
+        steps.lap("launches")
         figures = _figures(times)
     samples = {name: np.stack([r[name] for r in rows]) for name in sampling.names}
-    return figures, arrays.whole(), samples, arrays.trespass()
+    whole, trespass = arrays.whole(), arrays.trespass()
+    steps.lap("copies")
+    return figures, whole, samples, trespass
+
+
+def warm_up() -> None:
+    """GPU: this process's CUDA context made and the helper kernels compiled (the L2 flush,
+    the gather, the hold kernel), with tiny launches of the course's own code, so that none
+    of it happens while the judge holds the measuring lock.  Nothing in the simulator."""
+    if runtime.MODE != "gpu":
+        return
+    from numba import cuda
+
+    from ..measure.timing import warm_hold
+
+    _flush_l2()
+    _gather(cuda.to_device(np.zeros(4, np.float32)), np.zeros(1, np.int64))
+    warm_hold()
+    cuda.synchronize()
 
 
 def _figures(times: list) -> dict:

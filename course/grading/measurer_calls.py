@@ -11,6 +11,7 @@ and everything else a verdict depends on, is ``session.py``'s.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 
 from . import judge
 from .cases import judge_measured, measure_failed, measured_rng
@@ -77,9 +78,13 @@ def judge_measure(
     from .gpu_lock import LockTimeout, device_lock
     from .sampled import plan
 
+    def timed(name: str):
+        return phases.timed(f"timed runs: {name}") if phases is not None else nullcontext()
+
     case = spec.measured_case(mode)
-    prep = judge.prepare(spec, case, measured_rng(seed), guard=False)
-    p = plan(spec, prep)
+    with timed("judge prepare"):
+        prep = judge.prepare(spec, case, measured_rng(seed), guard=False)
+        p = plan(spec, prep)
     waiting = time.perf_counter()
     try:
         with device_lock(mode == "gpu", deadline=deadline):
@@ -92,6 +97,7 @@ def judge_measure(
                 m.chan.deadline = min(
                     deadline, time.monotonic() + max(MEASURE_S, spec.time_budget_s)
                 )
+            asked = time.perf_counter()
             reply, arrays = m.ask(
                 {
                     "op": "measure",
@@ -105,6 +111,8 @@ def judge_measure(
                 arrays={**prep.buffers(), **p.arrays()},
                 expect=p.expect(prep),
             )
+            if phases is not None:  # advisory: seconds moved between phases, nothing more
+                took_steps(phases, reply.get("steps"), time.perf_counter() - asked)
             if mode == "gpu":
                 m.chan.deadline = deadline
     except LockTimeout:
@@ -116,6 +124,19 @@ def judge_measure(
         raise Tampered("a measurement came back without figures")
     samples = {k[len("sample:") :]: arrays.pop(k) for k in list(arrays) if k.startswith("sample:")}
     same_arrays(arrays, prep.buffers())
-    return judge_measured(
-        spec, case, prep, arrays, figures, mode, ceilings, plan=p, samples=samples
-    )
+    with timed("judge check"):
+        return judge_measured(
+            spec, case, prep, arrays, figures, mode, ceilings, plan=p, samples=samples
+        )
+
+
+def took_steps(phases, value, waited: float) -> None:
+    """The measurer's seconds per step of its measurement (``timed.Steps``), moved out of
+    ``timed runs`` into its sub-phases - only where they are a dict of known steps to
+    finite seconds, together within the ``waited`` seconds (``phases.steps``); anything
+    else is ignored.  They never reach a verdict."""
+    from ..exercises.timed import STEPS
+    from .phases import steps
+
+    for name, seconds in steps(value, waited, STEPS).items():
+        phases.moved(f"timed runs: {name}", seconds)

@@ -5,7 +5,8 @@ Each submission's judge keeps a :class:`Phases` (``session.py``) and times its s
 the outer one), so a submission's phases add up to its wall time.  A child may say how long
 its own imports took (the ``took`` of its greeting): :func:`reported` accepts only a finite
 number of seconds within the submission's time, and the value only ever moves seconds
-between two phases of the profile, never into a verdict.  ``grade --profile FILE`` sums the
+between two phases of the profile, never into a verdict; so do the seconds a measurer says
+each step of a measurement took (:func:`steps`, moved out of ``timed runs``).  ``grade --profile FILE`` sums the
 class's phases (``batch.py``), ``bench grading`` reports them.
 """
 
@@ -18,13 +19,26 @@ from contextlib import contextmanager
 ORDER = (
     "sandbox start",  # a worker, measurer or gate made and greeted (cold: a new interpreter)
     "imports",  # what its children said their imports took
+    "gpu warm-up",  # a GPU measurer's CUDA context and helper kernels, before any lock
     "notebook",  # the submission read, parsed, its cells found
     "cells",  # the student's cells run by the worker
     "compile gate",  # the kernel compiled for the GPU targets
     "kernel load",  # the measurer rebuilding the unit
     "cases",  # every public and hidden case: inputs, launches, judging
     "gpu lock wait",  # waiting for this GPU's measuring lock
-    "timed runs",  # a tune exercise's measured launch (GPU: timed; sim: traced figures)
+    "timed runs",  # a tune exercise's measured launch: what its sub-phases do not cover
+    # (the pipes both ways, the request's decoding); its sub-phases, the judge's own first
+    # and last, the others what the measurer says its steps took (``timed.STEPS``)
+    "timed runs: judge prepare",  # the inputs and the float64 reference made
+    "timed runs: to device",  # the arrays, their pristine copies and tails to the device
+    "timed runs: compile",  # the first (untimed, judged) run: the kernel's compile
+    "timed runs: warm-up",  # the probe and the warm-up runs
+    "timed runs: launches",  # the timed runs (restores, L2 flushes, launches)
+    "timed runs: sampling",  # every run's samples gathered and brought back
+    "timed runs: copies",  # the last run's arrays whole, the tails and pristine copies checked
+    "timed runs: traced",  # simulator: the traced launch
+    "timed runs: sim runs",  # simulator: the extra judged runs the tests ask for
+    "timed runs: judge check",  # the samples and the whole output judged
     "scoring",  # points, reasons
     "feedback",  # the feedback files (once, at the end of a run)
 )
@@ -77,6 +91,19 @@ def reported(value, limit: float) -> float | None:
         return None
     value = float(value)
     return value if math.isfinite(value) and 0.0 <= value <= limit else None
+
+
+def steps(value, limit: float, known) -> dict:
+    """A measurer's seconds per step, if they are that: a dict of at most ``len(known)``
+    ``known`` names to finite seconds in [0, ``limit``], together no more than ``limit``
+    (the seconds the judge waited for them); anything else: {} (all of it ignored)."""
+    if not isinstance(value, dict) or len(value) > len(known):
+        return {}
+    got = {k: reported(v, limit) for k, v in value.items() if isinstance(k, str) and k in known}
+    if len(got) != len(value) or any(v is None for v in got.values()):
+        return {}
+    good = {k: float(v) for k, v in got.items() if v is not None}
+    return good if sum(good.values()) <= limit else {}
 
 
 def table(seconds: dict, wall: float, students: int, jobs: int) -> str:
