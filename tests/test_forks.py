@@ -5,6 +5,9 @@ signal or talk to the zygote.  Cells run in real sandboxed workers (``Child`` on
 
 import math
 import os
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -310,3 +313,68 @@ result = [b"s3cr3t-4512" in blob, "s3cr3t-4512" in repr(dict(os.environ)), len(b
         cells.child.stop()
     finally:
         iso.forks.close()
+
+
+def test_a_measurers_step_times_are_taken_only_as_bounded_known_numbers():
+    from course.grading.phases import steps
+
+    known = ("compile", "launches")
+    assert steps({"compile": 1.0, "launches": 2.0}, 5.0, known) == {"compile": 1.0, "launches": 2.0}
+    for bad in (
+        None,
+        [("compile", 1.0)],
+        {"compile": 1.0, "other": 1.0},  # a step it does not have
+        {"compile": -1.0},
+        {"compile": math.nan},
+        {"compile": True},
+        {"compile": 6.0},  # longer than the judge waited
+        {"compile": 3.0, "launches": 3.0},  # together longer
+    ):
+        assert steps(bad, 5.0, known) == {}, bad
+
+
+def test_a_fork_is_reaped_once_whichever_thread_comes_first():
+    """A job's thread and an interrupted run's stop may both wait for the same fork."""
+    from course.grading.forks import Forked
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    asked = []
+
+    class Zygote:
+        def ask(self, request):
+            asked.append(request)
+            proc.wait()
+            return {"status": proc.returncode}
+
+    f = Forked(Zygote(), proc.pid)  # type: ignore[arg-type]
+    threads = [threading.Thread(target=f.wait) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    f.kill()
+    assert f.wait() == 0 and f.poll() == 0 and f.pidfd == -1 and len(asked) == 1
+
+
+def test_a_job_cut_off_by_the_runs_stop_is_interrupted_not_a_grader_failure(monkeypatch):
+    """What a stopped run's job threads still see (a closed pipe: ValueError) is its stop."""
+    from course.grading import child, session
+    from course.grading.batch import grade_one, load_plans
+    from course.grading.intake import collect
+    from course.grading.settings import GradeSettings
+
+    repo = Path(__file__).resolve().parents[1]
+    plans = load_plans(repo / "notebooks")
+    sub = collect([repo / "tests" / "fixtures" / "submissions" / "correct"])[0]
+
+    def cut_off(steps, settings, on_stage=None):
+        raise ValueError("file descriptor cannot be a negative integer")
+
+    monkeypatch.setattr(session, "grade_steps", cut_off)
+    settings = GradeSettings(seed=1, mode="sim")
+    g = grade_one(sub, plans, settings)
+    assert g.status == "error" and "the grader failed" in " ".join(g.reasons), g.reasons
+    monkeypatch.setattr(child, "INTERRUPTED", threading.Event())
+    child.INTERRUPTED.set()
+    g = grade_one(sub, plans, settings)
+    assert g.status == "interrupted" and "stopped" in g.reasons[-1], g.reasons

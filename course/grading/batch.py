@@ -107,13 +107,19 @@ def _grade_read(sub, plans: dict, settings, phases) -> Graded:
         return g
     if not any(s["exercise"] for s in steps):
         return g
+    from .child import INTERRUPTED
     from .session import grade_steps
 
     try:
         out = grade_steps(steps, settings)
     except Exception as exc:  # noqa: BLE001 - whose fault it is, said (verdicts.py)
-        g.status, why = classify("the grader", exc)
-        g.reasons.append(why)
+        if not INTERRUPTED.is_set():
+            g.status, why = classify("the grader", exc)
+            g.reasons.append(why)
+            return g
+    if INTERRUPTED.is_set():  # the run was stopped under it: neither its fault nor ours
+        g.status = "interrupted"
+        g.reasons.append("not graded: the grading run was stopped before it was done")
         return g
     g.status = out.status
     phases.merge(out.phases.seconds)

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -70,10 +71,14 @@ def child_env(scratch: Path, extra: dict | None = None) -> dict:
 
 SETTLE_S = 2.0  # how long a child whose pipes closed may take to end on its own
 LIVE: weakref.WeakSet = weakref.WeakSet()  # children not stopped yet (an interrupted run's)
+INTERRUPTED = threading.Event()  # set when an interrupted run stops every child under its jobs
 
 
-def stop_all() -> None:
-    """Stop every child this process started and did not stop yet (an interrupted run)."""
+def stop_all(interrupted: bool = False) -> None:
+    """Stop every child this process started and did not stop yet (``interrupted``: the run
+    was cut off, and what its jobs still running see is its stop, not their failure)."""
+    if interrupted:
+        INTERRUPTED.set()
     for c in list(LIVE):
         try:
             c.stop()
@@ -102,6 +107,7 @@ class Child:
     ):
         self.t0 = time.perf_counter()
         self.phases: Any = None  # a ``phases.Phases`` to time its start in
+        self.stopping = threading.Lock()
         LIVE.add(self)
         tmp.mkdir()
         req_r, req_w = os.pipe()  # we write requests, it reads
@@ -172,8 +178,11 @@ class Child:
 
             took = time.perf_counter() - self.t0
             imports = min(reported(hello.get("took"), took) or 0.0, took)
+            warm = reported(hello.get("warm"), imports) or 0.0  # a GPU measurer's warm-up
             self.phases.moved("sandbox start", took - imports)
-            self.phases.moved("imports", imports)
+            self.phases.moved("imports", imports - warm)
+            if warm:
+                self.phases.moved("gpu warm-up", warm)
 
     def ask(
         self,
@@ -218,12 +227,14 @@ class Child:
         _kill(self.proc)  # the sandbox's first process: its PID namespace ends with it
         if self.cgroup is not None:
             self.cgroup.remove()
-        for fd in (self.chan.rfd, self.chan.wfd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.chan.rfd = self.chan.wfd = -1
+        with self.stopping:  # its job's thread and an interrupted run's stop: closed once
+            fds, self.chan.rfd, self.chan.wfd = (self.chan.rfd, self.chan.wfd), -1, -1
+        for fd in fds:
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
     def last_words(self) -> str:
         rc = self.proc.returncode

@@ -83,7 +83,7 @@ def grade_all(files: list, plans: dict, opts, settings, grade_one) -> list[Grade
     try:
         rows = _run(files, plans, opts, settings, grade_one, on_row)
     except KeyboardInterrupt:
-        _stop(settings)
+        _stop(settings, interrupted=True)
         profile.write(interrupted=True)
         print(
             f"grade: interrupted after {len(done)} of {len(files)} notebook(s); their rows "
@@ -104,10 +104,10 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _stop(settings) -> None:
+def _stop(settings, interrupted: bool = False) -> None:
     from .child import stop_all
 
-    stop_all()
+    stop_all(interrupted)
     forks = getattr(settings.isolation, "forks", None)
     if forks is not None:
         forks.close()

@@ -50,31 +50,50 @@ class Forked:
         self.zygote, self.pid = zygote, pid
         self.returncode: int | None = None
         self.pidfd = os.pidfd_open(pid)
+        self.reaping = threading.Lock()  # a job's thread and an interrupted run's stop
+
+    def _ended(self, timeout: float | None) -> bool:
+        fd = self.pidfd
+        if fd < 0:
+            return True
+        try:
+            return bool(select.select([fd], [], [], timeout)[0])
+        except (OSError, ValueError):  # reaped and closed by another thread meanwhile
+            return True
 
     def poll(self):
-        if self.returncode is None and select.select([self.pidfd], [], [], 0)[0]:
+        if self.returncode is None and self._ended(0):
             self._reap()
         return self.returncode
 
     def wait(self, timeout: float | None = None):
         if self.returncode is None:
-            if not select.select([self.pidfd], [], [], timeout)[0]:
+            if not self._ended(timeout):
                 raise subprocess.TimeoutExpired(f"sandbox {self.pid}", timeout or 0)
             self._reap()
         return self.returncode
 
     def kill(self) -> None:
-        if self.returncode is None:
-            try:
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        with self.reaping:
+            if self.returncode is None and self.pidfd >= 0:
+                try:
+                    signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     def _reap(self) -> None:
-        status = self.zygote.ask({"op": "reap", "pid": self.pid}).get("status")
-        self.returncode = status if isinstance(status, int) else -signal.SIGKILL
-        os.close(self.pidfd)
-        self.pidfd = -1
+        """Its exit status from the zygote and its pidfd closed: once, whichever thread
+        comes first (a stopped run's zygote gone: killed)."""
+        with self.reaping:
+            if self.pidfd < 0:
+                return
+            try:
+                status = self.zygote.ask({"op": "reap", "pid": self.pid}).get("status")
+            except (ZygoteError, OSError, ValueError):
+                status = None
+            self.returncode = status if isinstance(status, int) else -signal.SIGKILL
+            os.close(self.pidfd)
+            self.pidfd = -1
 
 
 class Zygote:
