@@ -227,7 +227,7 @@ def find_lesson(nb: dict | None, path: Path, plans: dict, forced: str | None) ->
         if isinstance(meta, dict) and isinstance(meta.get("course"), dict)
         else None
     )
-    if lesson in plans:
+    if isinstance(lesson, str) and lesson in plans:  # metadata is the submission's: any type
         return lesson
     for name in sorted(plans, key=len, reverse=True):
         if name in path.name or name == path.parent.name:

@@ -16,6 +16,7 @@ Everything a verdict depends on is settled here, while no student code runs anyw
 from __future__ import annotations
 
 import atexit
+import logging
 import shutil
 import tempfile
 import time
@@ -26,13 +27,25 @@ from . import hidden, intake
 from . import notebook as nbk
 from .settings import GradeSettings
 
+log = logging.getLogger("course.grading")
+
 
 def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
     """(the submissions, read and keyed; the summary's lines so far; the run's settings,
     built once from ``grade``'s command line ``opts``)."""
 
     def survey(sub) -> None:  # what start-up needs of it; then its bytes go
-        read_submission(sub, plans, opts.lesson)
+        try:
+            read_submission(sub, plans, opts.lesson)
+        except Exception as exc:  # noqa: BLE001 - one notebook never stops the class's run
+            log.exception("reading %s failed", sub.path)
+            sub.notebook, sub.problem = (
+                None,
+                (
+                    "the course could not read this notebook "
+                    f"({type(exc).__name__}); the instructor has the details in the log"
+                ),
+            )
         intake.forget(sub)
 
     subs = intake.collect(opts.submissions, survey)

@@ -3,9 +3,8 @@
 A file sent to ``POST /api/submissions`` without a unit (``python -m course submit``, or any
 HTTP client) used to run in the grading sandbox to find its kernel, and the kernel judged
 was whatever the file made: a file could show one ``add_fast`` and ``exec`` another whose
-text it planted in ``linecache``.  The service now judges only what it can show: the file
-is read as data, its unit made by ``course.grading.unit.extract`` - the extractor
-``course.submit`` uses - and that unit is stored, judged and shown.
+text it planted in ``linecache``.  Now the file is read as data, its unit made by
+``course.grading.unit.extract`` (as ``course.submit`` does), stored, judged and shown.
 
 The file may hold, at its top level, only statements that run nothing:
 
@@ -19,8 +18,8 @@ The file may hold, at its top level, only statements that run nothing:
   expression, the number it makes must be one the service stores as plain JSON and a
   kernel can use: a bool, an integer within 64 bits, a finite float (numpy's float16 to
   float64 too), or a tuple of these; a dtype must be a number dtype of at most 64 bits.
-  ``np.longdouble(2)``, ``np.complex64(1.5)``, ``np.timedelta64(1)`` or ``math.inf`` are
-  refused with their line (a kernel may still write ``math.inf`` in its body);
+  ``np.longdouble(2)``, ``np.complex64(1.5)``, ``np.timedelta64(1)``, ``math.inf`` or a
+  dtype named by more than 8 characters are refused with their line;
 - an ``if __name__ == "__main__":`` block, which is skipped (it never runs here).
 
 Anything else - ``exec``, other imports, calls, assignments into objects, classes, loops -
@@ -94,7 +93,7 @@ def unit_of_file(source: str, function: str, extra_names=()) -> dict:
             f"the source cannot be read as Python ({type(exc).__name__}: {str(exc)[:120]})"
         ) from None
     filename = f"<submitted file {next(_files)}>"
-    ns: dict = {"__builtins__": {}, "__name__": "submitted", "_keeps_lines": lambda f: f}
+    ns: dict = {"__builtins__": {}, "__name__": "submitted"}
     budget = [MAX_ELEMENTS]  # numbers in the file's tuples, each reach counted
     try:
         for node in tree.body:
@@ -201,6 +200,10 @@ def _bind(target, value, ns: dict, node) -> None:
         raise _refuse(node, "assigns into something other than a name")
 
 
+KEEPS_LINES = "<the reader's identity>"  # not an identifier: a file cannot bind it
+_identity = (lambda f: f).__call__  # the decorator the def is given: keeps line numbers
+
+
 def _define(node: ast.FunctionDef, ns: dict, filename: str) -> None:
     """Define the function with its decorators replaced by an identity (they never run)
     and its annotations dropped; its defaults must be literals."""
@@ -220,15 +223,16 @@ def _define(node: ast.FunctionDef, ns: dict, filename: str) -> None:
                 except ValueError:
                     raise _refuse(node, "has @cuda.jit options that are not literals") from None
     fdef = copy.copy(node)
+    # the decorator becomes an identity no statement of a file can bind (no identifier)
     fdef.decorator_list = [
-        ast.copy_location(ast.Name("_keeps_lines", ast.Load()), d) for d in node.decorator_list
+        ast.copy_location(ast.Name(KEEPS_LINES, ast.Load()), d) for d in node.decorator_list
     ]
     fdef.returns = None
     for a in ast.walk(fdef.args):
         if isinstance(a, ast.arg):
             a.annotation = None
     module = ast.fix_missing_locations(ast.Module([fdef], []))
-    local: dict = {}
+    local: dict = {KEEPS_LINES: _identity}
     with warnings.catch_warnings():  # a submission's SyntaxWarning is not the service's log
         warnings.simplefilter("ignore")
         code = compile(module, filename, "exec")
@@ -267,6 +271,10 @@ def _is_jit(dec, ns: dict) -> bool:
     return True
 
 
+CALLS, MAX_CALLS = "<calls made>", 4096  # np.float32(..), np.dtype(..) calls in one file
+MAX_NAME = 8  # characters of a dtype's name given as a string ("float32", "<f8")
+
+
 def _const(node, ns: dict, stmt):
     """A constant's value, computed by the service from the expression (bounded)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, complex, str)):
@@ -295,6 +303,12 @@ def _const(node, ns: dict, stmt):
     if isinstance(node, ast.Call) and not node.keywords and len(node.args) == 1:
         fn, arg = _const(node.func, ns, stmt), _const(node.args[0], ns, stmt)
         is_number_type = isinstance(fn, type) and issubclass(fn, np.number)
+        calls = ns.setdefault(CALLS, [0])  # calls computed for the whole file, bounded
+        calls[0] += 1
+        if calls[0] > MAX_CALLS:
+            raise _refuse(stmt, f"makes more than {MAX_CALLS} numbers or dtypes by calls")
+        if isinstance(arg, str) and (len(arg) > MAX_NAME or not arg.isascii()):
+            raise _refuse(stmt, f"names a type by a string longer than {MAX_NAME} characters")
         if (is_number_type or fn is np.dtype) and isinstance(arg, (int, float, str, type)):
             try:
                 with warnings.catch_warnings():
