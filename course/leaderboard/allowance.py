@@ -12,13 +12,22 @@ holding the judge, or the disk, for long anyway:
 - **Storage**: the sources and units kept for a student (every submission is kept) at most
   ``Settings.quota_bytes`` (default 20 MB); a submission that would pass it gets ``413``.
 
-The instructor's token is exempt from both (as from the rate limits).
+- **Reads**: a student has at most one submission being read at a time (a second one sent
+  meanwhile gets ``429``), and every read *attempt* counts against the rate, those the reader
+  refused or that ran out of time included (:class:`Reads`): one student cannot hold more
+  than one reader, nor keep one busy past the rate.
+
+The checks and the reservation of a read are one step of the event loop (no ``await``
+between them, :func:`check_submission`), so submissions sent at the same moment cannot all
+pass them.  The instructor's token is exempt from all of these (as from the rate limits).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
+from collections import deque
 
 from .limits import Refused
 
@@ -80,3 +89,72 @@ def check_storage(store, student: str, adds: int, quota: int) -> None:
             f"MB; the limit is {quota / 1e6:g} MB per student: ask your "
             "instructor to raise it",
         )
+
+
+class Reads:
+    """Per student: whether a read is in flight, and the times of read attempts that stored
+    nothing (refused, timed out, past the quota) - the store counts the others.  Bounded:
+    one entry per student of the roster, each holding at most the window's attempts."""
+
+    def __init__(self) -> None:
+        self._busy: set[str] = set()
+        self._unstored: dict[str, deque[float]] = {}
+
+    def unstored(self, student: str, since: float) -> int:
+        times = self._unstored.get(student)
+        while times and times[0] < since:
+            times.popleft()
+        return len(times) if times else 0
+
+    def check(self, student: str) -> None:
+        """Refused (429) while the student has a read in flight."""
+        if student in self._busy:
+            raise Refused(
+                429,
+                "one of your submissions is being read now; send the next when it has "
+                "its answer (one at a time per student)",
+                {"Retry-After": "10"},
+            )
+
+    def begin(self, student: str) -> None:
+        """Reserve the student's one read (Refused, 429, while another is in flight)."""
+        self.check(student)
+        self._busy.add(student)
+
+    def end(self, student: str, stored: bool, now: float) -> None:
+        self._busy.discard(student)
+        if not stored:
+            self._unstored.setdefault(student, deque()).append(now)
+
+    def end_after(self, read, student: str, stored: bool) -> None:
+        """:meth:`end` now, or when ``read`` (an asyncio future) is done if it still runs
+        (its client gone): the student's reader stays theirs until then."""
+        if read is None or read.done():
+            self.end(student, stored, time.time())
+        else:
+            read.add_done_callback(lambda f: f.cancelled() or f.exception() or None)
+            read.add_done_callback(lambda f: self.end(student, False, time.time()))
+
+
+def check_submission(store, reads: Reads, student: str, settings, least: int, now: float):
+    """Every limit of a student's new submission (Refused, 429 or 413, else), then its read
+    reserved (``reads.end`` releases it); synchronous, so atomic on the event loop."""
+    reads.check(student)  # one read at a time, before any other limit
+    since = now - settings.per_s
+    if store.submitted_since(student, since) + reads.unstored(student, since) >= settings.rate:
+        raise Refused(
+            429,
+            f"too many submissions: {settings.rate} per {settings.per_s:.0f} s (every one "
+            "read counts, refused ones too); try again in a minute",
+            {"Retry-After": str(int(settings.per_s))},
+        )
+    if store.waiting(student) >= settings.max_waiting:
+        raise Refused(
+            429,
+            f"you already have {settings.max_waiting} submissions "
+            "waiting; try again when one is done",
+            {"Retry-After": "30"},
+        )
+    check_judge_time(store, student, settings.judge_s, settings.judge_window_s, now)
+    check_storage(store, student, least, settings.quota_bytes)
+    reads.begin(student)

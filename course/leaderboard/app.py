@@ -19,7 +19,8 @@ submission, 408 a body that took over ``limits.BODY_S`` or trickled, 413 too lar
 student's storage quota, 422 not a kernel the service can take (syntax error, no such
 ``@cuda.jit`` function, malformed unit, a ``"source"`` that is not the unit's: the unit is
 what is judged, so the source shown is always the unit's; a file that runs anything at its
-top level, ``fromfile.py``), 429 too many submissions or past
+top level, ``fromfile.py``), 429 too many submissions (every read
+attempt counts) or one already being read, or past
 the student's judge time in the window (``Retry-After`` says when to retry;
 ``allowance.py``) or more than the client's share of bodies in flight; 503 while
 ``limits.BODIES_IN_FLIGHT`` bytes are being read.  Connection-level limits (header
@@ -262,40 +263,32 @@ def create_app(store, queue, settings: Settings) -> Starlette:
             source, function, unit = asked(data)
             if not isinstance(board, str) or board not in settings.boards:
                 raise Refused(404, boards_mod.unknown(board, settings.boards))
-        if not admin:
-            recent = store.submitted_since(student, time.time() - settings.per_s)
-            if recent >= settings.rate:
-                raise Refused(
-                    429,
-                    f"too many submissions: {settings.rate} per "
-                    f"{settings.per_s:.0f} s; try again in a minute",
-                    {"Retry-After": str(int(settings.per_s))},
-                )
-            if store.waiting(student) >= settings.max_waiting:
-                raise Refused(
-                    429,
-                    f"you already have {settings.max_waiting} submissions "
-                    "waiting; try again when one is done",
-                    {"Retry-After": "30"},
-                )
-            allowance.check_judge_time(
-                store, student, settings.judge_s, settings.judge_window_s, time.time()
-            )
+        if not admin:  # the checks and the reservation: one step of the event loop
             least = len(source.encode("utf-8", "surrogatepass")) if source else 0
-            allowance.check_storage(store, student, least, settings.quota_bytes)
-        if kind == "student":  # read now, off the event loop (reading.py)
-            spec = settings.boards[board].spec
-            source, unit = await readers.read(
-                {
-                    "source": source,
-                    "function": function,
-                    "unit": unit,
-                    "extra_names": list(getattr(spec, "launch_names", ())),
-                }
-            )
+            allowance.check_submission(store, reads, student, settings, least, time.time())
+        done, read = False, None
+        try:
+            if kind == "student":  # read now, off the event loop (reading.py)
+                spec = settings.boards[board].spec
+                read = asyncio.ensure_future(
+                    readers.read(
+                        {
+                            "source": source,
+                            "function": function,
+                            "unit": unit,
+                            "extra_names": list(getattr(spec, "launch_names", ())),
+                        }
+                    )
+                )
+                source, unit = await asyncio.shield(read)  # a client gone: the read goes on
+                if not admin:
+                    size = sized(source, unit)
+                    allowance.check_storage(store, student, size, settings.quota_bytes)
+            sid = stored(store, (student, board, function, source, unit), kind)
+            done = True
+        finally:  # every attempt counts against the rate, stored or not
             if not admin:
-                allowance.check_storage(store, student, sized(source, unit), settings.quota_bytes)
-        sid = stored(store, (student, board, function, source, unit), kind)
+                reads.end_after(read, student, done)
         queue.notify()
         return JSONResponse(
             {"id": sid, "status": "queued", "url": f"/api/submissions/{sid}"}, status_code=202
@@ -340,6 +333,7 @@ def create_app(store, queue, settings: Settings) -> Starlette:
         )
 
     readers = Readers(settings.readers, settings.read_s)
+    reads = allowance.Reads()  # per student: one read in flight, attempts counted
 
     routes = [
         Route("/api/boards", list_boards),
