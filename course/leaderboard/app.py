@@ -218,8 +218,9 @@ def public(sub: dict, store, with_source: bool) -> dict:
     return out
 
 
-def create_app(store, queue, settings: Settings) -> Starlette:
-    """The ASGI app over ``store`` (store.Store) and ``queue`` (queue.LocalQueue/DaskQueue)."""
+def create_app(store, queue, settings: Settings, isolation=None) -> Starlette:
+    """The ASGI app over ``store`` (store.Store) and ``queue`` (queue.LocalQueue/DaskQueue);
+    ``isolation``: the grading sandbox its submission readers run in (``reading.py``)."""
     from . import pages
 
     async def list_boards(request):
@@ -332,7 +333,7 @@ def create_app(store, queue, settings: Settings) -> Starlette:
             "the instructor's log has the details",
         )
 
-    readers = Readers(settings.readers, settings.read_s)
+    readers = Readers(settings.readers, settings.read_s, isolation)
     reads = allowance.Reads()  # per student: one read in flight, attempts counted
 
     routes = [

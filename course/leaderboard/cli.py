@@ -139,7 +139,7 @@ def serve(opts) -> int:
     )
     trusted = frozenset(opts.trusted_proxy or ())
     app = limits.PerClient(
-        create_app(store, q, settings),
+        create_app(store, q, settings, isolation),
         opts.max_per_client,
         trusted,
         identify=_identify(store, settings),

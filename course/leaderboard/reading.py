@@ -9,7 +9,9 @@ by the input's size (explicit depth and count limits in ``fromfile`` and
 
 - in one of :data:`READERS` reader processes (``python -m course.leaderboard.reading``,
   started once and kept: the imports take seconds, a read milliseconds), which get no
-  leaderboard secret in their environment, no database and no socket;
+  leaderboard secret in their environment, and which run in the grading sandbox where the
+  service has one (``serve`` without ``--isolation none``): no database, no token file, no
+  other process, no socket;
 - the request and the answer are JSON over the reader's own pipes (``grading/wire.py``:
   sizes checked, never unpickled), and the answer must come within :data:`READ_S`, else
   the reader is killed (a fresh one starts for the next submission) and the request gets
@@ -177,14 +179,22 @@ def _serve(rfd: int, wfd: int) -> None:
 class Reader:
     """One reader process and the service's end of its pipes."""
 
-    def __init__(self):
+    def __init__(self, isolation=None):
         from ..grading.wire import Channel
 
         to_child, from_parent = os.pipe()
         to_parent, from_child = os.pipe()
         env = {k: v for k, v in os.environ.items() if not k.startswith("COURSE_LEADERBOARD")}
+        cmd = [sys.executable, "-m", "course.leaderboard.reading", str(to_child), str(from_child)]
+        if isolation is not None:  # the grading sandbox: no database, tokens, /proc or env
+            from pathlib import Path
+
+            from ..grading.child import child_env
+
+            env = child_env(Path(isolation.scratch))
+            cmd = isolation.wrap(cmd, env)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "course.leaderboard.reading", str(to_child), str(from_child)],
+            cmd,
             pass_fds=(to_child, from_child),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -222,8 +232,8 @@ class Reader:
 class Readers:
     """Up to ``count`` reader processes, each reading one submission at a time."""
 
-    def __init__(self, count: int = READERS, read_s: float = READ_S):
-        self.read_s = read_s
+    def __init__(self, count: int = READERS, read_s: float = READ_S, isolation=None):
+        self.read_s, self.isolation = read_s, isolation  # isolation: the grading sandbox
         self._free: list[Reader | None] = [None] * count
         self._cond = threading.Condition()
 
@@ -235,7 +245,7 @@ class Readers:
 
         def start(k: int) -> None:
             try:
-                started[k] = taken[k] if taken[k] is not None else _start()
+                started[k] = taken[k] if taken[k] is not None else Reader(self.isolation)
             except Exception as exc:  # noqa: BLE001 - the first submission starts one
                 log.error("a submission reader did not start: %s: %s", type(exc).__name__, exc)
 
@@ -268,7 +278,7 @@ class Readers:
         reader = self._take(self.read_s)
         try:
             if reader is None:
-                reader = _start()
+                reader = Reader(self.isolation)
             reply = reader.ask(request, self.read_s)
         except (WireError, OSError, RuntimeError) as exc:
             if reader is not None:
@@ -309,10 +319,6 @@ class Readers:
                 if reader is not None:
                     reader.close()
             self._free = [None] * len(self._free)
-
-
-def _start() -> Reader:
-    return Reader()
 
 
 if __name__ == "__main__":
