@@ -186,6 +186,16 @@ class FakeMeasurer:
         self.edit, self.steps = edit, steps
 
     def ask(self, header, op, arrays=None, expect=None):
+        """The measurer's three requests: ``stage`` kept, ``measure`` answered with
+        figures, ``collect`` with the arrays the test's ``edit`` made."""
+        if header["op"] == "stage":
+            self.staged = (header, arrays)
+            return {"op": "staged", "error": None}, {}
+        if header["op"] == "measure":
+            reply = {"op": "measured", "figures": {"used": 1, "moved": 1}, "error": None}
+            return (reply if self.steps is None else dict(reply, steps=self.steps)), {}
+        assert header["op"] == "collect", header
+        header, arrays = self.staged
         spec = get(header["exercise"])
         case = spec.measured_case("sim")
         prep = judge.prepare(spec, case, cases_mod.measured_rng(9), guard=False)
@@ -202,8 +212,48 @@ class FakeMeasurer:
             assert v.dtype == dt and all(
                 s in a if isinstance(a, range) else s == a for s, a in zip(v.shape, shape)
             )
-        reply = {"op": "measured", "figures": {"used": 1, "moved": 1}, "error": None}
-        return (reply if self.steps is None else dict(reply, steps=self.steps)), out
+        return {"op": "collected"}, out
+
+
+def test_the_measuring_lock_covers_the_runs_and_not_the_pipes(monkeypatch):
+    """#45: the inputs go over before the lock is taken and the outputs come back after it
+    is given up, so a class's measurements wait for each other's GPU work only."""
+    from contextlib import contextmanager
+
+    from course.grading import gpu_lock
+
+    held, seen = [False], []
+
+    @contextmanager
+    def lock(on, deadline):
+        held[0] = True
+        try:
+            yield
+        finally:
+            held[0] = False
+
+    class Watched(FakeMeasurer):
+        def ask(self, header, op, arrays=None, expect=None):
+            seen.append((header["op"], held[0], sorted(arrays or {})))
+            return super().ask(header, op, arrays, expect)
+
+    monkeypatch.setattr(sampled, "SIM_RUNS", 2)
+    monkeypatch.setattr(gpu_lock, "device_lock", lock)
+    jd = session.Judge(GradeSettings(seed=9, mode="sim", case_time_limit=10.0), None)
+    res = jd.measure(Watched(lambda out: None), ADD)
+    assert "no figure" not in res.message and res.figures, res.message
+    assert [(op, h) for op, h, _ in seen] == [
+        ("stage", False),
+        ("measure", True),
+        ("collect", False),
+    ], seen
+    assert seen[0][2] and not seen[1][2] and not seen[2][2]  # arrays only with the stage
+
+
+def test_a_measurer_that_loses_its_staged_inputs_reports_it():
+    m = measurer.Measurement()
+    assert "before its inputs" in m.measure(None)["error"]
+    assert m.collect() == {}
 
 
 def test_the_session_judge_refuses_a_run_whose_samples_are_wrong(monkeypatch):

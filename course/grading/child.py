@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..platform.resources import IMPORT_ROOT as REPO
-from .wire import Channel
+from .wire import Channel, widen
 
 # A child's whole environment: nothing of the grader's (its cloud keys, hub and service
 # tokens) but these names, read from the grader's environment when set ...
@@ -112,6 +112,8 @@ class Child:
         tmp.mkdir()
         req_r, req_w = os.pipe()  # we write requests, it reads
         rep_r, rep_w = os.pipe()  # it writes replies, we read
+        for fd in (req_w, rep_r):
+            widen(fd)
         scratch = Path(isolation.scratch) if isolation is not None else tmp
         env = child_env(scratch, env_extra)  # e.g. the compile gate: NUMBA_ENABLE_CUDASIM=0
         cmd = [sys.executable, "-m", module, str(req_r), str(rep_w)]

@@ -8,11 +8,13 @@ the kernel in a fresh namespace, then answers the judge one request at a time:
   instructor entered by name (``exercises/entries.py``);
 - ``launch``: launch it on the guarded buffers that came with the request and send them
   back (``launch.py``) - a correctness case;
-- ``measure``: a tune exercise's measured launch: traced counts in the simulator, CUDA-event
-  times on a GPU (the judge holds the GPU's measuring lock meanwhile, ``gpu_lock.py``),
-  every run on restored buffers and judged (``exercises/timed.py``): the request names the
-  outputs to sample and carries the judge's seed (``sample``); the reply carries each run's
-  samples (``sample:NAME``, runs x positions) and the last run's arrays whole.
+- ``stage``, ``measure``, ``collect``: a tune exercise's measured launch (:class:`Measurement`):
+  traced counts in the simulator, CUDA-event times on a GPU (the judge holds the GPU's
+  measuring lock for ``measure`` only, ``gpu_lock.py``), every run on restored buffers and
+  judged (``exercises/timed.py``): ``stage`` brings the buffers, names the outputs to sample
+  and carries the judge's seed (``sample``); ``measure`` replies with the figures;
+  ``collect`` sends each run's samples (``sample:NAME``, runs x positions) and the last
+  run's arrays whole.
 
 The ceilings GPU figures are divided by are measured by the judge itself, before any worker
 starts (``prepare.py``, with :func:`measure_ceilings` below): no student kernel runs there.
@@ -79,22 +81,49 @@ def _staged(req: dict, arrays: dict):
     )
 
 
-def _measure(chan, spec, fn, req, arrays) -> None:
-    domains = {k[len("domain:") :]: arrays.pop(k) for k in list(arrays) if k.startswith("domain:")}
-    steps: dict = {}
-    figures, returned, samples, trespass = measure_launch(
-        spec, fn, _staged(req, arrays), dict(req["sample"], domains=domains), steps
-    )
-    if trespass:
-        chan.send({"op": "measured", "error": trespass})
-        return
-    chan.send(
-        {"op": "measured", "figures": figures, "steps": steps, "error": None},
-        {**returned, **{f"sample:{k}": v for k, v in samples.items()}},
-    )
+class Measurement:
+    """A tune exercise's measured launch in three requests, so that the judge holds the GPU's
+    measuring lock for the runs only, not for the pipes: ``stage`` keeps the request and its
+    arrays, ``measure`` runs them and replies with the figures, ``collect`` sends back the
+    last run's arrays and every run's samples."""
+
+    def __init__(self):
+        self.req: dict | None = None
+        self.arrays: dict = {}
+        self.out: dict | None = None
+
+    def stage(self, req: dict, arrays: dict) -> None:
+        self.req, self.arrays, self.out = req, arrays, None
+
+    def measure(self, fn) -> dict:
+        req, arrays, self.req, self.arrays = self.req, self.arrays, None, {}
+        if req is None:
+            return {"op": "measured", "error": "a measurement was asked for before its inputs"}
+        spec = _spec(req["exercise"], fn)
+        domains = {
+            k[len("domain:") :]: arrays.pop(k) for k in list(arrays) if k.startswith("domain:")
+        }
+        steps: dict = {}
+        figures, returned, samples, trespass = measure_launch(
+            spec, fn, _staged(req, arrays), dict(req["sample"], domains=domains), steps
+        )
+        if trespass:
+            return {"op": "measured", "error": trespass}
+        self.out = {**returned, **{f"sample:{k}": v for k, v in samples.items()}}
+        return {"op": "measured", "figures": figures, "steps": steps, "error": None}
+
+    def collect(self) -> dict:
+        out, self.out = self.out or {}, None
+        return out
 
 
-_REPLY = {"load": "loaded", "launch": "launched", "measure": "measured"}
+_REPLY = {
+    "load": "loaded",
+    "launch": "launched",
+    "stage": "staged",
+    "measure": "measured",
+    "collect": "collected",
+}
 
 
 def _spec(name: str, fn):
@@ -140,7 +169,7 @@ def main(argv=None) -> int:
     took = time.perf_counter() - t0
     warm = _warm_up() if course.MODE == "gpu" else 0.0
     chan.send({"op": "hello", "mode": course.MODE, "took": took + warm, "warm": warm})
-    fn = None
+    fn, measurement = None, Measurement()
     while True:
         req, arrays = chan.recv()
         op = req.get("op")
@@ -164,8 +193,13 @@ def main(argv=None) -> int:
                     req["race_hunt"],
                 )
                 chan.send({"op": "launched", "error": error, "timed_out": timed_out}, returned)
+            elif op == "stage":
+                measurement.stage(req, arrays)
+                chan.send({"op": "staged", "error": None})
             elif op == "measure":
-                _measure(chan, _spec(req["exercise"], fn), fn, req, arrays)
+                chan.send(measurement.measure(fn))
+            elif op == "collect":
+                chan.send({"op": "collected"}, measurement.collect())
             else:  # "bye"
                 break
         except Exception as exc:  # noqa: BLE001 - the judge reports it

@@ -74,7 +74,10 @@ def judge_measure(
     """A tune exercise's figure: the measured launch's inputs made and its outputs judged
     here - every run's samples against a seed only this side knows, and the last run whole
     (``sampled.py``) - timed (GPU) with this machine's measuring lock held, the target and
-    the ceilings applied here.  The reply may carry only what was sent plus the samples."""
+    the ceilings applied here.  Three requests, so that the lock covers the GPU's work and
+    not the pipes: ``stage`` (the inputs over, before the lock), ``measure`` (the runs, lock
+    held, figures back) and ``collect`` (after the lock: the last run's arrays and every
+    run's samples, which may be only what was sent plus the samples)."""
     from .gpu_lock import LockTimeout, device_lock
     from .sampled import plan
 
@@ -85,6 +88,21 @@ def judge_measure(
     with timed("judge prepare"):
         prep = judge.prepare(spec, case, measured_rng(seed), guard=False)
         p = plan(spec, prep)
+    with timed("inputs over"):  # before the lock: the pipe never holds the GPU
+        staged, _ = m.ask(
+            {
+                "op": "stage",
+                "exercise": spec.name,
+                "case": case_data(case),
+                "shapes": prep.shapes,
+                "scalars": prep.scalars(),
+                "sample": p.request(),
+            },
+            "staged",
+            arrays={**prep.buffers(), **p.arrays()},
+        )
+    if staged.get("error") is not None:
+        return measure_failed(str(staged["error"]))
     waiting = time.perf_counter()
     try:
         with device_lock(mode == "gpu", deadline=deadline):
@@ -98,19 +116,7 @@ def judge_measure(
                     deadline, time.monotonic() + max(MEASURE_S, spec.time_budget_s)
                 )
             asked = time.perf_counter()
-            reply, arrays = m.ask(
-                {
-                    "op": "measure",
-                    "exercise": spec.name,
-                    "case": case_data(case),
-                    "shapes": prep.shapes,
-                    "scalars": prep.scalars(),
-                    "sample": p.request(),
-                },
-                "measured",
-                arrays={**prep.buffers(), **p.arrays()},
-                expect=p.expect(prep),
-            )
+            reply, _ = m.ask({"op": "measure"}, "measured")
             if phases is not None:  # advisory: seconds moved between phases, nothing more
                 took_steps(phases, reply.get("steps"), time.perf_counter() - asked)
             if mode == "gpu":
@@ -122,6 +128,8 @@ def judge_measure(
     figures = reply.get("figures")
     if not isinstance(figures, dict):
         raise Tampered("a measurement came back without figures")
+    with timed("outputs back"):  # after the lock: what the runs wrote, and the samples
+        _, arrays = m.ask({"op": "collect"}, "collected", expect=p.expect(prep))
     samples = {k[len("sample:") :]: arrays.pop(k) for k in list(arrays) if k.startswith("sample:")}
     same_arrays(arrays, prep.buffers())
     with timed("judge check"):

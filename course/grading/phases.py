@@ -27,9 +27,10 @@ ORDER = (
     "cases",  # every public and hidden case: inputs, launches, judging
     "gpu lock wait",  # waiting for this GPU's measuring lock
     "timed runs",  # a tune exercise's measured launch: what its sub-phases do not cover
-    # (the pipes both ways, the request's decoding); its sub-phases, the judge's own first
-    # and last, the others what the measurer says its steps took (``timed.STEPS``)
+    # (the requests' decoding, the replies' checks); its sub-phases: the judge's own first
+    # and last two, the others what the measurer says its steps took (``timed.STEPS``)
     "timed runs: judge prepare",  # the inputs and the float64 reference made
+    "timed runs: inputs over",  # the inputs piped to the measurer (before the lock)
     "timed runs: to device",  # the arrays, their pristine copies and tails to the device
     "timed runs: compile",  # the first (untimed, judged) run: the kernel's compile
     "timed runs: warm-up",  # the probe and the warm-up runs
@@ -38,6 +39,7 @@ ORDER = (
     "timed runs: copies",  # the last run's arrays whole, the tails and pristine copies checked
     "timed runs: traced",  # simulator: the traced launch
     "timed runs: sim runs",  # simulator: the extra judged runs the tests ask for
+    "timed runs: outputs back",  # the outputs and samples piped back (after the lock)
     "timed runs: judge check",  # the samples and the whole output judged
     "scoring",  # points, reasons
     "feedback",  # the feedback files (once, at the end of a run)

@@ -40,6 +40,18 @@ class WireError(Exception):
         self.timed_out, self.closed = timed_out, closed
 
 
+def widen(fd: int, size: int = 1 << 20) -> None:
+    """Make the pipe behind ``fd`` hold ``size`` bytes (Linux; 64 KiB by default), so that a
+    case's arrays cross it in a few large reads rather than thousands of small ones; where
+    the system refuses, the pipe stays as it was."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), size)
+    except (OSError, ImportError):
+        pass
+
+
 def allowed(arrays: dict) -> dict:
     """``expect`` for a reply that sends back exactly these arrays (name -> (dtype, shape))."""
     return {k: (np.dtype(a.dtype), tuple(a.shape)) for k, a in arrays.items()}
