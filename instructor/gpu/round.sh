@@ -8,6 +8,7 @@
 #        recorded (#48), about 4 min on an H200; notebooks: all 13 top to bottom, 5 at a time.
 # class: #45's grading measurements (instructor/gpu/grading.sh, under 10 minutes);
 # dask: the Dask pair on 2 GPUs, then checktimes on this card (a call runs 10 minutes at most).
+# quick: #45's two headline runs only (25 lesson-01 notebooks, the rehearsal), under 5 min.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/round-out}; mkdir -p "$OUT"
@@ -41,7 +42,10 @@ case "${1:-}" in
     OUT="$OUT" GRADING_PART=dask timeout 400 bash instructor/gpu/grading.sh
     checktimes
     ;;
+  quick)
+    OUT="$OUT" GRADING_PART=quick timeout 300 bash instructor/gpu/grading.sh
+    ;;
   checktimes) checktimes ;;
-  *) echo "usage: round.sh cards|notebooks|class|dask|checktimes"; exit 2 ;;
+  *) echo "usage: round.sh cards|notebooks|class|quick|dask|checktimes"; exit 2 ;;
 esac
 echo "done ($(date +%T)): $(ls "$OUT")"
