@@ -47,9 +47,12 @@ def run(report) -> None:
         for label, opts in BUILDS.items():
             model = G.Model(params, cfg, B, T, **opts)
             d_tok = model.tokens(tokens)
-            slow = "naive" in label and lecture  # the simulator: one run (the default)
+            slow = "naive" in label and lecture
+            tl = Timeline()
+            # the simulator: one forward, timed and traced at once (a micro model's
+            # forward takes it 3-10 s); a GPU: timed forwards, then one traced
             t = benchmark(
-                lambda: model(d_tok),
+                (lambda: model(d_tok)) if gpu else (lambda: model(d_tok, run=tl.run)),
                 repeat=(3 if slow else 10) if gpu else None,
                 warmup=(1 if slow else 2) if gpu else None,
                 batch=1,
@@ -61,8 +64,8 @@ def run(report) -> None:
                 size=size,
                 note="FLOPs: the matmuls and the causal half of attention",
             )
-            tl = Timeline()
-            model(d_tok, run=tl.run)
+            if gpu:
+                model(d_tok, run=tl.run)
             logits[label] = model.logits.copy_to_host()
             entry["builds"][label] = {
                 "median_ms": t.median_ms,
