@@ -1,5 +1,6 @@
 """Shared test set-up: simulator unless a GPU is present, progress kept out of $HOME."""
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -24,7 +25,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
 
 
-def rejects(exercise: str, kernel) -> bool:
-    """True when course.check rejects ``kernel`` (a mutant must be rejected)."""
-    result = course.check(exercise, kernel, record=False)
+def rejects(exercise: str, kernel, **options) -> bool:
+    """True when course.check rejects ``kernel`` (a mutant must be rejected); the check stops
+    at the first failed case (:func:`first_failure`), the verdict it would end with."""
+    with first_failure():
+        result = course.check(exercise, kernel, record=False, **options)
     return not result.passed
+
+
+@contextlib.contextmanager
+def first_failure():
+    """course.check runs its cases only up to the first failed one (``cases.run_cases``'s
+    ``first_failure``): a rejected mutant costs the simulator its first failing case."""
+    import functools
+    import importlib
+
+    from course.grading import cases
+
+    check_mod = importlib.import_module("course.grading.check")  # the module, not check()
+
+    saved = check_mod.run_cases
+    check_mod.run_cases = functools.partial(cases.run_cases, first_failure=True)
+    try:
+        yield
+    finally:
+        check_mod.run_cases = saved

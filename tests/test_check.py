@@ -184,3 +184,19 @@ def test_the_grader_stands_on_the_case_engine_not_on_the_notebooks_check():
         assert "check" not in _imports_of(module), module
     assert "cases" in _imports_of("session") and "cases" in _imports_of("check")
     assert "check" in _imports_of("__init__")  # the mutant the rule must see: it sees it
+
+
+def test_first_failure_stops_the_cases_and_keeps_the_verdict():
+    """``run_cases(first_failure=True)`` (the tests' mutants): the cases up to the first
+    failed one, the same verdict; a correct kernel still runs every case."""
+    from conftest import first_failure
+
+    full = course.check("vector_add", writes_only_even_indices, record=False, seed=3)
+    with first_failure():
+        short = course.check("vector_add", writes_only_even_indices, record=False, seed=3)
+        good = course.check("vector_add", solution_add, record=False, seed=3)
+    assert not full.passed and not short.passed
+    assert len(short.cases) < len(full.cases) and not short.cases[-1].passed
+    assert all(c.passed for c in short.cases[:-1])
+    assert good.passed and len(good.cases) == len(full.cases)
+    assert check_mod.run_cases.__name__ == "run_cases"  # the context put it back

@@ -6,7 +6,7 @@ the student sees; the release's own stripping (``### GIVEN:`` lines) makes the s
 """
 
 import pytest
-from conftest import REPO
+from conftest import REPO, first_failure
 from numba import cuda
 
 import course
@@ -53,7 +53,8 @@ def test_solution_passes_and_student_copy_fails(name):
     r = course.check(name, good, hidden=True, record=False, seed=11)
     assert r.passed, r
     given, _ = _defined(name, student=True)  # the given bug fails the public cases
-    bad = course.check(name, given, hidden=False, record=False, seed=11)
+    with first_failure():
+        bad = course.check(name, given, hidden=False, record=False, seed=11)
     assert not bad.passed, f"{name}: the student's copy passes as given"
 
 
@@ -354,7 +355,8 @@ def test_kernel_mutants(name, k):
     assert old in good, (name, old)
     local = dict(ns)
     run_cell(good.replace(old, new, 1), f"<{name} mutant {k}>", local)
-    r = course.check(name, local[ex.function], hidden=True, record=False, seed=5)
+    with first_failure():  # the verdict is "not passed" from the first failed case on
+        r = course.check(name, local[ex.function], hidden=True, record=False, seed=5)
     assert not r.passed, f"{name}: mutant {k} ({new!r}) passes"
 
 

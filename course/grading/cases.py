@@ -34,14 +34,24 @@ from .report import CaseResult
 
 
 def run_cases(
-    spec, fn, seed: int, hidden: bool, time_limit: float | None, launch=run_launch
+    spec,
+    fn,
+    seed: int,
+    hidden: bool,
+    time_limit: float | None,
+    launch=run_launch,
+    first_failure: bool = False,
 ) -> list:
     """Every case of a kernel exercise; a list of CaseResult.  ``launch`` runs the kernel
     on the judge's buffers: in this process by default, in the grading measurer when a class
-    is graded (``session.py`` passes one that asks the measurer)."""
+    is graded (``session.py`` passes one that asks the measurer).  ``first_failure``: stop
+    after the first failed case (the verdict is already "not passed"; the course's own
+    tests use it for their mutants)."""
     limit = time_limit or TIME_LIMIT_S[runtime.MODE]
     results: list[CaseResult] = []
     for i, case in enumerate(hidden_mod.all_cases(spec, hidden)):
+        if first_failure and results and not results[-1].passed:
+            break
         if any(r.timed_out for r in results):
             # A kernel that hung once hangs again; on a GPU the context is still busy.
             results.append(skipped(case))
