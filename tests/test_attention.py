@@ -40,7 +40,8 @@ def test_naive_three_kernels_in_head_chunks():
 
 @pytest.mark.parametrize("name", ["naive_three_kernels", "flash_tiled"])
 def test_float16_inputs(name):
-    Q, K, V = qkv(1, 1, 35, 64, np.float16)
+    # naive: 16 x 16-thread tiles, slow to simulate; 21 rows still leave a partial tile
+    Q, K, V = qkv(1, 1, 21 if name == "naive_three_kernels" else 35, 64, np.float16)
     got = A.VARIANTS[name](Q, K, V)
     assert got.dtype == np.float16
     err = A.rel_error(got, A.reference(Q, K, V))

@@ -52,6 +52,7 @@ def _grade(tmp: Path, executor: str, students: list[str]) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # a Dask LocalCluster grading the fixtures through the command line
 def test_dask_grades_like_the_local_executor(tmp_path):
     students = ["correct", "out_of_bounds", "crash"]
     local, _ = _grade(tmp_path, "local", students)

@@ -21,6 +21,7 @@ from course.grading.intake import student_name
 SUBMISSIONS = REPO / "tests" / "fixtures" / "submissions"
 HIDDEN = REPO / "instructor" / "hidden"
 pytestmark = [
+    pytest.mark.e2e,  # the class graded through the command line
     pytest.mark.xdist_group("grade-fixtures"),  # one grading run, one worker
     pytest.mark.skipif(
         not (REPO / "notebooks" / "01_vector_add.ipynb").exists(),

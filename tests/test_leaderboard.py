@@ -20,7 +20,7 @@ import pytest
 from browser_helpers import free_port
 from conftest import REPO
 
-pytestmark = [pytest.mark.xdist_group("leaderboard"), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("leaderboard"), pytest.mark.timeout(600)]
 ADMIN = "instructor-secret-token-1"
 GOOD = (
     "from numba import cuda\n\n@cuda.jit\ndef add_fast(n, x, y):\n"

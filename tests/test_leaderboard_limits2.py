@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_leaderboard import ADMIN, GOOD, Server, _tokens, call, wait_done
 
-pytestmark = [pytest.mark.xdist_group("leaderboard"), pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("leaderboard"), pytest.mark.timeout(180)]
 SLOW_S = 2.0
 
 

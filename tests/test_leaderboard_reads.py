@@ -14,7 +14,7 @@ from test_leaderboard_limits2 import judge  # noqa: F401 - the server's stand-in
 
 from course.leaderboard import reading
 
-pytestmark = [pytest.mark.xdist_group("leaderboard"), pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("leaderboard"), pytest.mark.timeout(180)]
 SLOW = "# slow read\n" + GOOD
 
 if os.environ.get("SLOW_READ_S"):  # in the server only (Server(env=...))

@@ -19,7 +19,7 @@ from test_leaderboard import GOOD, Server, _tokens, call
 from course.leaderboard import reading
 from course.leaderboard.limits import Refused
 
-pytestmark = [pytest.mark.xdist_group("leaderboard"), pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("leaderboard"), pytest.mark.timeout(240)]
 HEALTH_S = 0.2
 
 

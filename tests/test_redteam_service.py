@@ -25,7 +25,7 @@ import pytest
 from test_leaderboard import GOOD, _tokens, call, wait_done
 from test_leaderboard_limits2 import _server
 
-pytestmark = [pytest.mark.xdist_group("leaderboard"), pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("leaderboard"), pytest.mark.timeout(120)]
 MIB = 1 << 20
 
 

@@ -23,7 +23,7 @@ import pytest
 from conftest import REPO
 from test_leaderboard import ADMIN, GOOD, Server, _tokens, call, wait_done
 
-pytestmark = [pytest.mark.xdist_group("leaderboard"), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("leaderboard"), pytest.mark.timeout(300)]
 HEADER_S = 5.0  # course.leaderboard.limits.HEADER_S
 
 

@@ -51,7 +51,9 @@ def test_ci_run_calls_the_readme_commands_then_the_lint_gate():
     blocks = re.findall(r"```bash\n(.*?)\n```", readme, re.S)
     test_cmd = next(b for b in blocks if "pytest" in b)
     assert test_cmd in run  # verbatim
-    tier = re.search(r"`(\.venv/bin/python -m pytest -n 2 -m \"browser or notebook\")`", readme)
+    tier = re.search(
+        r"`(\.venv/bin/python -m pytest -n 2 -m \"browser or notebook or e2e\")`", readme
+    )
     assert tier and tier.group(1) in run  # the end-to-end tier too
     assert ".ci/lint .venv/bin || rc=1" in run
     assert run.index(test_cmd) < run.index(tier.group(1)) < run.index(".ci/lint")

@@ -634,13 +634,7 @@ def test_tune_kernels_working_through_views_earn_no_point(name, body, fails):
     assert fails in _tune_case(r).message and "not there yet" in _tune_case(r).message
 
 
-@pytest.mark.parametrize("name", ["tune_vector_add", "tune_matmul"])
-def test_the_exercise_solutions_still_reach_their_tune_targets(name):
-    from course.grading.solutions import defined
-
-    fn, _ns = defined(name)
-    r = course.check(name, fn, record=False)
-    assert r.passed and "target" in _tune_case(r).message
+# (every tune solution reaching its target: test_practice's solution check)
 
 
 @cuda.jit
