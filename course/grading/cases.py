@@ -21,6 +21,7 @@ failed case with a message.
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -41,12 +42,14 @@ def run_cases(
     time_limit: float | None,
     launch=run_launch,
     first_failure: bool = False,
+    shared: bool = False,
 ) -> list:
     """Every case of a kernel exercise; a list of CaseResult.  ``launch`` runs the kernel
     on the judge's buffers: in this process by default, in the grading measurer when a class
     is graded (``session.py`` passes one that asks the measurer).  ``first_failure``: stop
     after the first failed case (the verdict is already "not passed"; the course's own
-    tests use it for their mutants)."""
+    tests use it for their mutants).  ``shared``: take each case's inputs and reference
+    from the run's store (``preps.py``: a class graded with one seed makes them once)."""
     limit = time_limit or TIME_LIMIT_S[runtime.MODE]
     results: list[CaseResult] = []
     for i, case in enumerate(hidden_mod.all_cases(spec, hidden)):
@@ -56,12 +59,22 @@ def run_cases(
             # A kernel that hung once hangs again; on a GPU the context is still busy.
             results.append(skipped(case))
             continue
-        rng = hidden_mod.case_rng(seed, i) if case.hidden else case_rng(seed, i)
+        rng_of = functools.partial(hidden_mod.case_rng if case.hidden else case_rng, seed, i)
+        if shared:
+            from . import preps
+
+            make = functools.partial(preps.prepare, spec, case, (case.hidden, seed, i), rng_of)
+        else:
+            make = functools.partial(_prepare, spec, case, rng_of)
         try:
-            results.append(run_case(spec, fn, case, rng, limit, launch))
+            results.append(run_case(spec, fn, case, make, limit, launch))
         except KeyboardInterrupt:  # Stop: no further case runs (launch.py ended it)
             raise Interrupted(results) from None
     return results
+
+
+def _prepare(spec, case, rng_of) -> judge.Prepared:
+    return judge.prepare(spec, case, rng_of())
 
 
 def case_rng(seed: int, i: int) -> np.random.Generator:
@@ -81,10 +94,11 @@ def skipped(case) -> CaseResult:
 
 
 def run_case(spec, fn, case, rng, time_limit: float, launch=run_launch) -> CaseResult:
-    """Run one case (with its repeats) and return its result; never raises for the kernel."""
+    """Run one case (with its repeats) and return its result; never raises for the kernel.
+    ``rng``: the inputs' generator, or a function that makes the case's ``judge.Prepared``."""
     res = CaseResult(case.name, case.launch, hidden=case.hidden)
     try:
-        prep = judge.prepare(spec, case, rng)
+        prep = rng() if callable(rng) else judge.prepare(spec, case, rng)
     except Exception as exc:  # noqa: BLE001 - a broken spec must still report
         res.fail(spec_broken(exc))
         return res

@@ -69,7 +69,15 @@ MEASURE_S = 60.0  # seconds a measurement may hold this GPU's measuring lock
 
 
 def judge_measure(
-    m, spec, *, mode: str, seed: int, deadline: float, ceilings: dict | None, phases=None
+    m,
+    spec,
+    *,
+    mode: str,
+    seed: int,
+    deadline: float,
+    ceilings: dict | None,
+    phases=None,
+    shared: bool = False,
 ) -> CaseResult:
     """A tune exercise's figure: the measured launch's inputs made and its outputs judged
     here - every run's samples against a seed only this side knows, and the last run whole
@@ -77,7 +85,8 @@ def judge_measure(
     the ceilings applied here.  Three requests, so that the lock covers the GPU's work and
     not the pipes: ``stage`` (the inputs over, before the lock), ``measure`` (the runs, lock
     held, figures back) and ``collect`` (after the lock: the last run's arrays and every
-    run's samples, which may be only what was sent plus the samples)."""
+    run's samples, which may be only what was sent plus the samples).  ``shared``: the
+    inputs and reference from the run's store (``preps.py``)."""
     from .gpu_lock import LockTimeout, device_lock
     from .sampled import plan
 
@@ -86,7 +95,12 @@ def judge_measure(
 
     case = spec.measured_case(mode)
     with timed("judge prepare"):
-        prep = judge.prepare(spec, case, measured_rng(seed), guard=False)
+        if shared:  # the class's one copy (``preps.py``)
+            from . import preps
+
+            prep = preps.prepare(spec, case, ("measured", seed), lambda: measured_rng(seed), False)
+        else:
+            prep = judge.prepare(spec, case, measured_rng(seed), guard=False)
         p = plan(spec, prep)
     with timed("inputs over"):  # before the lock: the pipe never holds the GPU
         staged, _ = m.ask(

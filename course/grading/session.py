@@ -120,6 +120,7 @@ class Judge:
             deadline=self.deadline,
             ceilings=self.settings.ceilings,
             phases=self.phases,
+            shared=self.settings.shared_inputs,
         )
 
     def close_measurer(self):
@@ -346,7 +347,15 @@ def _run_loaded(jd: Judge, spec, load: dict, cannot: str) -> tuple[str, list]:
         jd.stage("testing")
         with jd.phases.timed("cases"):
             launch = measured_launch(m)
-            cases = run_cases(spec, None, jd.seed, True, jd.settings.limit, launch=launch)
+            cases = run_cases(
+                spec,
+                None,
+                jd.seed,
+                True,
+                jd.settings.limit,
+                launch=launch,
+                shared=jd.settings.shared_inputs,
+            )
         if spec.kind == "tune" and cases and all(c.passed for c in cases):
             jd.stage("timing")
             with jd.phases.timed("timed runs"):

@@ -30,6 +30,7 @@ class GradeSettings:
     isolation_choice: str = "none"  # "auto": a Dask worker builds its own sandbox
     ceilings: dict | None = None  # GPU: copy GB/s and FP32 TFLOP/s, measured once
     warm: bool = True  # sandboxes forked from zygotes (``forks.py``); False: ``--cold``
+    shared_inputs: bool = False  # cases' inputs and references made once a run (``preps.py``)
 
     @property
     def limit(self) -> float:
@@ -60,4 +61,5 @@ class GradeSettings:
             isolation_choice=opts.isolation_choice,
             ceilings=ceilings,
             warm=not getattr(opts, "cold", False),
+            shared_inputs=True,  # one seed for the class: every judge reads the same inputs
         )

@@ -1,0 +1,103 @@
+"""A grading run's shared case inputs (course/grading/preps.py): made once per key by one
+judge while the others wait, read-only, bounded in bytes, and used only by class runs."""
+
+import threading
+
+import numpy as np
+import pytest
+from test_vector_add import solution_add, writes_only_even_indices
+
+from course.exercises import get
+from course.grading import cases, judge, preps
+from course.grading.settings import GradeSettings
+
+SPEC = get("vector_add")
+
+
+@pytest.fixture(autouse=True)
+def _fresh(monkeypatch):
+    preps.clear()
+    made = []
+    real = judge.prepare
+
+    def counting(spec, case, rng, guard=True):
+        made.append((case.name, guard))
+        return real(spec, case, rng, guard)
+
+    monkeypatch.setattr(judge, "prepare", counting)
+    yield made
+    preps.clear()
+
+
+def test_a_class_makes_each_case_once_and_judges_as_before(_fresh):
+    alone = cases.run_cases(SPEC, solution_add, 7, False, None)
+    n = len(_fresh)
+    first = cases.run_cases(SPEC, solution_add, 7, False, None, shared=True)
+    again = cases.run_cases(SPEC, solution_add, 7, False, None, shared=True)
+    assert len(_fresh) == 2 * n  # the plain run and the first shared run; never the second
+    assert [r.passed for r in first] == [r.passed for r in again] == [r.passed for r in alone]
+    wrong = cases.run_cases(SPEC, writes_only_even_indices, 7, False, None, shared=True)
+    assert not all(r.passed for r in wrong) and len(_fresh) == 2 * n  # same inputs, judged
+    cases.run_cases(SPEC, solution_add, 8, False, None, shared=True)  # another seed
+    assert len(_fresh) == 3 * n
+
+
+def test_kept_inputs_and_references_are_read_only():
+    case = SPEC.cases()[0]
+    prep = preps.prepare(SPEC, case, (False, 1, 0), lambda: cases.case_rng(1, 0))
+    arrays = [v for part in (prep.host, prep.expected) for v in part.values()]
+    arrays = [a for a in arrays if isinstance(a, np.ndarray)]
+    assert arrays
+    for a in arrays:
+        with pytest.raises(ValueError):
+            a[...] = 0
+    bufs = prep.buffers()  # each launch still gets buffers of its own
+    assert all(b.flags.writeable for b in bufs.values())
+
+
+def test_judges_asking_at_once_wait_for_one_maker(_fresh):
+    case = SPEC.cases()[-1]
+    got = []
+
+    def ask():
+        got.append(preps.prepare(SPEC, case, (False, 3, 9), lambda: cases.case_rng(3, 9)))
+
+    threads = [threading.Thread(target=ask) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(got) == 6 and all(g is got[0] for g in got) and len(_fresh) == 1
+
+
+def test_what_is_kept_stays_under_its_byte_limit(monkeypatch):
+    case = SPEC.cases()[-1]
+    one = preps.prepare(SPEC, case, ("size", 0), lambda: cases.case_rng(0, 0))
+    size = sum(
+        v.nbytes for p in (one.host, one.expected) for v in p.values() if hasattr(v, "nbytes")
+    )
+    preps.clear()
+    monkeypatch.setattr(preps, "LIMIT_BYTES", 2 * size)
+    for seed in range(5):
+        preps.prepare(SPEC, case, ("size", seed), lambda s=seed: cases.case_rng(s, 0))
+        assert preps._held <= preps.LIMIT_BYTES and len(preps._kept) <= 2
+    monkeypatch.setattr(preps, "LIMIT_BYTES", size - 1)  # too big to keep at all: made, not kept
+    preps.clear()
+    preps.prepare(SPEC, case, ("size", 99), lambda: cases.case_rng(99, 0))
+    assert preps._held == 0 and not preps._kept
+
+
+def test_only_a_class_run_shares_inputs():
+    from types import SimpleNamespace
+
+    opts = SimpleNamespace(
+        memory_mb=None,
+        seed=5,
+        timeout=60.0,
+        case_time_limit=None,
+        lesson=None,
+        all_or_nothing=False,
+        isolation_choice="none",
+    )
+    assert GradeSettings.from_args(opts, "sim", None, None).shared_inputs is True
+    assert GradeSettings(seed=1, mode="sim").shared_inputs is False  # the leaderboard's
