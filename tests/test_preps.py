@@ -101,3 +101,27 @@ def test_only_a_class_run_shares_inputs():
     )
     assert GradeSettings.from_args(opts, "sim", None, None).shared_inputs is True
     assert GradeSettings(seed=1, mode="sim").shared_inputs is False  # the leaderboard's
+
+
+def test_a_run_times_only_the_given_kernels_of_the_lessons_handed_in(monkeypatch):
+    """#45: the grader times the starters of the lessons in the class before any worker
+    starts - all of them only when a submission's lesson is unknown."""
+    from types import SimpleNamespace
+
+    from course.grading import measurer, prepare, starter
+
+    plans = {
+        "01_vector_add": SimpleNamespace(exercises={"vector_add": 0, "tune_vector_add": 0}),
+        "04_matmul": SimpleNamespace(exercises={"tune_matmul": 0}),
+    }
+    subs = [SimpleNamespace(lesson="01_vector_add")] * 3
+    assert prepare.handed_in(subs, plans) == {"vector_add", "tune_vector_add"}
+    assert prepare.handed_in(subs + [SimpleNamespace(lesson=None)], plans) is None
+    assert prepare.handed_in([SimpleNamespace(lesson="99_new")], plans) is None
+    timed = []
+    monkeypatch.setattr(prepare, "_MEASURED", {})
+    monkeypatch.setattr(measurer, "measure_ceilings", lambda: {"copy_gbps": 1, "fp32_tflops": 1})
+    monkeypatch.setattr(starter, "time_all", lambda names=None: timed.append(names) or {})
+    prepare.ceilings_once("gpu", {"tune_vector_add"})
+    prepare.ceilings_once("gpu", {"tune_matmul"})  # once per process
+    assert timed == [{"tune_vector_add"}]

@@ -62,7 +62,9 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
         hide += [opts.notebooks.resolve()]  # the instructor notebooks: solutions
         isolation, said = for_grading(hide, run_dir)
         print(said)
-    settings = GradeSettings.from_args(opts, runtime.MODE, isolation, ceilings_once(runtime.MODE))
+    settings = GradeSettings.from_args(
+        opts, runtime.MODE, isolation, ceilings_once(runtime.MODE, handed_in(subs, plans))
+    )
     if settings.timeout <= settings.limit:
         print(
             f"note: --timeout {settings.timeout:g} s is not longer than one case's time "
@@ -70,6 +72,16 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
             "takes a submission's whole time, and its other exercises go ungraded"
         )
     return subs, summary, settings
+
+
+def handed_in(subs, plans: dict) -> set | None:
+    """The exercises of the lessons ``subs`` hand in (None when one's lesson is unknown):
+    the given kernels the run times before its workers start (:func:`ceilings_once`; a
+    lesson-01 class need not wait for lesson 07's covariance starter)."""
+    lessons = {s.lesson for s in subs}
+    if None in lessons or not lessons <= set(plans):
+        return None
+    return {e for lesson in lessons for e in plans[lesson].exercises}
 
 
 def read_submission(sub, plans: dict, lesson: str | None) -> None:
@@ -93,10 +105,11 @@ _MEASURED: dict = {}  # this process's GPU ceilings, measured once
 CEILINGS_WAIT_S = 600  # how long the ceilings wait for the GPU's measuring lock
 
 
-def ceilings_once(mode: str) -> dict | None:
+def ceilings_once(mode: str, exercises=None) -> dict | None:
     """This machine's GPU ceilings, measured once per process under the measuring lock
-    (None in the simulator).  A Dask worker measures its own GPU: ceilings measured where
-    the run started would belong to another device."""
+    (None in the simulator), and the given kernels of the tune exercises among
+    ``exercises`` (None: every one) timed.  A Dask worker measures its own GPU: ceilings
+    measured where the run started would belong to another device."""
     if mode != "gpu":
         return None
     if "ceilings" not in _MEASURED:
@@ -108,7 +121,7 @@ def ceilings_once(mode: str) -> dict | None:
         c = _MEASURED["ceilings"]
         from .starter import time_all  # tune targets' given kernels, before any worker runs
 
-        starters = time_all()
+        starters = time_all(exercises)
         print(
             f"ceilings measured for this run: copy {c['copy_gbps']:.0f} GB/s, "
             f"FP32 {c['fp32_tflops']:.1f} TFLOP/s; given kernels timed: "
