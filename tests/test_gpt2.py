@@ -293,6 +293,7 @@ def test_load_params_reads_a_gpt2_safetensors_file(tmp_path):
     )
 
 
+@pytest.mark.e2e  # the bench command end to end
 def test_bench_runs_in_the_simulator(tmp_path):
     """``python -m course bench gpt2``: both builds' rows and per-kernel tables (marked
     simulated); the PyTorch row needs a GPU."""

@@ -133,6 +133,7 @@ def bundle(tmp_path_factory):
     return out
 
 
+@pytest.mark.e2e  # the Gradescope bundle built and run
 def test_bundle_has_the_two_scripts_at_its_root_the_wheel_and_the_hidden_cases(bundle):
     z = zipfile.ZipFile(bundle)
     names = z.namelist()
@@ -172,6 +173,7 @@ def _autograder(tmp_path, bundle, notebook):
     return json.loads((root / "results" / "results.json").read_text())
 
 
+@pytest.mark.e2e  # the Gradescope bundle built and run
 @pytest.mark.slow
 def test_run_autograder_grades_one_submission_into_results_json(tmp_path, bundle):
     res = _autograder(tmp_path, bundle, SUBMISSIONS / "correct" / "01_vector_add.ipynb")
@@ -188,6 +190,7 @@ def test_run_autograder_grades_one_submission_into_results_json(tmp_path, bundle
         assert not [l for l in body if l in text], p.name
 
 
+@pytest.mark.e2e  # the Gradescope bundle built and run
 def test_run_autograder_without_a_notebook_still_writes_results(tmp_path, bundle):
     res = _autograder(tmp_path, bundle, None)
     jsonschema.validate(res, gradescope.SCHEMA)

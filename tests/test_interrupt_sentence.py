@@ -52,6 +52,7 @@ A = np.ones((5, 11), np.float32); C = np.zeros_like(A)
 """
 
 
+@pytest.mark.e2e  # Stop in a real Jupyter kernel
 def test_a_stopped_cell_ends_in_one_course_sentence():
     code = f"SETUP = {SETUP!r}\n" + SCRIPT
     done = subprocess.run(

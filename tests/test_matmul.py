@@ -416,6 +416,7 @@ def test_bench_without_names_runs_every_lesson_and_no_command(monkeypatch, tmp_p
     assert ran == [n for n in names if n not in bench.ONLY_BY_NAME]
 
 
+@pytest.mark.e2e  # the bench command end to end
 def test_bench_matmul_runs_in_the_simulator_with_the_shapes_section(tmp_path):
     """``python -m course bench matmul``: the lecture's rows, then v4 and v5 at the GPT-2
     shapes' stand-in (CPU times in the simulator; cuBLAS and Triton need a GPU)."""

@@ -29,7 +29,7 @@ from conftest import REPO
 
 from course.grading import notebook as nbk
 
-pytestmark = pytest.mark.xdist_group("grade-sandbox")  # one grading run, one worker
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("grade-sandbox")]  # one run, one worker
 
 BASE = REPO / "tests" / "fixtures" / "submissions" / "correct" / "01_vector_add.ipynb"
 ADD_PASS = "@cuda.jit\ndef add(n, x, y):\n    pass\n"

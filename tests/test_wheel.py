@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # the built wheel, installed and run
 
 SOURCES = [
     "pyproject.toml",
