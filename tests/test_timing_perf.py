@@ -124,15 +124,20 @@ def test_batching_fits_the_calls_the_host_can_enqueue_during_the_hold(monkeypatc
     """Short calls go behind the 2 ms hold kernel as many at a time as the host enqueues
     while it lasts (a multi-launch call can take the host longer than the GPU); calls the
     hold cannot cover, or long ones, are timed alone."""
-    import time as _time
     from types import SimpleNamespace
 
     from course.measure import timing
 
+    clock = [0.0]  # the host's time, moved by the calls themselves (no wall clock, no load)
+
+    def takes(ms):
+        return lambda: clock.__setitem__(0, clock[0] + ms / 1e3)
+
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
     fake = SimpleNamespace(synchronize=lambda: None)
     monkeypatch.setattr(timing, "events_ms", lambda cuda, fn, args, batch, hold: 0.1)
-    assert timing._batching(fake, lambda: None, ()) == (timing.BATCH, True)
-    assert timing._batching(fake, lambda: _time.sleep(0.0005), ())[0] in (2, 3)
-    assert timing._batching(fake, lambda: _time.sleep(0.003), ()) == (1, False)
+    assert timing._batching(fake, takes(0), ()) == (timing.BATCH, True)
+    assert timing._batching(fake, takes(0.5), ())[0] == 3  # 0.8 x 2 ms / 0.5 ms
+    assert timing._batching(fake, takes(3), ()) == (1, False)
     monkeypatch.setattr(timing, "events_ms", lambda cuda, fn, args, batch, hold: 6.0)
     assert timing._batching(fake, lambda: None, ()) == (1, False)
