@@ -123,10 +123,10 @@ print("JSON" + json.dumps(out))
 
 
 def test_v5_loads_16_bytes_from_global_and_shared_memory_and_writes_out_its_steps():
-    """On sm_90, v5 reads its A and B runs with ld.global.v4.f32 (LA + LB per tile, the
-    scalar build, compiled with 2 steps, none), stores B's runs with st.shared.v4.f32, writes out STEPS k steps of
-    TM*TN FMAs (numba alone unrolls two), keeps everything in registers, and adds split-K
-    slices with atomics."""
+    """On sm_90, v5 reads its A and B runs with ld.global.v4.f32 (LA + LB per tile; the
+    scalar build, compiled with 2 k steps, none), stores B's runs with st.shared.v4.f32,
+    writes out STEPS k steps of TM*TN FMAs (numba alone unrolls two), keeps everything in
+    registers, and adds split-K slices with atomics."""
     proc = compile_off_simulator(V5_PTX)
     line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")]
     assert line, proc.stderr[-2000:]
