@@ -18,10 +18,22 @@ default, 5 ms).  A shorter turn buys nothing: Stop comes back in ~0.1 s either w
 watcher yields every round), while 1 ms turns cut a simulated thread's work between two
 barriers into pieces and made barrier-heavy kernels 2.5-3.7x slower (flash attention's
 256-thread blocks: 32 s -> 12.7 s for one test).
+
+**A block without barriers runs in one thread** (:func:`_run_serial`).  Starting a Python
+thread costs ~0.3 ms, more than a vector add's whole body: lesson 01's checks started
+12,859 of them (5.2 s of their 8.8 s).  When no code of the kernel (its own, its device
+functions', the functions nested in them) names a barrier, a warp intrinsic, shared memory,
+a fence or compare-and-swap (:func:`needs_threads`), nothing one simulated thread does can
+wait for another, so the block's threads run one after the other in a single
+``BlockThread`` whose ``threadIdx`` moves on after each - one of the orders a GPU may run
+them in.  Errors, Stop and the check's time limit behave as before (they act on that
+thread).  Should a barrier be reached anyway (a name the scan could not see), the launch
+stops with a :class:`SerialBarrier` error that says so rather than waiting forever.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import time
@@ -33,10 +45,37 @@ _installed = False
 _lock = threading.Lock()
 
 
+# a code object naming any of these may make one simulated thread wait for another
+_WAITS = ("sync", "shfl", "shared", "threadfence", "compare_and_swap", "cas", "activemask")
+_WAITS += ("lanemask_lt", "cg", "this_grid", "nanosleep")
+_needs: dict = {}  # kernel code object -> bool
+
+
+def needs_threads(fn) -> bool:
+    """True when kernel ``fn``'s code may wait for another thread of its block (see above)."""
+    code = getattr(fn, "__code__", None)
+    hit = _needs.get(code)
+    if hit is None:
+        from .trace_ops import kernel_codes
+
+        names = {n for c in kernel_codes(fn) for n in c.co_names}
+        hit = any(w in n for n in names for w in _WAITS)
+        if len(_needs) > 4096:  # a notebook session defines kernels again and again
+            _needs.clear()
+        _needs[code] = hit
+    return hit
+
+
+class SerialBarrier(RuntimeError):
+    """A barrier reached in a block run in one thread (its kernel named none we could see)."""
+
+
 def _run(self, grid_point, *args):
     """numba's ``BlockManager.run``, yielding the GIL between rounds."""
     from numba.cuda.simulator.kernel import BlockThread
 
+    if not self._debug and not needs_threads(self._f):
+        return _run_serial(self, grid_point, args)
     threads, live, blocked = set(), set(), set()
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
@@ -71,6 +110,47 @@ def _run(self, grid_point, *args):
     for t in threads:
         if t.exception:
             raise t.exception[0].with_traceback(t.exception[1])
+
+
+def _run_serial(self, grid_point, args) -> None:
+    """Run the block's threads one after the other in one ``BlockThread``."""
+    from numba.cuda.simulator.kernel import Dim3
+
+    bx, by, _bz = self._block_dim
+    points = list(np.ndindex(*self._block_dim))
+
+    def target():
+        t = threading.current_thread()
+        for p in points:
+            t.threadIdx = Dim3(*p)
+            t.thread_id = p[0] + bx * (p[1] + by * p[2])
+            self._f(*args)
+
+    t = _serial_thread()(target, self, grid_point, points[0], False)
+    t.start()
+    try:
+        while t.is_alive():
+            t.join(0.05)
+    except BaseException:  # Stop (KeyboardInterrupt)
+        stop_threads([t])
+        raise
+    if t.exception:
+        raise t.exception[0].with_traceback(t.exception[1])
+
+
+@functools.cache
+def _serial_thread():
+    """numba's ``BlockThread``, refusing barriers (they would wait for nobody)."""
+    from numba.cuda.simulator.kernel import BlockThread
+
+    class SerialThread(BlockThread):
+        def syncthreads(self):
+            raise SerialBarrier(
+                "a barrier was reached in a kernel whose code names none (call "
+                "cuda.syncthreads() by that name, not through another name)"
+            )
+
+    return SerialThread
 
 
 class Stopped(Exception):

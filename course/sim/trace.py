@@ -83,14 +83,16 @@ class _Recorder:
         self.sites = {}  # (file, line) -> site id
         self.site_list = []
         self.logs = []  # per-thread state
+        self.states: dict = {}  # (block x, y, z, thread id) -> its state in logs
         self.lock = threading.Lock()
 
     # -- per-thread state, created on first use -------------------------------------------
     def state(self):
-        t = threading.current_thread()
-        st = getattr(t, "_trace_state", None)
+        t = threading.current_thread()  # one thread may run a whole block (scheduler.py)
+        b = t.blockIdx
+        key = (b.x, b.y, b.z, t.thread_id)
+        st = self.states.get(key)
         if st is None:
-            b = t.blockIdx
             st = {
                 "block": (b.x, b.y, b.z),
                 "tid": t.thread_id,
@@ -100,8 +102,8 @@ class _Recorder:
                 "count": {},
                 "barriers": [],
             }
-            t._trace_state = st
             with self.lock:
+                self.states[key] = st
                 self.logs.append(st)
         return st
 

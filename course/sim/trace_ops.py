@@ -52,7 +52,7 @@ def kernel_codes(fn) -> set:
 def counting(fn):
     """Count the instructions kernel ``fn``'s code runs in threads started inside the
     ``with`` block (the simulator starts one per CUDA thread); yields a dict
-    ``thread -> [instructions]`` filled as the threads run."""
+    ``(block x, y, z, thread id) -> [instructions]`` filled as the threads run."""
     codes = kernel_codes(fn)
     counts: dict = {}
     lock = threading.Lock()
@@ -60,11 +60,13 @@ def counting(fn):
     def on_call(frame, event, _arg):
         if frame.f_code not in codes:
             return None
-        thread = threading.current_thread()  # a thread object: its ident may be reused
-        cell = counts.get(thread)
+        t = threading.current_thread()  # one thread may run a whole block (scheduler.py)
+        b = getattr(t, "blockIdx", None)
+        key = (t, None) if b is None else (b.x, b.y, b.z, t.thread_id)
+        cell = counts.get(key)
         if cell is None:
             with lock:
-                cell = counts.setdefault(thread, [0])
+                cell = counts.setdefault(key, [0])
         frame.f_trace_opcodes = True
         frame.f_trace_lines = False
 

@@ -1,0 +1,98 @@
+"""The simulator's block scheduler: a block without barriers runs in one thread, in order;
+a block that names one keeps a thread per CUDA thread; a barrier it could not see stops the
+launch with a sentence instead of a hang."""
+
+import threading
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import course
+from course.sim import scheduler
+
+pytestmark = pytest.mark.skipif(course.MODE != "sim", reason="the simulator's scheduler")
+
+
+@cuda.jit
+def _where(out):
+    b = cuda.blockIdx.x + cuda.gridDim.x * cuda.blockIdx.y
+    t = cuda.threadIdx.x + cuda.blockDim.x * (cuda.threadIdx.y + cuda.blockDim.y * cuda.threadIdx.z)
+    i = b * cuda.blockDim.x * cuda.blockDim.y * cuda.blockDim.z + t
+    out[i, 0] = cuda.threadIdx.x
+    out[i, 1] = cuda.threadIdx.y
+    out[i, 2] = cuda.threadIdx.z
+    out[i, 3] = cuda.blockIdx.x
+    out[i, 4] = cuda.blockIdx.y
+    out[i, 5] = cuda.laneid
+
+
+@cuda.jit
+def _with_barrier(x):
+    i = cuda.threadIdx.x
+    v = x[(i + 1) % x.size]
+    cuda.syncthreads()
+    x[i] = v
+
+
+@cuda.jit
+def _aliased_barrier(x):  # (numba's compiler would refuse getattr; the simulator runs it)
+    x[cuda.threadIdx.x] = 1.0
+    getattr(cuda, "sync" + "threads")()
+
+
+def _threads_started(run) -> int:
+    started = []
+    orig = threading.Thread.start
+
+    def start(self):
+        started.append(self)
+        return orig(self)
+
+    threading.Thread.start = start
+    try:
+        run()
+    finally:
+        threading.Thread.start = orig
+    return len(started)
+
+
+def test_a_block_without_barriers_runs_in_one_thread_with_every_index_right():
+    grid, block = (3, 2), (5, 3, 2)
+    n = 6 * 30
+    out = np.full((n, 6), -1, np.int64)
+    started = _threads_started(lambda: _where[grid, block](out))
+    assert started == 6  # one thread per block, not 180
+    want = []
+    for by in range(2):
+        for bx in range(3):
+            for z in range(2):
+                for y in range(3):
+                    for x in range(5):
+                        want.append((x, y, z, bx, by, (x + 5 * (y + 3 * z)) % 32))
+    assert out.tolist() == [list(w) for w in want]
+    assert not scheduler.needs_threads(_where.py_func)
+
+
+def test_a_block_with_a_barrier_keeps_a_thread_for_each_cuda_thread():
+    x = np.arange(7, dtype=np.float64) + 0.5
+    started = _threads_started(lambda: _with_barrier[1, 7](x))
+    assert started == 7
+    assert x.tolist() == [v + 0.5 for v in [1, 2, 3, 4, 5, 6, 0]]
+    assert scheduler.needs_threads(_with_barrier.py_func)
+
+
+def test_an_error_names_the_thread_that_raised():
+    @cuda.jit
+    def past_end(x):
+        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        x[i] = 1.0  # no guard: thread 3 of block 1 is past the end
+
+    with pytest.raises(IndexError, match=r"tid=\[3, 0, 0\] ctaid=\[1, 0, 0\]"):
+        past_end[2, 4](np.zeros(7))
+
+
+def test_a_barrier_the_scan_could_not_see_stops_with_a_sentence():
+    assert not scheduler.needs_threads(_aliased_barrier.py_func)
+    with pytest.raises(RuntimeError, match="barrier was reached"):
+        _aliased_barrier[1, 4](np.zeros(4))
