@@ -262,6 +262,7 @@ def run(report, opts=None) -> None:
         "cpu_s": profile.get("cpu_s"),
         "interrupted": bool(profile.get("interrupted")) or done < len(plan),
         "phases": profile.get("phases", {}),
+        "startup": profile.get("startup", {}),
         "honest_full_marks": honest_full,
         "attacks_earned_zero": attacks_zero,
         "side_effect_on_host": Path(MARK).exists(),
@@ -288,6 +289,16 @@ def run(report, opts=None) -> None:
         report.section(
             "Where the time went (seconds summed over the class; exclusive phases)",
             table(profile["phases"], took, done, opts.jobs),
+        )
+    if profile.get("startup"):
+        steps = profile["startup"]
+        report.section(
+            "Before the first worker (the grader's start-up, seconds)",
+            "\n".join(
+                ["| step | seconds |", "|---|---:|"]
+                + [f"| {k} | {v:.1f} |" for k, v in steps.items()]
+                + [f"| **all steps** | {sum(steps.values()):.1f} |"]
+            ),
         )
     table_rows = [
         "| student | lesson | status | points | attack | its points | the grader's reason |",

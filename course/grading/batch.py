@@ -272,11 +272,7 @@ def main(argv=None) -> int:
         return 2
     from .prepare import before_workers
 
-    subs, summary, settings = before_workers(opts, plans)
-    if settings.isolation is not None and settings.warm:
-        from .forks import Forks
-
-        settings.isolation.forks = Forks(settings.isolation)
+    subs, summary, settings = before_workers(opts, plans)  # warm sandboxes starting
     if opts.format == "gradescope" and not any(s.size for s in subs):
         from .gradescope import write_results
 

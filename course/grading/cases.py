@@ -21,6 +21,7 @@ failed case with a message.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import numbers
 
@@ -43,13 +44,16 @@ def run_cases(
     launch=run_launch,
     first_failure: bool = False,
     shared: bool = False,
+    phases=None,
 ) -> list:
     """Every case of a kernel exercise; a list of CaseResult.  ``launch`` runs the kernel
     on the judge's buffers: in this process by default, in the grading measurer when a class
     is graded (``session.py`` passes one that asks the measurer).  ``first_failure``: stop
     after the first failed case (the verdict is already "not passed"; the course's own
     tests use it for their mutants).  ``shared``: take each case's inputs and reference
-    from the run's store (``preps.py``: a class graded with one seed makes them once)."""
+    from the run's store (``preps.py``: a class graded with one seed makes them once).
+    ``phases``: a grading judge's ``Phases``, given the inputs', the first launch's and the
+    checks' seconds (``phases.ORDER``)."""
     limit = time_limit or TIME_LIMIT_S[runtime.MODE]
     results: list[CaseResult] = []
     for i, case in enumerate(hidden_mod.all_cases(spec, hidden)):
@@ -67,7 +71,7 @@ def run_cases(
         else:
             make = functools.partial(_prepare, spec, case, rng_of)
         try:
-            results.append(run_case(spec, fn, case, make, limit, launch))
+            results.append(run_case(spec, fn, case, make, limit, launch, phases, first=not i))
         except KeyboardInterrupt:  # Stop: no further case runs (launch.py ended it)
             raise Interrupted(results) from None
     return results
@@ -93,20 +97,30 @@ def skipped(case) -> CaseResult:
     return res
 
 
-def run_case(spec, fn, case, rng, time_limit: float, launch=run_launch) -> CaseResult:
+def run_case(
+    spec, fn, case, make, time_limit: float, launch=run_launch, phases=None, first=False
+) -> CaseResult:
     """Run one case (with its repeats) and return its result; never raises for the kernel.
-    ``rng``: the inputs' generator, or a function that makes the case's ``judge.Prepared``."""
+    ``make``: a function that makes the case's ``judge.Prepared``; ``phases`` and
+    ``first`` (the exercise's first case: its launch compiles): see :func:`run_cases`."""
     res = CaseResult(case.name, case.launch, hidden=case.hidden)
+
+    def timed(name: str):
+        return phases.timed(name) if phases is not None else contextlib.nullcontext()
+
     try:
-        prep = rng() if callable(rng) else judge.prepare(spec, case, rng)
+        with timed("cases: inputs"):
+            prep = make()
     except Exception as exc:  # noqa: BLE001 - a broken spec must still report
         res.fail(spec_broken(exc))
         return res
     for rep in range(max(1, case.repeats)):
-        returned, error, timed_out = launch(
-            spec, fn, prep.staged(case), time_limit, race_hunt=rep > 0
-        )
-        msg = error or judge.judge(spec, case, prep, returned, rep)
+        with timed("cases: first launch" if first and not rep else "cases: launches"):
+            returned, error, timed_out = launch(
+                spec, fn, prep.staged(case), time_limit, race_hunt=rep > 0
+            )
+        with timed("cases: judge check"):
+            msg = error or judge.judge(spec, case, prep, returned, rep)
         if msg:
             res.fail(msg, timed_out=timed_out)
             return res

@@ -181,10 +181,12 @@ class Child:
             took = time.perf_counter() - self.t0
             imports = min(reported(hello.get("took"), took) or 0.0, took)
             warm = reported(hello.get("warm"), imports) or 0.0  # a GPU measurer's warm-up
+            context = reported(hello.get("context"), warm) or 0.0  # ... its CUDA context
             self.phases.moved("sandbox start", took - imports)
             self.phases.moved("imports", imports - warm)
             if warm:
-                self.phases.moved("gpu warm-up", warm)
+                self.phases.moved("gpu warm-up", warm - context)
+                self.phases.moved("gpu warm-up: context", context)
 
     def ask(
         self,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .graded import Graded
 from .phases import Phases
+from .prepare import STARTUP
 
 
 class Profile:
@@ -48,6 +49,7 @@ class Profile:
             "warm": self.warm,
             "interrupted": interrupted,
             "phases": self.phases.as_dict(),
+            "startup": dict(STARTUP),  # seconds of each step before the first worker
         }
 
     def write(self, interrupted: bool = False) -> None:

@@ -33,6 +33,7 @@ from pathlib import Path
 START_S = 180.0  # a zygote's imports (and compiler warm-up) on a busy machine
 ANSWER_S = 30.0  # one reply of a zygote
 MAX_REPLY = 4096
+KINDS = ("run", "gate")  # a worker's and measurer's zygote, the compile gate's
 # a zygote must stay one thread to fork safely: numpy's BLAS starts a pool at import
 # unless told not to (its forks then keep one BLAS thread, as a job slot should)
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -177,14 +178,36 @@ class Forks:
     def __init__(self, isolation, log=print):
         self.isolation, self.log = isolation, log
         self.zygotes: dict[str, Zygote | None] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # the zygotes dict
+        self.starting = {k: threading.Lock() for k in KINDS}  # one start per kind at a time
         self.said: list[str] = []
+        self.closed = False
+        self.ended = threading.Event()  # set by close: the zygotes' starting threads end
 
     def zygote(self, kind: str, env: dict) -> Zygote | None:
-        with self.lock:
-            if kind not in self.zygotes:
-                self.zygotes[kind] = self._start(kind, env)
-            return self.zygotes[kind]
+        with self.starting[kind]:  # the other kind's start goes on meanwhile
+            with self.lock:
+                if kind in self.zygotes:
+                    return self.zygotes[kind]
+            z = self._start(kind, env)
+            with self.lock:
+                if self.closed:  # the run ended while it started
+                    if z is not None:
+                        z.close()
+                    return None
+                self.zygotes[kind] = z
+            return z
+
+    def prestart(self, envs: dict) -> None:
+        """Start the zygotes of ``envs`` (kind -> the children's environment) now, in the
+        background, while the grader does its own start-up (the GPU's ceilings)."""
+
+        def keep(kind: str, env: dict) -> None:
+            self.zygote(kind, env)
+            self.ended.wait()  # a zygote dies with the thread that started it (PDEATHSIG)
+
+        for kind, env in envs.items():
+            threading.Thread(target=keep, args=(kind, env), daemon=True).start()
 
     def _start(self, kind: str, env: dict) -> Zygote | None:
         folder = Path(self.isolation.run_dir) / "zygotes"
@@ -262,7 +285,7 @@ class Forks:
 
     def child(self, module, env, log, procs, cpu_s, memory_mb, pipes) -> Forked | None:
         """``child.Child``'s way in: a fork running ``module``, or None (start it cold)."""
-        kind = "gate" if module == "course.grading.gate" else "run"
+        kind = KINDS[1] if module == "course.grading.gate" else KINDS[0]
         z = self.zygote(kind, env)
         if z is None:
             return None
@@ -278,7 +301,9 @@ class Forks:
             self.log(f"note: {line}")
 
     def close(self) -> None:
+        self.ended.set()
         with self.lock:
+            self.closed = True
             for z in self.zygotes.values():
                 if z is not None:
                     z.close()

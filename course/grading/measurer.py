@@ -136,20 +136,26 @@ def _spec(name: str, fn):
     return fn.bind(spec) if isinstance(fn, Entry) else spec
 
 
-def _warm_up() -> float:
-    """Seconds spent making this process's CUDA context and compiling the course's helper
-    kernels (``timed.warm_up``), before the judge asks for anything - and so before it
-    takes the measuring lock.  A failure here is left for the measurement to report."""
+def _warm_up() -> tuple[float, float]:
+    """(seconds spent making this process's CUDA context and compiling the course's helper
+    kernels (``timed.warm_up``), of which the context's), before the judge asks for
+    anything - and so before it takes the measuring lock.  A failure here is left for the
+    measurement to report."""
     import time
 
     t = time.perf_counter()
+    context = 0.0
     try:
+        from numba import cuda
+
         from course.exercises.timed import warm_up
 
+        cuda.current_context()
+        context = time.perf_counter() - t
         warm_up()
     except Exception:  # noqa: BLE001, S110 - the measured launch says what is wrong
         pass
-    return time.perf_counter() - t
+    return time.perf_counter() - t, context
 
 
 def main(argv=None) -> int:
@@ -167,8 +173,9 @@ def main(argv=None) -> int:
     from .unit import UnitError, rebuild
 
     took = time.perf_counter() - t0
-    warm = _warm_up() if course.MODE == "gpu" else 0.0
-    chan.send({"op": "hello", "mode": course.MODE, "took": took + warm, "warm": warm})
+    warm, context = _warm_up() if course.MODE == "gpu" else (0.0, 0.0)
+    hello = {"op": "hello", "mode": course.MODE, "took": took + warm, "warm": warm}
+    chan.send(dict(hello, context=context))
     fn, measurement = None, Measurement()
     while True:
         req, arrays = chan.recv()

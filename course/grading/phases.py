@@ -19,12 +19,17 @@ from contextlib import contextmanager
 ORDER = (
     "sandbox start",  # a worker, measurer or gate made and greeted (cold: a new interpreter)
     "imports",  # what its children said their imports took
-    "gpu warm-up",  # a GPU measurer's CUDA context and helper kernels, before any lock
+    "gpu warm-up",  # a GPU measurer's helper kernels compiled and run, before any lock
+    "gpu warm-up: context",  # ... and its CUDA context made
     "notebook",  # the submission read, parsed, its cells found
     "cells",  # the student's cells run by the worker
     "compile gate",  # the kernel compiled for the GPU targets
     "kernel load",  # the measurer rebuilding the unit
-    "cases",  # every public and hidden case: inputs, launches, judging
+    "cases",  # every public and hidden case: what its sub-phases do not cover
+    "cases: inputs",  # each case's inputs and float64 reference made (or taken: preps.py)
+    "cases: first launch",  # an exercise's first case there and back (the measurer compiles)
+    "cases: launches",  # every other case's buffers to the measurer, launched, back
+    "cases: judge check",  # what came back judged against the reference
     "gpu lock wait",  # waiting for this GPU's measuring lock
     "timed runs",  # a tune exercise's measured launch: what its sub-phases do not cover
     # (the requests' decoding, the replies' checks); its sub-phases: the judge's own first

@@ -48,9 +48,11 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
             )
         intake.forget(sub)
 
+    clock = Clock()
     subs = intake.collect(opts.submissions, survey)
     summary = intake.keys(subs, lambda s: s.lesson, lambda s: intake.student_name(s.path, plans))
     hidden.preload(e for p in plans.values() for e in p.exercises)
+    clock.lap("submissions read, hidden cases loaded")
     run_dir = Path(tempfile.mkdtemp(prefix="course-grade-run-"))
     atexit.register(shutil.rmtree, run_dir, True)
     isolation = None
@@ -62,9 +64,11 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
         hide += [opts.notebooks.resolve()]  # the instructor notebooks: solutions
         isolation, said = for_grading(hide, run_dir)
         print(said)
-    settings = GradeSettings.from_args(
-        opts, runtime.MODE, isolation, ceilings_once(runtime.MODE, handed_in(subs, plans))
-    )
+        if isolation is not None and not getattr(opts, "cold", False):
+            _warm_sandboxes(isolation)
+    clock.lap("sandbox made and tried")
+    ceilings = ceilings_once(runtime.MODE, handed_in(subs, plans), clock)
+    settings = GradeSettings.from_args(opts, runtime.MODE, isolation, ceilings)
     if settings.timeout <= settings.limit:
         print(
             f"note: --timeout {settings.timeout:g} s is not longer than one case's time "
@@ -72,6 +76,20 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
             "takes a submission's whole time, and its other exercises go ungraded"
         )
     return subs, summary, settings
+
+
+def _warm_sandboxes(isolation) -> None:
+    """Warm sandboxes (``forks.py``) for this run, their zygotes started now: they import
+    while the grader measures the GPU."""
+    from .child import child_env
+    from .forks import KINDS, Forks
+    from .gate import COMPILER_ENV
+
+    isolation.forks = Forks(isolation)
+    scratch = Path(isolation.scratch)
+    isolation.forks.prestart(
+        {KINDS[0]: child_env(scratch), KINDS[1]: child_env(scratch, COMPILER_ENV)}
+    )
 
 
 def handed_in(subs, plans: dict) -> set | None:
@@ -101,27 +119,44 @@ def read_submission(sub, plans: dict, lesson: str | None) -> None:
         sub.lesson = intake.find_lesson(sub.notebook, sub.path, plans, lesson)
 
 
+class Clock:
+    """Seconds of each start-up step, kept in :data:`STARTUP` (``grade --profile`` writes
+    them, ``bench grading`` reports them)."""
+
+    def __init__(self):
+        self.t = time.perf_counter()
+
+    def lap(self, step: str) -> None:
+        now = time.perf_counter()
+        STARTUP[step] = round(STARTUP.get(step, 0.0) + now - self.t, 3)
+        self.t = now
+
+
+STARTUP: dict[str, float] = {}  # start-up step -> seconds, in this process
 _MEASURED: dict = {}  # this process's GPU ceilings, measured once
 CEILINGS_WAIT_S = 600  # how long the ceilings wait for the GPU's measuring lock
 
 
-def ceilings_once(mode: str, exercises=None) -> dict | None:
+def ceilings_once(mode: str, exercises=None, clock: Clock | None = None) -> dict | None:
     """This machine's GPU ceilings, measured once per process under the measuring lock
     (None in the simulator), and the given kernels of the tune exercises among
     ``exercises`` (None: every one) timed.  A Dask worker measures its own GPU: ceilings
     measured where the run started would belong to another device."""
     if mode != "gpu":
         return None
+    clock = clock or Clock()
     if "ceilings" not in _MEASURED:
         from .gpu_lock import device_lock
         from .measurer import measure_ceilings
 
         with device_lock(deadline=time.monotonic() + CEILINGS_WAIT_S):
             _MEASURED["ceilings"] = measure_ceilings()
+        clock.lap("GPU ceilings measured")
         c = _MEASURED["ceilings"]
         from .starter import time_all  # tune targets' given kernels, before any worker runs
 
         starters = time_all(exercises)
+        clock.lap("given kernels timed")
         print(
             f"ceilings measured for this run: copy {c['copy_gbps']:.0f} GB/s, "
             f"FP32 {c['fp32_tflops']:.1f} TFLOP/s; given kernels timed: "

@@ -355,6 +355,7 @@ def _run_loaded(jd: Judge, spec, load: dict, cannot: str) -> tuple[str, list]:
                 jd.settings.limit,
                 launch=launch,
                 shared=jd.settings.shared_inputs,
+                phases=jd.phases,
             )
         if spec.kind == "tune" and cases and all(c.passed for c in cases):
             jd.stage("timing")

@@ -4,7 +4,8 @@
 submission, with the environment a sandboxed child gets (``child.child_env``).  It imports
 ``course``, numba and the modules a worker, measurer or compile gate needs, warms the
 compiler where it is one (KIND ``gate``: ``gate.warm``, the course's own one-line kernel;
-KIND ``run``: a worker's and a measurer's modules), freezes its
+KIND ``run``: a worker's and a measurer's modules and those the lessons' cells import),
+freezes its
 heap, and then only forks.  It never runs, reads or receives anything a submission
 controls: its one conversation is with the grader, over the socket ``SOCK``:
 
@@ -41,6 +42,20 @@ PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 CAP_VERSION_3 = 0x20080522
 MAX_REQUEST = 1 << 20
 MODULES = ("course.grading.worker", "course.grading.measurer", "course.grading.gate")
+# the modules the lessons' cells import (a worker runs them for each submission)
+CELL_MODULES = (
+    "IPython.core.inputtransformer2",
+    "IPython.display",
+    "ipywidgets",
+    "matplotlib.pyplot",
+    "course.show.plots",
+    "course.show.widgets",
+    "course.show.reported",
+    "course.show.answers",
+    "course.measure.tables",
+    "course.measure.perf",
+    "course.sim.trace",
+)
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -234,10 +249,22 @@ def _warm(kind: str) -> None:
     from course import exercises
 
     exercises.all_exercises()  # their modules (kernels, sizes) load now
-    try:
-        from IPython.core.inputtransformer2 import TransformerManager  # noqa: F401
-    except ImportError:
-        pass
+    for name in CELL_MODULES:  # what the lessons' set-up cells import, once for every fork
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    import pkgutil
+
+    import course.kernels
+
+    for info in pkgutil.iter_modules(course.kernels.__path__, "course.kernels."):
+        importlib.import_module(info.name)
+    if course.MODE == "gpu":
+        from numba.cuda.cudadrv.driver import driver
+
+        if driver.is_initialized:  # a CUDA context does not survive a fork
+            raise RuntimeError("an import started CUDA in the zygote")
 
 
 def serve(sock: socket.socket) -> None:

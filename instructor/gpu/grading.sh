@@ -14,9 +14,9 @@ cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python}
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ -n "${GRADING_TINY:-}" ]; then  # the dry run's sizes: students and cut-offs
-  R=2; C=2; D=2; TR=240; TC=240; T2=240; TD=240; TQ=240
+  R=2; C=2; D=2; TR=240; TC=240; T2=240; TD=240; TQ=240; TP=240
 else
-  R=25; C=200; D=100; TR=95; TC=65; T2=275; TD=125; TQ=110
+  R=25; C=200; D=100; TR=95; TC=65; T2=275; TD=125; TQ=110; TP=300
 fi
 bench() { # label, bench's cut-off, then bench options
   local label=$1 cut=$2; shift 2
@@ -28,12 +28,20 @@ bench() { # label, bench's cut-off, then bench options
 # GRADING_PART: "single" (the one-GPU runs), "dask" (the Dask pair), or both (default):
 # a device call runs 10 minutes at most, so a 2-GPU machine takes two calls.  "quick": the
 # issue's two headline runs only, under 4 minutes (25 lesson-01 notebooks with one forged,
-# then the rehearsal), for a session with little GPU time left.
+# then the rehearsal), for a session with little GPU time left.  "probe": the rehearsal and
+# the 200-class at --jobs 16 (one job per core pair of a 16-core box), under 8 minutes.
 PART=${GRADING_PART:-both}
 if [ "$PART" = quick ]; then
   export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
   bench "class$R-lesson01" "$TQ" --students "$R" --lessons 01_vector_add --jobs 8
   bench rehearsal-warm "$TQ" --students "$R" --jobs 8
+  unset CUDA_VISIBLE_DEVICES
+  PART=none
+fi
+if [ "$PART" = probe ]; then  # the rehearsal, then the 200-class with a job per 2 cores
+  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+  bench rehearsal-warm "$TQ" --students "$R" --jobs 8
+  bench "class$C-jobs16" "$TP" --students "$C" --lessons 01_vector_add --no-attackers --jobs 16
   unset CUDA_VISIBLE_DEVICES
   PART=none
 fi

@@ -9,6 +9,7 @@
 # class: #45's grading measurements (instructor/gpu/grading.sh, under 10 minutes);
 # dask: the Dask pair on 2 GPUs, then checktimes on this card (a call runs 10 minutes at most).
 # quick: #45's two headline runs only (25 lesson-01 notebooks, the rehearsal), under 5 min.
+# probe: the rehearsal and the 200-class at --jobs 16, under 9 min.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/round-out}; mkdir -p "$OUT"
@@ -45,7 +46,10 @@ case "${1:-}" in
   quick)
     OUT="$OUT" GRADING_PART=quick timeout 300 bash instructor/gpu/grading.sh
     ;;
+  probe)
+    OUT="$OUT" GRADING_PART=probe timeout 560 bash instructor/gpu/grading.sh
+    ;;
   checktimes) checktimes ;;
-  *) echo "usage: round.sh cards|notebooks|class|quick|dask|checktimes"; exit 2 ;;
+  *) echo "usage: round.sh cards|notebooks|class|quick|probe|dask|checktimes"; exit 2 ;;
 esac
 echo "done ($(date +%T)): $(ls "$OUT")"
