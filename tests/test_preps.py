@@ -125,3 +125,21 @@ def test_a_run_times_only_the_given_kernels_of_the_lessons_handed_in(monkeypatch
     prepare.ceilings_once("gpu", {"tune_vector_add"})
     prepare.ceilings_once("gpu", {"tune_matmul"})  # once per process
     assert timed == [{"tune_vector_add"}]
+
+
+def test_the_gate_takes_the_first_cases_inputs_from_the_run(_fresh, monkeypatch):
+    """The compile gate's launch types come from the first case; in a class run those
+    inputs are the store's (the same key and seed as run_cases' first case)."""
+    from course.grading.unit import extract
+
+    class Compiler:  # the types are what matters here, not the compile
+        def check(self, unit, calls):
+            return None
+
+    unit = extract(solution_add)
+    assert cases.gate_error(SPEC, unit, 5, Compiler(), shared=True) is None
+    assert len(_fresh) == 1
+    cases.run_cases(SPEC, solution_add, 5, False, None, shared=True)
+    assert _fresh.count(_fresh[0]) == 1  # the first case was not made again
+    assert cases.gate_error(SPEC, unit, 5, Compiler()) is None  # notebook: its own
+    assert len(_fresh) == len(SPEC.cases()) + 1

@@ -14,7 +14,7 @@ from numba import cuda, float32
 
 import course
 from course.exercises import get, timed
-from course.grading import judge, measurer, sampled, session
+from course.grading import judge, measurer, measurer_calls, sampled, session
 from course.grading.report import case_events
 from course.grading.settings import GradeSettings
 from course.grading.unit import extract
@@ -253,7 +253,8 @@ def test_the_measuring_lock_covers_the_runs_and_not_the_pipes(monkeypatch):
 def test_a_measurer_that_loses_its_staged_inputs_reports_it():
     m = measurer.Measurement()
     assert "before its inputs" in m.measure(None)["error"]
-    assert m.collect() == {}
+    header, arrays = m.collect()
+    assert "nothing was measured" in header["error"] and arrays == {}
 
 
 def test_the_session_judge_refuses_a_run_whose_samples_are_wrong(monkeypatch):
@@ -421,3 +422,39 @@ def test_the_attention_boards_judged_rows_come_from_the_judges_seed():
 
     first, again, other = judged(1), judged(1), judged(2)
     assert first == again and first != other and len(first) > 20
+
+
+@sim_only
+def test_the_graders_measurer_stages_on_the_device_and_checks_copies_after_the_runs():
+    """``stage`` puts the arrays on the device before the lock; ``measure`` replies with
+    figures only; ``collect`` (after the lock) checks the tails and sends the arrays - and
+    a run that wrote past an array is refused there, with nothing sent back."""
+    case = ADD.measured_case()
+    prep = judge.prepare(ADD, case, cases_mod.measured_rng(3), guard=False)
+    plan = sampled.plan(ADD, prep)
+
+    def staged_measurement():
+        m = measurer.Measurement()
+        req = {
+            "exercise": ADD.name,
+            "case": measurer_calls.case_data(case),
+            "shapes": prep.shapes,
+            "scalars": prep.scalars(),
+            "sample": plan.request(),
+        }
+        m.stage(req, {**prep.buffers(), **plan.arrays()}, add_all)
+        return m
+
+    m = staged_measurement()
+    bufs = m.ready[3]
+    assert set(bufs.work) == {"x", "y"}  # on the device before the runs
+    reply = m.measure(add_all)
+    assert reply["error"] is None and reply["figures"] and "copies" not in reply["steps"]
+    header, arrays = m.collect()
+    assert header["error"] is None and set(arrays) == {"x", "y", "sample:y"}
+    assert not measurer_calls.same_arrays({k: arrays[k] for k in "xy"}, prep.buffer_shapes())
+    m = staged_measurement()
+    assert m.measure(add_all)["error"] is None
+    m.done[0].flat["y"][case.params["n"] + 5] = 1.0  # as a kernel writing past y would
+    header, arrays = m.collect()
+    assert "past the end of y" in header["error"] and arrays == {}

@@ -148,10 +148,13 @@ class Sampling:
         return out
 
 
-def judged_runs(spec, fn, case, arrays: Arrays, sampling: Sampling, traced=None):
+def judged_runs(spec, fn, case, arrays: Arrays, sampling: Sampling, traced=None, copies=True):
     """(figures, the last run's arrays, samples: name -> (runs, k) array, trespass or None).
 
-    ``traced``: ``(fn, case, views) -> figures``, the simulator's traced launch (run 0)."""
+    ``traced``: ``(fn, case, views) -> figures``, the simulator's traced launch (run 0).
+    ``copies=False``: the last run's arrays and the trespass check are left on the device
+    (None, None): the grader's measurer fetches them after the measuring lock is given
+    back (``arrays.whole()``, ``arrays.trespass()``)."""
     rows, times, steps = [], [], sampling.steps
     launch = lambda: spec.launch(fn, case, arrays.views)  # noqa: E731
 
@@ -197,6 +200,8 @@ def judged_runs(spec, fn, case, arrays: Arrays, sampling: Sampling, traced=None)
         steps.lap("launches")
         figures = _figures(times)
     samples = {name: np.stack([r[name] for r in rows]) for name in sampling.names}
+    if not copies:
+        return figures, None, samples, None
     whole, trespass = arrays.whole(), arrays.trespass()
     steps.lap("copies")
     return figures, whole, samples, trespass

@@ -139,10 +139,12 @@ def not_a_kernel(fn, spec) -> str | None:
     return None
 
 
-def gate_error(spec, unit: dict, seed: int, compiler=None) -> str | None:
+def gate_error(spec, unit: dict, seed: int, compiler=None, shared: bool = False) -> str | None:
     """None when ``unit`` compiles for the course's GPUs with the types of the exercise's
     first launch; else the sentence the check shows.  ``compiler``: the grader's sandboxed
-    gate for this submission (``session.py``); this process's own gate by default."""
+    gate for this submission (``session.py``); this process's own gate by default.
+    ``shared``: the first case's inputs from the run's store, as :func:`run_cases` takes
+    them (``preps.py``)."""
     from types import SimpleNamespace
 
     from .gate import GateFailed, GateUnavailable, gate, launch_types
@@ -155,7 +157,13 @@ def gate_error(spec, unit: dict, seed: int, compiler=None) -> str | None:
         return None  # nothing will be launched
     case = cases[0] if cases else spec.measured_case()
     try:
-        prep = judge.prepare(spec, case, case_rng(seed, 0))
+        if shared and cases and not case.hidden:  # run_cases' first case: same key, same rng
+            from . import preps
+
+            rng_of = functools.partial(case_rng, seed, 0)
+            prep = preps.prepare(spec, case, (case.hidden, seed, 0), rng_of)
+        else:
+            prep = judge.prepare(spec, case, case_rng(seed, 0))
         _dev, views = views_of(prep.staged(case))
         calls = launch_types(spec, kernel, case, views)
     except Exception as exc:  # noqa: BLE001 - a broken spec must still report

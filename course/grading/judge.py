@@ -48,6 +48,16 @@ class Prepared:
             bufs[name] = guarded(shape, np.dtype(dtype), band=self.guard)
         return bufs
 
+    def buffer_shapes(self) -> dict:
+        """name -> (dtype, shape) of the buffers :meth:`buffers` makes, none of them made."""
+        out = {}
+        for name, value in self.host.items():
+            if isinstance(value, np.ndarray):
+                out[name] = (value.dtype, guarded_shape(value.shape, self.guard))
+        for name, (shape, dtype) in self.out_specs.items():
+            out[name] = (np.dtype(dtype), guarded_shape(shape, self.guard))
+        return out
+
     def scalars(self) -> dict:
         """The non-array arguments (sizes, constants)."""
         return {k: v for k, v in self.host.items() if not isinstance(v, np.ndarray)}
@@ -79,10 +89,9 @@ def judge(spec, case, prep: Prepared, returned: dict, rep: int = 0) -> str | Non
 
     ``returned`` maps every buffer name to the full guarded buffer after the launch.
     """
-    sent = prep.buffers()
-    for name, buf in sent.items():
+    for name, (dtype, shape) in prep.buffer_shapes().items():
         got = returned.get(name)
-        if not isinstance(got, np.ndarray) or got.shape != buf.shape or got.dtype != buf.dtype:
+        if not isinstance(got, np.ndarray) or got.shape != shape or got.dtype != dtype:
             return f"{name} did not come back from the launch as it was sent"
     for name in list(prep.out_specs) + [n for n in spec.inout if n in prep.host]:
         shape = prep.shapes[name]
@@ -146,16 +155,19 @@ def guard_value(dtype):
     return poison(dtype)
 
 
+def guarded_shape(shape, band: bool = True) -> tuple:
+    """The shape of :func:`guarded`'s buffer for an array of ``shape``."""
+    if not band:
+        return tuple(shape)
+    if len(shape) == 1:
+        return (shape[0] + GUARD,)
+    return tuple(s + GUARD_2D for s in shape)
+
+
 def guarded(shape, dtype, fill=None, band: bool = True) -> np.ndarray:
     """A host buffer: data (``fill``, or the poison) plus a sentinel guard band after
     (1-D) or around (2-D+) it (none when ``band`` is off)."""
-    if not band:
-        full = tuple(shape)
-    elif len(shape) == 1:
-        full = (shape[0] + GUARD,)
-    else:
-        full = tuple(s + GUARD_2D for s in shape)
-    buf = np.full(full, guard_value(dtype), dtype=dtype)
+    buf = np.full(guarded_shape(shape, band), guard_value(dtype), dtype=dtype)
     buf[_region(shape)] = poison(dtype) if fill is None else fill
     return buf
 
@@ -174,15 +186,44 @@ def _guard_message(name, full, shape) -> str | None:
     )
 
 
+CHUNK = 1 << 20  # elements judged at a time: a 2^26-element output needs no 512 MB temporaries
+
+
 def compare(name: str, got: np.ndarray, expected, tol) -> str | None:
-    """None if ``got`` matches ``expected`` within ``tol``; otherwise one readable sentence."""
+    """None if ``got`` matches ``expected`` within ``tol``; otherwise one readable sentence.
+    Large arrays are judged a slab of rows at a time (the same verdict, bounded memory)."""
     expected = np.asarray(expected)
     if got.shape != expected.shape:
         return f"{name} has shape {got.shape}, expected {expected.shape}"
-    p = poison(got.dtype)
-    unwritten = (
-        np.isnan(got) if (isinstance(p, float) and np.isnan(p)) else (got == p) & (expected != p)
+    if got.ndim == 0 or got.size <= CHUNK:
+        slabs: list = [Ellipsis]
+    else:
+        step = max(1, CHUNK // max(1, got[0].size))
+        slabs = [slice(i, i + step) for i in range(0, got.shape[0], step)]
+    nwrong, first = 0, None
+    for slab in slabs:
+        wrong = _wrong(got[slab], expected[slab], tol)
+        count = int(np.count_nonzero(wrong))
+        if count and first is None:
+            local = tuple(int(i) for i in np.argwhere(wrong)[0])
+            first = local if slab is Ellipsis else (local[0] + slab.start, *local[1:])
+        nwrong += count
+    if first is None:
+        return None
+    where = first[0] if len(first) == 1 else first
+    if _unwritten(got[first], expected[first]):
+        unwritten = sum(int(np.count_nonzero(_unwritten(got[s], expected[s]))) for s in slabs)
+        return (
+            f"{name}[{where}] was never written (still holds the poison value); "
+            f"{unwritten} of {got.size} elements unwritten"
+        )
+    return (
+        f"{name}: {nwrong} of {got.size} elements wrong; first at index "
+        f"{where}: got {number_text(got[first])}, expected {number_text(expected[first])}"
     )
+
+
+def _wrong(got, expected, tol):
     if tol.exact:
         wrong = got != expected
     else:
@@ -192,19 +233,15 @@ def compare(name: str, got: np.ndarray, expected, tol) -> str | None:
             )
     if expected.dtype.kind == "f":
         wrong &= ~np.isnan(expected)  # NaN in a reference: an element not judged
-    if not wrong.any():
-        return None
-    first = tuple(int(i) for i in np.argwhere(wrong)[0])
-    where = first[0] if len(first) == 1 else first
-    if unwritten[first]:
-        return (
-            f"{name}[{where}] was never written (still holds the poison value); "
-            f"{int(unwritten.sum())} of {got.size} elements unwritten"
-        )
-    return (
-        f"{name}: {int(wrong.sum())} of {got.size} elements wrong; first at index "
-        f"{where}: got {number_text(got[first])}, expected {number_text(expected[first])}"
-    )
+    return wrong
+
+
+def _unwritten(got, expected):
+    """Where ``got`` still holds the poison (NaN; an integer sentinel the reference lacks)."""
+    p = poison(got.dtype)
+    if isinstance(p, float) and np.isnan(p):
+        return np.isnan(got)
+    return (got == p) & (expected != p)
 
 
 def _changed_input_message(name, before, after) -> str | None:

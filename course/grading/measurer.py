@@ -83,38 +83,62 @@ def _staged(req: dict, arrays: dict):
 
 class Measurement:
     """A tune exercise's measured launch in three requests, so that the judge holds the GPU's
-    measuring lock for the runs only, not for the pipes: ``stage`` keeps the request and its
-    arrays, ``measure`` runs them and replies with the figures, ``collect`` sends back the
-    last run's arrays and every run's samples."""
+    measuring lock for the runs only: ``stage`` takes the request and its arrays and puts
+    them on the device (before the lock), ``measure`` runs them and replies with the
+    figures, ``collect`` (after the lock) brings back the last run's arrays, checks the
+    tails and pristine copies, and sends them with every run's samples."""
 
     def __init__(self):
-        self.req: dict | None = None
-        self.arrays: dict = {}
-        self.out: dict | None = None
+        self.ready: tuple | None = None  # (spec, staged, sampling, device arrays)
+        self.done: tuple | None = None  # (device arrays, samples, steps) of the runs
 
-    def stage(self, req: dict, arrays: dict) -> None:
-        self.req, self.arrays, self.out = req, arrays, None
+    def stage(self, req: dict, arrays: dict, fn) -> None:
+        from ..exercises.timed import Arrays, Sampling
 
-    def measure(self, fn) -> dict:
-        req, arrays, self.req, self.arrays = self.req, self.arrays, None, {}
-        if req is None:
-            return {"op": "measured", "error": "a measurement was asked for before its inputs"}
-        spec = _spec(req["exercise"], fn)
+        self.ready = self.done = None
+        if fn is None:
+            raise ValueError("a measurement was staged before its kernel was loaded")
+        sample = req["sample"]
         domains = {
             k[len("domain:") :]: arrays.pop(k) for k in list(arrays) if k.startswith("domain:")
         }
-        steps: dict = {}
-        figures, returned, samples, trespass = measure_launch(
-            spec, fn, _staged(req, arrays), dict(req["sample"], domains=domains), steps
-        )
-        if trespass:
-            return {"op": "measured", "error": trespass}
-        self.out = {**returned, **{f"sample:{k}": v for k, v in samples.items()}}
+        sampling = Sampling(sample["seed"], sample["names"], domains, sample.get("sim_runs", 0))
+        staged = _staged(req, arrays)
+        bufs = Arrays(staged.buffers, staged.shapes, staged.scalars)  # to the device now
+        self.ready = (_spec(req["exercise"], fn), staged, sampling, bufs)
+
+    def measure(self, fn) -> dict:
+        from ..exercises.timed import Steps, judged_runs
+
+        ready, self.ready = self.ready, None
+        if ready is None:
+            return {"op": "measured", "error": "a measurement was asked for before its inputs"}
+        spec, staged, sampling, bufs = ready
+        sampling.steps = Steps()  # the runs' steps only: the judge times the staging
+        try:
+            figures, _, samples, _ = judged_runs(
+                spec, fn, staged.case, bufs, sampling, traced=spec.measure_on, copies=False
+            )
+        finally:
+            steps = dict(sampling.steps)
+        self.done = (bufs, samples)
         return {"op": "measured", "figures": figures, "steps": steps, "error": None}
 
     def collect(self) -> dict:
-        out, self.out = self.out or {}, None
-        return out
+        """The reply's header and arrays: the last run's arrays and the samples, or the
+        error that the runs wrote outside their arrays."""
+        done, self.done = self.done, None
+        if done is None:
+            return {"op": "collected", "error": "nothing was measured"}, {}
+        bufs, samples = done
+        trespass = bufs.trespass()
+        if trespass:
+            return {"op": "collected", "error": trespass}, {}
+        whole = bufs.whole()
+        return {"op": "collected", "error": None}, {
+            **whole,
+            **{f"sample:{k}": v for k, v in samples.items()},
+        }
 
 
 _REPLY = {
@@ -201,12 +225,12 @@ def main(argv=None) -> int:
                 )
                 chan.send({"op": "launched", "error": error, "timed_out": timed_out}, returned)
             elif op == "stage":
-                measurement.stage(req, arrays)
+                measurement.stage(req, arrays, fn)
                 chan.send({"op": "staged", "error": None})
             elif op == "measure":
                 chan.send(measurement.measure(fn))
             elif op == "collect":
-                chan.send({"op": "collected"}, measurement.collect())
+                chan.send(*measurement.collect())
             else:  # "bye"
                 break
         except Exception as exc:  # noqa: BLE001 - the judge reports it

@@ -40,7 +40,7 @@ def measured_launch(m):
         error = reply.get("error")
         if error:
             return {}, str(error)[:1000], reply.get("timed_out") is True
-        same_arrays(arrays, staged.buffers)
+        same_arrays(arrays, allowed(staged.buffers))
         return arrays, None, False
 
     return launch
@@ -57,10 +57,12 @@ def case_data(case) -> dict:
     }
 
 
-def same_arrays(arrays: dict, buffers: dict) -> None:
-    """Tampering unless ``arrays`` are the ``buffers`` sent: the same names, shapes, dtypes."""
-    if set(arrays) != set(buffers) or any(
-        arrays[k].shape != v.shape or arrays[k].dtype != v.dtype for k, v in buffers.items()
+def same_arrays(arrays: dict, sent: dict) -> None:
+    """Tampering unless ``arrays`` are the buffers sent (``sent``: name -> (dtype, shape),
+    ``wire.allowed``): the same names, shapes, dtypes."""
+    if set(arrays) != set(sent) or any(
+        arrays[k].shape != tuple(shape) or arrays[k].dtype != dtype
+        for k, (dtype, shape) in sent.items()
     ):
         raise Tampered("a launch sent back other arrays than it was given")
 
@@ -143,9 +145,11 @@ def judge_measure(
     if not isinstance(figures, dict):
         raise Tampered("a measurement came back without figures")
     with timed("outputs back"):  # after the lock: what the runs wrote, and the samples
-        _, arrays = m.ask({"op": "collect"}, "collected", expect=p.expect(prep))
+        collected, arrays = m.ask({"op": "collect"}, "collected", expect=p.expect(prep))
+    if collected.get("error") is not None:  # the runs wrote past an array, or no runs
+        return measure_failed(str(collected["error"]))
     samples = {k[len("sample:") :]: arrays.pop(k) for k in list(arrays) if k.startswith("sample:")}
-    same_arrays(arrays, prep.buffers())
+    same_arrays(arrays, prep.buffer_shapes())
     with timed("judge check"):
         return judge_measured(
             spec, case, prep, arrays, figures, mode, ceilings, plan=p, samples=samples

@@ -327,7 +327,7 @@ def _judge_kernel(jd: Judge, spec, unit, unit_error) -> tuple[str, list]:
         raise Tampered(f"the worker sent a malformed kernel unit ({exc})") from None
     try:
         with jd.phases.timed("compile gate"):
-            why = gate_error(spec, unit, jd.seed, jd.gate())
+            why = gate_error(spec, unit, jd.seed, jd.gate(), jd.settings.shared_inputs)
     except UnitError as exc:
         return f"your kernel cannot be checked: {exc}", []
     if why:

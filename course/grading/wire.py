@@ -74,17 +74,27 @@ class Channel:
 
     # -- sending --------------------------------------------------------------------------
     def send(self, header: dict, arrays: dict | None = None) -> None:
+        """Write one message.  An array's data goes to the pipe straight from its memory
+        (no copy while the GIL is held: a grader judging 16 submissions at once moves
+        gigabytes a minute); only the small headers are assembled first."""
         arrays = arrays or {}
         head = json.dumps({**header, "arrays": list(arrays)}, default=json_default).encode()
-        parts = [_LEN.pack(len(head)), head]
+        small = [_LEN.pack(len(head)), head]
         for a in arrays.values():
-            buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.ascontiguousarray(a), allow_pickle=False)
-            blob = buf.getvalue()
-            parts += [_LEN.pack(len(blob)), blob]
-        self._write(b"".join(parts))
+            a = np.ascontiguousarray(a)
+            if a.dtype.hasobject:
+                raise ValueError("object arrays cannot be sent")
+            npy = io.BytesIO()
+            np.lib.format.write_array_header_1_0(npy, np.lib.format.header_data_from_array_1_0(a))
+            small += [_LEN.pack(npy.tell() + a.nbytes), npy.getvalue()]
+            if a.nbytes:
+                self._write(b"".join(small))
+                small = []
+                self._write(memoryview(a.reshape(-1).view(np.uint8)))
+        if small:
+            self._write(b"".join(small))
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data) -> None:
         view = memoryview(data)
         while view:
             self._wait(write=True)
@@ -131,11 +141,23 @@ class Channel:
         return header, arrays
 
     def _array_any(self, name: str) -> np.ndarray:
-        blob = self._read(self._length(MAX_ARRAY, f"array {name!r}"))
+        """One blob of a request's array (a child's end: requests come from the grader),
+        read in place; the array is a view of it."""
+        blob = np.empty(self._length(MAX_ARRAY, f"array {name!r}"), np.uint8)
+        self._read_into(memoryview(blob))
+        head = io.BytesIO(blob[: 10 + MAX_NPY_HEADER].tobytes())
         try:
-            return np.lib.format.read_array(io.BytesIO(blob), allow_pickle=False)
-        except (ValueError, OSError, EOFError):
+            fmt = np.lib.format
+            read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}[
+                fmt.read_magic(head)
+            ]
+            shape, fortran, dtype = read(head, max_header_size=MAX_NPY_HEADER)
+        except (ValueError, OSError, EOFError, SyntaxError, TypeError, KeyError):
             raise WireError(f"array {name!r} is not a valid .npy blob") from None
+        start = head.tell()
+        if dtype.hasobject or start + dtype.itemsize * math.prod(shape) != blob.size:
+            raise WireError(f"array {name!r} is not a valid .npy blob")
+        return blob[start:].view(dtype).reshape(shape, order="F" if fortran else "C")
 
     def _array(self, name: str, dtype, shape) -> np.ndarray:
         """One blob of an expected array: its .npy header read and checked, then exactly its
@@ -177,9 +199,9 @@ class Channel:
         size = dtype.itemsize * math.prod(got_shape)
         if n != start + hlen + size:
             raise WireError(f"array {name!r} announces {n} bytes for {size} bytes of data")
-        data = bytearray(size)
+        data = np.empty(size, np.uint8)  # read in place: no zero fill, no copy after
         self._read_into(memoryview(data))
-        return np.frombuffer(data, dtype=dtype).reshape(got_shape)
+        return data.view(dtype).reshape(got_shape)
 
     def _length(self, limit: int, what: str) -> int:
         (n,) = _LEN.unpack(self._read(_LEN.size))
