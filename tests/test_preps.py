@@ -143,3 +143,70 @@ def test_the_gate_takes_the_first_cases_inputs_from_the_run(_fresh, monkeypatch)
     assert _fresh.count(_fresh[0]) == 1  # the first case was not made again
     assert cases.gate_error(SPEC, unit, 5, Compiler()) is None  # notebook: its own
     assert len(_fresh) == len(SPEC.cases()) + 1
+
+
+def test_the_processes_of_one_run_on_one_gpu_measure_it_once(monkeypatch, tmp_path):
+    """#45 (Dask): every worker process of a run on a GPU used to measure the ceilings and
+    time the given kernels itself, one after another under the GPU lock.  Now the first
+    measures and keeps the figures beside the lock files; the others read them; another
+    run, or another GPU, measures again."""
+    from course.grading import measurer, prepare, starter
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    measured, timed = [], []
+
+    def measure():
+        measured.append(1)
+        return {"copy_gbps": 100.0 + len(measured), "fp32_tflops": 2.0}
+
+    def time_all(names=None):
+        out = {}
+        for n in sorted(names or ()):
+            if ("card", n) not in starter._TIMED:
+                timed.append(n)
+                starter._TIMED[("card", n)] = {"ms": 1.5, "median_ms": 1.6}
+            out[n] = starter._TIMED[("card", n)]["ms"]
+        return out
+
+    monkeypatch.setattr(measurer, "measure_ceilings", measure)
+    monkeypatch.setattr(starter, "time_all", time_all)
+
+    def new_process(gpu="0"):  # what a fresh Dask worker process starts from
+        monkeypatch.setattr(prepare, "_MEASURED", {})
+        monkeypatch.setattr(starter, "_TIMED", {})
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", gpu)
+
+    new_process()
+    first = prepare.ceilings_once("gpu", {"tune_vector_add"}, run=41)
+    new_process()
+    second = prepare.ceilings_once("gpu", {"tune_vector_add"}, run=41)
+    assert first == second == {"copy_gbps": 101.0, "fp32_tflops": 2.0}
+    assert measured == [1] and timed == ["tune_vector_add"]
+    assert starter._TIMED == {("card", "tune_vector_add"): {"ms": 1.5, "median_ms": 1.6}}
+    new_process()  # a lesson the first process did not time: only that one is timed
+    prepare.ceilings_once("gpu", {"tune_vector_add", "tune_matmul"}, run=41)
+    assert measured == [1] and timed == ["tune_vector_add", "tune_matmul"]
+    new_process()  # another run
+    assert prepare.ceilings_once("gpu", {"tune_vector_add"}, run=42)["copy_gbps"] == 102.0
+    new_process("1")  # another GPU of the same run
+    assert prepare.ceilings_once("gpu", {"tune_vector_add"}, run=41)["copy_gbps"] == 103.0
+    kept = sorted(p.name for p in (tmp_path / "course-locks").glob("*.json"))
+    assert kept == ["gpu-0.run-41.json", "gpu-0.run-42.json", "gpu-1.run-41.json"]
+    assert all((tmp_path / "course-locks" / k).stat().st_mode & 0o077 == 0 for k in kept)
+
+
+def test_warm_sandboxes_import_what_the_set_up_cells_import():
+    """The run's zygote imports the modules the lessons' set-up cells name (and never
+    anything a submission wrote): read from the instructor's plans."""
+    from types import SimpleNamespace as NS
+
+    from course.grading import prepare
+
+    cells = [
+        NS(source="%matplotlib inline\nimport numpy as np\nfrom course.show import plots, widgets"),
+        NS(source="from numba import cuda\nfrom .x import y\nfrom m import *\nx = 1"),
+        NS(source="def broken(:"),
+    ]
+    got = prepare.cell_imports({"01": NS(setup=cells)})
+    want = ("course.show", "course.show.plots", "course.show.widgets", "m")
+    assert got == tuple(sorted(want + ("numba", "numba.cuda", "numpy")))

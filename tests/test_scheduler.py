@@ -4,8 +4,10 @@ launch with a sentence instead of a hang."""
 
 import threading
 
+import numba
 import numpy as np
 import pytest
+from conftest import rejects
 from numba import cuda
 
 import course
@@ -96,3 +98,61 @@ def test_a_barrier_the_scan_could_not_see_stops_with_a_sentence():
     assert not scheduler.needs_threads(_aliased_barrier.py_func)
     with pytest.raises(RuntimeError, match="barrier was reached"):
         _aliased_barrier[1, 4](np.zeros(4))
+
+
+@cuda.jit
+def _running_total(x, out):  # reads its local array before writing it (wrong on a GPU)
+    acc = cuda.local.array(4, numba.float64)
+    t = cuda.threadIdx.x
+    if t == 0:
+        acc[1] = 0.0
+    acc[1] += x[t]
+    if t == cuda.blockDim.x - 1:
+        out[0] = acc[1]
+
+
+@cuda.jit
+def _left_by_the_last_block(out):  # block 1 reads what block 0 left in shared memory
+    s = cuda.shared.array(4, numba.float32)
+    if cuda.blockIdx.x == 0:
+        s[cuda.threadIdx.x] = 7.0
+    else:
+        out[cuda.threadIdx.x] = s[cuda.threadIdx.x]
+    cuda.syncthreads()
+
+
+def test_local_arrays_start_as_poison_and_carry_nothing_from_thread_to_thread():
+    """Red team, #45: threads run one after another, and numpy hands a freed local array's
+    memory to the next thread's ``np.empty``: a running total passed through uninitialised
+    local memory added up correctly.  Local arrays now start as poison."""
+    out = np.zeros(1)
+    _running_total[1, 8](np.arange(8.0), out)
+    assert np.isnan(out[0])
+    assert rejects("reduce_sequential", _reduce_through_local_memory)
+
+
+def test_shared_arrays_start_each_block_as_poison():
+    out = np.zeros(4, np.float32)
+    _left_by_the_last_block[2, 4](out)
+    assert np.isnan(out).all()
+
+
+@cuda.jit
+def _reduce_through_local_memory(g_idata, g_odata):
+    acc = cuda.local.array(37, numba.float64)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    if t == 0:
+        acc[5] = 0.0
+    if i < g_idata.shape[0]:
+        acc[5] += g_idata[i]
+    if t == cuda.blockDim.x - 1:
+        g_odata[cuda.blockIdx.x] = acc[5]
+
+
+def test_an_untraced_race_hunt_runs_every_block_with_a_thread_per_cuda_thread():
+    out = np.full((12, 6), -1, np.int64)
+    with scheduler.threaded():
+        started = _threads_started(lambda: _where[(2, 1), (6, 1, 1)](out))
+    assert started == 12
+    assert _threads_started(lambda: _where[(2, 1), (6, 1, 1)](out)) == 2

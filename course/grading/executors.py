@@ -92,7 +92,6 @@ def grade_payload(item: dict, grade, plans: dict, opts):
     ``batch.grade_one``, passed in: this module does not import batch), in a sandbox made
     on that machine (the grader's paths are not the worker's)."""
     from .intake import Submission
-    from .prepare import ceilings_once
 
     sub = Submission(
         Path(item["path"]),
@@ -104,7 +103,7 @@ def grade_payload(item: dict, grade, plans: dict, opts):
     )
     sub.lesson = item["lesson"]
     if getattr(opts, "isolation_choice", "none") != "none" and getattr(opts, "warm", False):
-        return grade(sub, plans, opts.here(_warm_isolation(), ceilings_once(opts.mode)))
+        return grade(sub, plans, opts.here(_warm_isolation(), _ceilings(opts)))
     with tempfile.TemporaryDirectory(prefix="course-grade-run-") as t:
         isolation = None
         if getattr(opts, "isolation_choice", "none") != "none":
@@ -113,7 +112,15 @@ def grade_payload(item: dict, grade, plans: dict, opts):
             isolation, said = for_grading([], Path(t))
             if isolation is None:  # fail closed: never grade unsandboxed silently
                 raise SandboxMissing(no_sandbox_message(said))
-        return grade(sub, plans, opts.here(isolation, ceilings_once(opts.mode)))
+        return grade(sub, plans, opts.here(isolation, _ceilings(opts)))
+
+
+def _ceilings(opts):
+    """This worker's GPU figures: measured by the run's first process on this GPU, read by
+    the others (``prepare.ceilings_once``), with the given kernels of the lessons handed in."""
+    from .prepare import ceilings_once
+
+    return ceilings_once(opts.mode, opts.starters, run=opts.seed)
 
 
 _HERE: dict = {}  # this Dask worker process's sandbox and its zygotes, made once

@@ -175,8 +175,9 @@ class Forks:
     """The zygotes of one grading process, started on first use, one per kind; ``spawn``
     returns a :class:`Forked`, or None where the child must start cold."""
 
-    def __init__(self, isolation, log=print):
+    def __init__(self, isolation, log=print, imports: tuple = ()):
         self.isolation, self.log = isolation, log
+        self.imports = imports  # modules the ``run`` zygote imports for its forks
         self.zygotes: dict[str, Zygote | None] = {}
         self.lock = threading.Lock()  # the zygotes dict
         self.starting = {k: threading.Lock() for k in KINDS}  # one start per kind at a time
@@ -211,10 +212,13 @@ class Forks:
 
     def _start(self, kind: str, env: dict) -> Zygote | None:
         folder = Path(self.isolation.run_dir) / "zygotes"
-        try:  # a variable only the zygote has: its forks must not see it (the probe)
-            z = Zygote(
-                kind, dict(env, COURSE_SANDBOX_PROBE_PLANTED="planted", **ONE_THREAD), folder
-            )
+        own = {"COURSE_SANDBOX_PROBE_PLANTED": "planted", **ONE_THREAD}
+        if kind == KINDS[0] and self.imports:
+            from .zygote import WARM_IMPORTS
+
+            own[WARM_IMPORTS] = ",".join(self.imports)
+        try:  # variables only the zygote has: its forks must not see them (the probe)
+            z = Zygote(kind, dict(env, **own), folder)
         except (ZygoteError, OSError) as exc:
             self._say(f"warm sandboxes ({kind}): off, its children start cold ({exc})")
             return None

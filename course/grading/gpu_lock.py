@@ -45,24 +45,25 @@ def lock_dir() -> Path:
     return folder
 
 
-def lock_path() -> Path:
-    """The lock file of the first GPU this process sees (``CUDA_VISIBLE_DEVICES``)."""
+def lock_path(purpose: str = "") -> Path:
+    """The lock file of the first GPU this process sees (``CUDA_VISIBLE_DEVICES``);
+    ``purpose``: another lock of that GPU (``"ceilings"``: its run's one measurement)."""
     dev = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
     dev = "".join(c for c in dev if c.isalnum() or c in "-_") or "0"  # a UUID or an index
-    return lock_dir() / f"gpu-{dev}.lock"
+    return lock_dir() / f"gpu-{dev}{'.' + purpose if purpose else ''}.lock"
 
 
 @contextlib.contextmanager
-def device_lock(enabled: bool = True, deadline: float | None = None):
-    """Hold this machine's GPU measuring lock; with ``deadline`` (a ``time.monotonic()``
-    value) give up then with :class:`LockTimeout`.  ``enabled=False``: a no-op (the
-    simulator times nothing)."""
+def device_lock(enabled: bool = True, deadline: float | None = None, purpose: str = ""):
+    """Hold this machine's GPU measuring lock (``purpose``: another lock of the GPU,
+    :func:`lock_path`); with ``deadline`` (a ``time.monotonic()`` value) give up then with
+    :class:`LockTimeout`.  ``enabled=False``: a no-op (the simulator times nothing)."""
     if not enabled:
         yield
         return
     import fcntl
 
-    path = lock_path()
+    path = lock_path(purpose)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     start = time.monotonic()
     try:

@@ -11,6 +11,7 @@ threads are ended first, and ``check.py`` reports the check as interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import threading
@@ -128,7 +129,10 @@ def _launch_limited(spec, fn, case, views, limit: float, race_hunt: bool):
         watchdog.start()
         if traced:
             return _traced_launch(spec, fn, case, views), False
-        spec.launch(fn, case, views)
+        from ..sim.scheduler import threaded
+
+        with threaded() if race_hunt else contextlib.nullcontext():
+            spec.launch(fn, case, views)  # (a race hunt: interleaved threads, every block)
         cuda.synchronize()
         return None, False
     except KeyboardInterrupt:  # Stop: end every simulated thread, then stop the check

@@ -65,10 +65,15 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
         isolation, said = for_grading(hide, run_dir)
         print(said)
         if isolation is not None and not getattr(opts, "cold", False):
-            _warm_sandboxes(isolation)
+            _warm_sandboxes(isolation, cell_imports(plans))
     clock.lap("sandbox made and tried")
-    ceilings = ceilings_once(runtime.MODE, handed_in(subs, plans), clock)
-    settings = GradeSettings.from_args(opts, runtime.MODE, isolation, ceilings)
+    starters = handed_in(subs, plans)
+    if opts.seed is None:  # chosen here: it names the run's GPU figures (ceilings_once)
+        import secrets
+
+        opts.seed = secrets.randbits(31)
+    ceilings = ceilings_once(runtime.MODE, starters, clock, run=opts.seed)
+    settings = GradeSettings.from_args(opts, runtime.MODE, isolation, ceilings, starters)
     if settings.timeout <= settings.limit:
         print(
             f"note: --timeout {settings.timeout:g} s is not longer than one case's time "
@@ -78,18 +83,41 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
     return subs, summary, settings
 
 
-def _warm_sandboxes(isolation) -> None:
+def _warm_sandboxes(isolation, imports: tuple) -> None:
     """Warm sandboxes (``forks.py``) for this run, their zygotes started now: they import
-    while the grader measures the GPU."""
+    (``imports`` too) while the grader measures the GPU."""
     from .child import child_env
     from .forks import KINDS, Forks
     from .gate import COMPILER_ENV
 
-    isolation.forks = Forks(isolation)
+    isolation.forks = Forks(isolation, imports=imports)
     scratch = Path(isolation.scratch)
     isolation.forks.prestart(
         {KINDS[0]: child_env(scratch), KINDS[1]: child_env(scratch, COMPILER_ENV)}
     )
+
+
+def cell_imports(plans: dict) -> tuple:
+    """The modules the lessons' set-up cells import (``import m``, ``from m import n``: m
+    and m.n), for the warm sandboxes to import once (``zygote.py``); the instructor's cells,
+    never a submission's."""
+    import ast
+
+    names: set[str] = set()
+    for plan in plans.values():
+        for cell in getattr(plan, "setup", ()):
+            lines = [ln for ln in cell.source.splitlines() if ln.lstrip()[:1] not in ("%", "!")]
+            try:
+                tree = ast.parse("\n".join(lines))
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names.update(a.name for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names.add(node.module)
+                    names.update(f"{node.module}.{a.name}" for a in node.names if a.name != "*")
+    return tuple(sorted(n for n in names if all(p.isidentifier() for p in n.split("."))))
 
 
 def handed_in(subs, plans: dict) -> set | None:
@@ -137,29 +165,91 @@ _MEASURED: dict = {}  # this process's GPU ceilings, measured once
 CEILINGS_WAIT_S = 600  # how long the ceilings wait for the GPU's measuring lock
 
 
-def ceilings_once(mode: str, exercises=None, clock: Clock | None = None) -> dict | None:
+def ceilings_once(
+    mode: str, exercises=None, clock: Clock | None = None, run: int | None = None
+) -> dict | None:
     """This machine's GPU ceilings, measured once per process under the measuring lock
     (None in the simulator), and the given kernels of the tune exercises among
     ``exercises`` (None: every one) timed.  A Dask worker measures its own GPU: ceilings
-    measured where the run started would belong to another device."""
+    measured where the run started would belong to another device.
+
+    ``run`` (the run's seed): the processes of one run on one GPU (a Dask worker per job
+    slot) measure it once - the first measures and keeps the figures beside the GPU's lock
+    files (:func:`_shared`), the others wait for it and read them."""
     if mode != "gpu":
         return None
     clock = clock or Clock()
     if "ceilings" not in _MEASURED:
         from .gpu_lock import device_lock
-        from .measurer import measure_ceilings
 
+        wait = time.monotonic() + CEILINGS_WAIT_S
+        with device_lock(run is not None, wait, purpose="ceilings"):
+            _measure(exercises, clock, run)
+    return _MEASURED["ceilings"]
+
+
+def _measure(exercises, clock: Clock, run: int | None) -> None:
+    from . import starter
+    from .gpu_lock import device_lock
+    from .measurer import measure_ceilings
+
+    kept = _shared(run).read() if run is not None else None
+    if kept is not None:
+        _MEASURED["ceilings"] = kept["ceilings"]
+        starter.keep_timed(kept["starters"])
+        clock.lap("GPU ceilings: from this GPU's first process of the run")
+    else:
         with device_lock(deadline=time.monotonic() + CEILINGS_WAIT_S):
             _MEASURED["ceilings"] = measure_ceilings()
         clock.lap("GPU ceilings measured")
-        c = _MEASURED["ceilings"]
-        from .starter import time_all  # tune targets' given kernels, before any worker runs
+    c = _MEASURED["ceilings"]
+    starters = starter.time_all(exercises)  # before any worker runs; kept ones not again
+    clock.lap("given kernels timed")
+    if run is not None:
+        _shared(run).write(c, starter.timed_so_far())
+    print(
+        f"ceilings {'read' if kept else 'measured'} for this run: copy {c['copy_gbps']:.0f} "
+        f"GB/s, FP32 {c['fp32_tflops']:.1f} TFLOP/s; given kernels timed: "
+        + ", ".join(f"{k} {v:.4g} ms" for k, v in starters.items())
+    )
 
-        starters = time_all(exercises)
-        clock.lap("given kernels timed")
-        print(
-            f"ceilings measured for this run: copy {c['copy_gbps']:.0f} GB/s, "
-            f"FP32 {c['fp32_tflops']:.1f} TFLOP/s; given kernels timed: "
-            + ", ".join(f"{k} {v:.4g} ms" for k, v in starters.items())
-        )
-    return _MEASURED["ceilings"]
+
+class _shared:
+    """One run's GPU figures on this GPU, in this user's lock folder (``gpu_lock.lock_dir``:
+    mode 0700, invisible to every sandbox); written by a grading process, never by a child.
+    Files of runs older than a day are removed when one is written."""
+
+    def __init__(self, run: int):
+        from .gpu_lock import lock_path
+
+        base = lock_path()
+        self.path = base.with_name(f"{base.stem}.run-{int(run)}.json")
+
+    def read(self) -> dict | None:
+        import json
+
+        try:
+            kept = json.loads(self.path.read_text())
+            return kept if isinstance(kept, dict) and "ceilings" in kept else None
+        except (OSError, ValueError):
+            return None
+
+    def write(self, ceilings: dict, starters: list) -> None:
+        import json
+        import os
+
+        for old in self.path.parent.glob("gpu-*.run-*.json"):
+            try:
+                if time.time() - old.stat().st_mtime > 86400:
+                    old.unlink()
+            except OSError:
+                pass
+        try:
+            text = json.dumps({"ceilings": ceilings, "starters": starters})
+        except (TypeError, ValueError):
+            return  # figures that are not plain data: each process measures its own
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, self.path)

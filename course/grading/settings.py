@@ -31,6 +31,7 @@ class GradeSettings:
     ceilings: dict | None = None  # GPU: copy GB/s and FP32 TFLOP/s, measured once
     warm: bool = True  # sandboxes forked from zygotes (``forks.py``); False: ``--cold``
     shared_inputs: bool = False  # cases' inputs and references made once a run (``preps.py``)
+    starters: frozenset | None = None  # tune exercises whose given kernels a run times (None: all)
 
     @property
     def limit(self) -> float:
@@ -42,7 +43,7 @@ class GradeSettings:
         return replace(self, isolation=isolation, ceilings=ceilings)
 
     @classmethod
-    def from_args(cls, opts, mode: str, isolation, ceilings) -> GradeSettings:
+    def from_args(cls, opts, mode: str, isolation, ceilings, starters=None) -> GradeSettings:
         """From ``grade``'s command line (``batch.main``), with the defaults that depend on
         the mode: a random seed, and 16384 MiB per process in the simulator (none on a GPU,
         whose driver maps a lot)."""
@@ -62,4 +63,5 @@ class GradeSettings:
             ceilings=ceilings,
             warm=not getattr(opts, "cold", False),
             shared_inputs=True,  # one seed for the class: every judge reads the same inputs
+            starters=frozenset(starters) if starters is not None else None,
         )

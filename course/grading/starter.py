@@ -46,6 +46,16 @@ def with_starter(spec, ceilings: dict | None) -> dict | None:
     return dict(ceilings, device=device, starter=starter_figures(spec, device))
 
 
+def timed_so_far() -> list:
+    """[device, exercise, figures] of every starter timed in this process (plain data)."""
+    return [[d, n, f] for (d, n), f in _TIMED.items()]
+
+
+def keep_timed(rows) -> None:
+    """Take starters timed by another process of the run on this GPU (``timed_so_far``)."""
+    _TIMED.update({(d, n): f for d, n, f in rows})
+
+
 def starter_figures(spec, device: str, measure=None) -> dict:
     """The given kernel's judged figures on ``device``, timed once per process."""
     key = (device, spec.name)

@@ -4,7 +4,8 @@
 submission, with the environment a sandboxed child gets (``child.child_env``).  It imports
 ``course``, numba and the modules a worker, measurer or compile gate needs, warms the
 compiler where it is one (KIND ``gate``: ``gate.warm``, the course's own one-line kernel;
-KIND ``run``: a worker's and a measurer's modules and those the lessons' cells import),
+KIND ``run``: a worker's and a measurer's modules and those the lessons' set-up cells
+import, named by the grader in ``COURSE_ZYGOTE_IMPORTS``),
 freezes its
 heap, and then only forks.  It never runs, reads or receives anything a submission
 controls: its one conversation is with the grader, over the socket ``SOCK``:
@@ -42,20 +43,7 @@ PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 CAP_VERSION_3 = 0x20080522
 MAX_REQUEST = 1 << 20
 MODULES = ("course.grading.worker", "course.grading.measurer", "course.grading.gate")
-# the modules the lessons' cells import (a worker runs them for each submission)
-CELL_MODULES = (
-    "IPython.core.inputtransformer2",
-    "IPython.display",
-    "ipywidgets",
-    "matplotlib.pyplot",
-    "course.show.plots",
-    "course.show.widgets",
-    "course.show.reported",
-    "course.show.answers",
-    "course.measure.tables",
-    "course.measure.perf",
-    "course.sim.trace",
-)
+WARM_IMPORTS = "COURSE_ZYGOTE_IMPORTS"  # in a zygote's environment only, never a fork's
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -249,17 +237,16 @@ def _warm(kind: str) -> None:
     from course import exercises
 
     exercises.all_exercises()  # their modules (kernels, sizes) load now
-    for name in CELL_MODULES:  # what the lessons' set-up cells import, once for every fork
+    # what the lessons' set-up cells import (``prepare.cell_imports``), once for every fork
+    for name in filter(None, os.environ.get(WARM_IMPORTS, "").split(",")):
         try:
             importlib.import_module(name)
-        except ImportError:
-            pass
-    import pkgutil
-
-    import course.kernels
-
-    for info in pkgutil.iter_modules(course.kernels.__path__, "course.kernels."):
-        importlib.import_module(info.name)
+        except Exception:  # noqa: BLE001, S112 - `from m import function`: not a module
+            continue
+    try:  # the worker's cell transformer
+        from IPython.core.inputtransformer2 import TransformerManager  # noqa: F401
+    except ImportError:
+        pass
     if course.MODE == "gpu":
         from numba.cuda.cudadrv.driver import driver
 

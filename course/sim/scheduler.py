@@ -33,6 +33,7 @@ stops with a :class:`SerialBarrier` error that says so rather than waiting forev
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import threading
@@ -66,15 +67,36 @@ def needs_threads(fn) -> bool:
     return hit
 
 
+_threaded = 0  # > 0: every block keeps a thread per CUDA thread (:func:`threaded`)
+
+
+@contextlib.contextmanager
+def threaded():
+    """Inside: every block runs a Python thread per CUDA thread, even one without barriers
+    (an untraced race hunt needs interleavings to change results)."""
+    global _threaded
+    with _lock:
+        _threaded += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _threaded -= 1
+
+
 class SerialBarrier(RuntimeError):
     """A barrier reached in a block run in one thread (its kernel named none we could see)."""
 
 
 def _run(self, grid_point, *args):
     """numba's ``BlockManager.run``, yielding the GIL between rounds."""
+    from numba.cuda.simulator import kernel as simkernel
     from numba.cuda.simulator.kernel import BlockThread
 
-    if not self._debug and not needs_threads(self._f):
+    from .memory import poison_shared
+
+    poison_shared(simkernel._get_kernel_context())  # what the last block left is garbage
+    if not self._debug and not _threaded and not needs_threads(self._f):
         return _run_serial(self, grid_point, args)
     threads, live, blocked = set(), set(), set()
     interval = sys.getswitchinterval()
@@ -204,4 +226,7 @@ def install() -> None:
         from numba.cuda.simulator import kernel as simkernel
 
         simkernel.BlockManager.run = _run
+        from . import memory
+
+        memory.install()
         _installed = True
