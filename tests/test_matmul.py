@@ -357,7 +357,8 @@ def _v5_mutant(old: str, new: str):
     ],
 )  # floor: the tail is lost
 def test_v5_mutants_are_caught(old, new):
-    assert max(_v5_errors(_v5_mutant(old, new))) > 1e-3
+    errors = _v5_errors(_v5_mutant(old, new))  # NaN: it read shared memory never written
+    assert any(not np.isfinite(e) or e > 1e-3 for e in errors), errors
 
 
 def test_v5_settings_are_checked():

@@ -103,7 +103,7 @@ def grade_payload(item: dict, grade, plans: dict, opts):
     )
     sub.lesson = item["lesson"]
     if getattr(opts, "isolation_choice", "none") != "none" and getattr(opts, "warm", False):
-        return grade(sub, plans, opts.here(_warm_isolation(), _ceilings(opts)))
+        return grade(sub, plans, opts.here(_warm_isolation(plans), _ceilings(opts)))
     with tempfile.TemporaryDirectory(prefix="course-grade-run-") as t:
         isolation = None
         if getattr(opts, "isolation_choice", "none") != "none":
@@ -126,23 +126,24 @@ def _ceilings(opts):
 _HERE: dict = {}  # this Dask worker process's sandbox and its zygotes, made once
 
 
-def _warm_isolation():
-    """This Dask worker's sandbox with warm forks (``forks.py``), made on its first task."""
+def _warm_isolation(plans: dict):
+    """This Dask worker's sandbox with warm forks (``forks.py``), made on its first task;
+    its zygotes import what the lessons' set-up cells import."""
     import atexit
     import shutil
     import threading
 
     with _HERE.setdefault("lock", threading.Lock()):
         if "iso" not in _HERE:
-            from .forks import Forks
             from .isolate import for_grading
+            from .prepare import cell_imports, warm_sandboxes
 
             run_dir = Path(tempfile.mkdtemp(prefix="course-grade-run-"))
             atexit.register(shutil.rmtree, run_dir, True)
             isolation, said = for_grading([], run_dir)
             if isolation is None:  # fail closed: never grade unsandboxed silently
                 raise SandboxMissing(no_sandbox_message(said))
-            isolation.forks = Forks(isolation, log=lambda line: None)
+            warm_sandboxes(isolation, cell_imports(plans), log=lambda line: None)
             _HERE["iso"] = isolation
         return _HERE["iso"]
 

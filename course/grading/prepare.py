@@ -65,7 +65,7 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
         isolation, said = for_grading(hide, run_dir)
         print(said)
         if isolation is not None and not getattr(opts, "cold", False):
-            _warm_sandboxes(isolation, cell_imports(plans))
+            warm_sandboxes(isolation, cell_imports(plans))
     clock.lap("sandbox made and tried")
     starters = handed_in(subs, plans)
     if opts.seed is None:  # chosen here: it names the run's GPU figures (ceilings_once)
@@ -83,14 +83,15 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
     return subs, summary, settings
 
 
-def _warm_sandboxes(isolation, imports: tuple) -> None:
-    """Warm sandboxes (``forks.py``) for this run, their zygotes started now: they import
-    (``imports`` too) while the grader measures the GPU."""
+def warm_sandboxes(isolation, imports: tuple, log=print) -> None:
+    """Warm sandboxes (``forks.py``) for this run (or this Dask worker), their zygotes
+    started now, side by side: they import (``imports`` too) while the grader measures the
+    GPU."""
     from .child import child_env
     from .forks import KINDS, Forks
     from .gate import COMPILER_ENV
 
-    isolation.forks = Forks(isolation, imports=imports)
+    isolation.forks = Forks(isolation, log=log, imports=imports)
     scratch = Path(isolation.scratch)
     isolation.forks.prestart(
         {KINDS[0]: child_env(scratch), KINDS[1]: child_env(scratch, COMPILER_ENV)}

@@ -65,8 +65,10 @@ if [ "$PART" != single ] && [ "$PART" != none ] && { [ "$NGPU" -ge 2 ] || [ -n "
   bench dask-2gpu "$TD" --students "$D" --lessons 01_vector_add --no-attackers \
     --jobs $((2 * NW)) --executor dask --scheduler tcp://127.0.0.1:8786
   kill "$D0" "$D1" "$S" 2>/dev/null; wait "$D0" "$D1" "$S" 2>/dev/null
-  CUDA_VISIBLE_DEVICES=0 bench dask-1gpu-ref "$TD" --students "$D" --lessons 01_vector_add \
-    --no-attackers --jobs "$NW"
+  if [ "${GRADING_DASK_REF:-1}" = 1 ]; then  # 0: the one-GPU reference is already on record
+    CUDA_VISIBLE_DEVICES=0 bench dask-1gpu-ref "$TD" --students "$D" --lessons 01_vector_add \
+      --no-attackers --jobs "$NW"
+  fi
 else
   echo "=== dask: skipped (GPUs: $NGPU; it needs 2 and Dask distributed)"
 fi
