@@ -65,7 +65,11 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
         isolation, said = for_grading(hide, run_dir)
         print(said)
         if isolation is not None and not getattr(opts, "cold", False):
-            warm_sandboxes(isolation, cell_imports(plans))
+            lessons = {s.lesson for s in subs}
+            warm = len(subs) >= WARM_IMPORTS_FROM  # ~3 s of a zygote: worth it for a class
+            warm_sandboxes(
+                isolation, cell_imports({k: plans[k] for k in lessons & set(plans)}) if warm else ()
+            )
     clock.lap("sandbox made and tried")
     starters = handed_in(subs, plans)
     if opts.seed is None:  # chosen here: it names the run's GPU figures (ceilings_once)
@@ -161,6 +165,7 @@ class Clock:
         self.t = now
 
 
+WARM_IMPORTS_FROM = 6  # notebooks in a run from which its zygote imports the cells' modules
 STARTUP: dict[str, float] = {}  # start-up step -> seconds, in this process
 _MEASURED: dict = {}  # this process's GPU ceilings, measured once
 CEILINGS_WAIT_S = 600  # how long the ceilings wait for the GPU's measuring lock

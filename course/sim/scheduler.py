@@ -33,6 +33,7 @@ stops with a :class:`SerialBarrier` error that says so rather than waiting forev
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import functools
 import sys
@@ -141,21 +142,28 @@ def _run_serial(self, grid_point, args) -> None:
     bx, by, _bz = self._block_dim
     points = list(np.ndindex(*self._block_dim))
 
+    done = _thread.allocate_lock()  # released when the block's threads have run
+    done.acquire()
+
     def target():
         t = threading.current_thread()
-        for p in points:
-            t.threadIdx = Dim3(*p)
-            t.thread_id = p[0] + bx * (p[1] + by * p[2])
-            self._f(*args)
+        try:
+            for p in points:
+                t.threadIdx = Dim3(*p)
+                t.thread_id = p[0] + bx * (p[1] + by * p[2])
+                self._f(*args)
+        finally:
+            done.release()
 
     t = _serial_thread()(target, self, grid_point, points[0], False)
     t.start()
-    try:
-        while t.is_alive():
-            t.join(0.05)
+    try:  # wait here, not in threading.py: Stop's traceback then shows this short module
+        while not done.acquire(timeout=0.05):  # (IPython reads every frame's source)
+            pass
     except BaseException:  # Stop (KeyboardInterrupt)
         stop_threads([t])
         raise
+    t.join()
     if t.exception:
         raise t.exception[0].with_traceback(t.exception[1])
 
