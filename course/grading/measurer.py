@@ -124,7 +124,7 @@ class Measurement:
         self.done = (bufs, samples)
         return {"op": "measured", "figures": figures, "steps": steps, "error": None}
 
-    def collect(self) -> dict:
+    def collect(self) -> tuple[dict, dict]:
         """The reply's header and arrays: the last run's arrays and the samples, or the
         error that the runs wrote outside their arrays."""
         done, self.done = self.done, None

@@ -90,7 +90,7 @@ class Channel:
             if a.nbytes:
                 self._write(b"".join(small))
                 small = []
-                self._write(memoryview(a.reshape(-1).view(np.uint8)))
+                self._write(a.reshape(-1).view(np.uint8).data)
         if small:
             self._write(b"".join(small))
 
@@ -144,7 +144,7 @@ class Channel:
         """One blob of a request's array (a child's end: requests come from the grader),
         read in place; the array is a view of it."""
         blob = np.empty(self._length(MAX_ARRAY, f"array {name!r}"), np.uint8)
-        self._read_into(memoryview(blob))
+        self._read_into(blob.data)
         head = io.BytesIO(blob[: 10 + MAX_NPY_HEADER].tobytes())
         try:
             fmt = np.lib.format
@@ -200,7 +200,7 @@ class Channel:
         if n != start + hlen + size:
             raise WireError(f"array {name!r} announces {n} bytes for {size} bytes of data")
         data = np.empty(size, np.uint8)  # read in place: no zero fill, no copy after
-        self._read_into(memoryview(data))
+        self._read_into(data.data)
         return data.view(dtype).reshape(got_shape)
 
     def _length(self, limit: int, what: str) -> int:
