@@ -63,18 +63,23 @@ def run_cases(
             # A kernel that hung once hangs again; on a GPU the context is still busy.
             results.append(skipped(case))
             continue
-        rng_of = functools.partial(hidden_mod.case_rng if case.hidden else case_rng, seed, i)
-        if shared:
-            from . import preps
-
-            make = functools.partial(preps.prepare, spec, case, (case.hidden, seed, i), rng_of)
-        else:
-            make = functools.partial(_prepare, spec, case, rng_of)
+        make = _maker(spec, case, seed, i, shared)
         try:
             results.append(run_case(spec, fn, case, make, limit, launch, phases, first=not i))
         except KeyboardInterrupt:  # Stop: no further case runs (launch.py ended it)
             raise Interrupted(results) from None
     return results
+
+
+def _maker(spec, case, seed: int, i: int, shared: bool):
+    """A function making case ``i``'s ``judge.Prepared`` (its inputs depend on the seed and
+    ``i``); ``shared``: taken from the run's store (``preps.py``) under that key."""
+    rng_of = functools.partial(hidden_mod.case_rng if case.hidden else case_rng, seed, i)
+    if shared:
+        from . import preps
+
+        return functools.partial(preps.prepare, spec, case, (case.hidden, seed, i), rng_of)
+    return functools.partial(_prepare, spec, case, rng_of)
 
 
 def _prepare(spec, case, rng_of) -> judge.Prepared:
@@ -157,11 +162,8 @@ def gate_error(spec, unit: dict, seed: int, compiler=None, shared: bool = False)
         return None  # nothing will be launched
     case = cases[0] if cases else spec.measured_case()
     try:
-        if shared and cases and not case.hidden:  # run_cases' first case: same key, same rng
-            from . import preps
-
-            rng_of = functools.partial(case_rng, seed, 0)
-            prep = preps.prepare(spec, case, (case.hidden, seed, 0), rng_of)
+        if cases and not case.hidden:  # run_cases' first case, made as it makes it
+            prep = _maker(spec, case, seed, 0, shared)()
         else:
             prep = judge.prepare(spec, case, case_rng(seed, 0))
         _dev, views = views_of(prep.staged(case))

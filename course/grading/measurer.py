@@ -58,11 +58,9 @@ def measure_launch(spec, fn, staged, sample: dict, steps: dict | None = None):
     "domains" (name -> flat positions the reference judges, from the request's
     ``domain:NAME`` arrays).  ``steps``, when given, gets the seconds of each step
     (``timed.Steps``: the arrays to the device, the compile run, ...)."""
-    from ..exercises.timed import Arrays, Sampling, judged_runs
+    from ..exercises.timed import Arrays, judged_runs
 
-    sampling = Sampling(
-        sample["seed"], sample["names"], sample.get("domains") or {}, sample.get("sim_runs", 0)
-    )
+    sampling = _sampling(sample)
     bufs = Arrays(staged.buffers, staged.shapes, staged.scalars)
     sampling.steps.lap("to device")
     try:
@@ -70,6 +68,14 @@ def measure_launch(spec, fn, staged, sample: dict, steps: dict | None = None):
     finally:
         if steps is not None:
             steps.update(sampling.steps)
+
+
+def _sampling(sample: dict):
+    """The ``timed.Sampling`` a request's ``sample`` (with its "domains") asks for."""
+    from ..exercises.timed import Sampling
+
+    domains = sample.get("domains") or {}
+    return Sampling(sample["seed"], sample["names"], domains, sample.get("sim_runs", 0))
 
 
 def _staged(req: dict, arrays: dict):
@@ -90,19 +96,18 @@ class Measurement:
 
     def __init__(self):
         self.ready: tuple | None = None  # (spec, staged, sampling, device arrays)
-        self.done: tuple | None = None  # (device arrays, samples, steps) of the runs
+        self.done: tuple | None = None  # (device arrays, samples) of the runs
 
     def stage(self, req: dict, arrays: dict, fn) -> None:
-        from ..exercises.timed import Arrays, Sampling
+        from ..exercises.timed import Arrays
 
         self.ready = self.done = None
         if fn is None:
             raise ValueError("a measurement was staged before its kernel was loaded")
-        sample = req["sample"]
         domains = {
             k[len("domain:") :]: arrays.pop(k) for k in list(arrays) if k.startswith("domain:")
         }
-        sampling = Sampling(sample["seed"], sample["names"], domains, sample.get("sim_runs", 0))
+        sampling = _sampling(dict(req["sample"], domains=domains))
         staged = _staged(req, arrays)
         bufs = Arrays(staged.buffers, staged.shapes, staged.scalars)  # to the device now
         self.ready = (_spec(req["exercise"], fn), staged, sampling, bufs)
@@ -115,14 +120,11 @@ class Measurement:
             return {"op": "measured", "error": "a measurement was asked for before its inputs"}
         spec, staged, sampling, bufs = ready
         sampling.steps = Steps()  # the runs' steps only: the judge times the staging
-        try:
-            figures, _, samples, _ = judged_runs(
-                spec, fn, staged.case, bufs, sampling, traced=spec.measure_on, copies=False
-            )
-        finally:
-            steps = dict(sampling.steps)
+        figures, _, samples, _ = judged_runs(
+            spec, fn, staged.case, bufs, sampling, traced=spec.measure_on, copies=False
+        )
         self.done = (bufs, samples)
-        return {"op": "measured", "figures": figures, "steps": steps, "error": None}
+        return {"op": "measured", "figures": figures, "steps": dict(sampling.steps), "error": None}
 
     def collect(self) -> tuple[dict, dict]:
         """The reply's header and arrays: the last run's arrays and the samples, or the

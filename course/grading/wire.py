@@ -146,14 +146,7 @@ class Channel:
         blob = np.empty(self._length(MAX_ARRAY, f"array {name!r}"), np.uint8)
         self._read_into(blob.data)
         head = io.BytesIO(blob[: 10 + MAX_NPY_HEADER].tobytes())
-        try:
-            fmt = np.lib.format
-            read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}[
-                fmt.read_magic(head)
-            ]
-            shape, fortran, dtype = read(head, max_header_size=MAX_NPY_HEADER)
-        except (ValueError, OSError, EOFError, SyntaxError, TypeError, KeyError):
-            raise WireError(f"array {name!r} is not a valid .npy blob") from None
+        shape, fortran, dtype = _npy_header(head, name)
         start = head.tell()
         if dtype.hasobject or start + dtype.itemsize * math.prod(shape) != blob.size:
             raise WireError(f"array {name!r} is not a valid .npy blob")
@@ -183,14 +176,7 @@ class Channel:
         if hlen > MAX_NPY_HEADER or start + hlen > n:
             raise WireError(f"array {name!r} has a .npy header of {hlen} bytes")
         head = io.BytesIO(prefix + more + self._read(hlen))
-        try:
-            fmt = np.lib.format
-            read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}[
-                fmt.read_magic(head)
-            ]
-            got_shape, fortran, got_dtype = read(head, max_header_size=MAX_NPY_HEADER)
-        except (ValueError, OSError, EOFError, SyntaxError, TypeError, KeyError):
-            raise WireError(f"array {name!r} is not a valid .npy blob") from None
+        got_shape, fortran, got_dtype = _npy_header(head, name)
         if got_dtype != dtype or fortran or not _fits(got_shape, shape):
             raise WireError(
                 f"array {name!r} came back as {got_dtype} {tuple(got_shape)}, "
@@ -235,6 +221,19 @@ class Channel:
         r, w, _ = select.select([] if write else [fd], [fd] if write else [], [], left)
         if not (r or w):
             raise WireError("no answer in time", timed_out=True)
+
+
+def _npy_header(head: io.BytesIO, name: str) -> tuple:
+    """(shape, fortran order, dtype) from the .npy header at ``head`` (at most
+    MAX_NPY_HEADER bytes of it read); WireError if it is not one."""
+    fmt = np.lib.format
+    try:
+        read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}[
+            fmt.read_magic(head)
+        ]
+        return read(head, max_header_size=MAX_NPY_HEADER)
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError, KeyError):
+        raise WireError(f"array {name!r} is not a valid .npy blob") from None
 
 
 def _fits(shape, allowed_shape) -> bool:

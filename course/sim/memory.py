@@ -50,16 +50,14 @@ def install() -> None:
     global _installed
     if _installed:
         return
-    from numba.cuda import types
-    from numba.cuda.np import numpy_support
     from numba.cuda.simulator import kernelapi
 
+    make = kernelapi.FakeCUDALocal.array  # numba's: np.empty
+
     def array(self, shape, dtype, alignment=None):
-        if alignment is not None:
-            raise RuntimeError("Array alignment is not supported in cudasim")
-        if isinstance(dtype, types.Type):
-            dtype = numpy_support.as_dtype(dtype)
-        return np.full(shape, poison(dtype), dtype)
+        arr = make(self, shape, dtype, alignment)
+        arr.fill(poison(arr.dtype))
+        return arr
 
     kernelapi.FakeCUDALocal.array = array
     _installed = True
