@@ -156,3 +156,51 @@ def test_an_untraced_race_hunt_runs_every_block_with_a_thread_per_cuda_thread():
         started = _threads_started(lambda: _where[(2, 1), (6, 1, 1)](out))
     assert started == 12
     assert _threads_started(lambda: _where[(2, 1), (6, 1, 1)](out)) == 2
+
+
+def test_a_stop_raises_only_inside_a_kernel_and_reads_no_other_threads_frames(monkeypatch):
+    """stop_threads raises in a thread while it runs its kernel, never after it has left it
+    (its id may belong to another thread by then), and walks no frame of another thread
+    (``sys._current_frames`` + ``f_back`` on a running thread crashes CPython 3.11: an
+    xdist worker died of it)."""
+    import sys
+    import time
+
+    def no_frames():
+        raise AssertionError("stop_threads read another thread's frames")
+
+    monkeypatch.setattr(sys, "_current_frames", no_frames)
+    got: dict = {}
+
+    def endless():
+        while True:
+            time.sleep(0.001)
+
+    def inside():
+        try:
+            scheduler._in_kernel(endless)
+        except scheduler.Stopped:
+            got["inside"] = "stopped"
+
+    def left():
+        scheduler._in_kernel(lambda: None)
+        try:
+            end = time.monotonic() + 0.6
+            while time.monotonic() < end:
+                time.sleep(0.001)
+            got["left"] = "finished"
+        except scheduler.Stopped:
+            got["left"] = "stopped after its kernel"
+
+    class Simulated(threading.Thread):  # what stop_threads touches of numba's BlockThread
+        abort = syncthreads_blocked = False
+        syncthreads_event = threading.Event()
+
+    threads = [Simulated(target=f, daemon=True) for f in (inside, left)]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    scheduler.stop_threads(threads, patience=0.3)
+    for t in threads:
+        t.join(5)
+    assert got == {"inside": "stopped", "left": "finished"}, got

@@ -106,7 +106,7 @@ def _run(self, grid_point, *args):
         for block_point in np.ndindex(*self._block_dim):
 
             def target():
-                self._f(*args)
+                _in_kernel(lambda: self._f(*args))
 
             t = BlockThread(target, self, grid_point, block_point, self._debug)
             t.start()
@@ -145,13 +145,16 @@ def _run_serial(self, grid_point, args) -> None:
     done = _thread.allocate_lock()  # released when the block's threads have run
     done.acquire()
 
-    def target():
+    def block():
         t = threading.current_thread()
+        for p in points:
+            t.threadIdx = Dim3(*p)
+            t.thread_id = p[0] + bx * (p[1] + by * p[2])
+            self._f(*args)
+
+    def target():
         try:
-            for p in points:
-                t.threadIdx = Dim3(*p)
-                t.thread_id = p[0] + bx * (p[1] + by * p[2])
-                self._f(*args)
+            _in_kernel(block)
         finally:
             done.release()
 
@@ -159,7 +162,8 @@ def _run_serial(self, grid_point, args) -> None:
     t.start()
     try:  # wait here, not in threading.py: Stop's traceback then shows this short module
         while not done.acquire(timeout=0.05):  # (IPython reads every frame's source)
-            pass
+            if not t.is_alive():  # ended without a word (cannot happen; never wait forever)
+                break
     except BaseException:  # Stop (KeyboardInterrupt)
         stop_threads([t])
         raise
@@ -210,19 +214,43 @@ def stop_threads(threads, patience: float = 1.0, exc=Stopped, once: bool = False
         sys.setswitchinterval(old)
 
 
+def _in_kernel(run) -> None:
+    """Call ``run`` (a simulated thread's kernel code) with the current thread marked as
+    inside it: :func:`_raise_in_kernel` raises in a thread only while the mark is up.
+
+    The mark comes down under the thread's gate lock, which the stopper holds while it
+    raises: a thread the stopper sees marked has not left this function, so it is alive
+    and its id is its own (an ended thread's id is reused by the next thread started).
+    An exception raised while this thread waits at the gate arrives just after it gets
+    the lock and leaves it held: the stopper then never raises in this thread again."""
+    t = threading.current_thread()
+    gate = t._kernel_gate = _thread.allocate_lock()
+    t._in_kernel = True
+    try:
+        run()
+    finally:
+        gate.acquire()
+        t._in_kernel = False
+        gate.release()
+
+
 def _raise_in_kernel(t, exc) -> None:
-    """Raise ``exc`` in thread ``t`` only while it runs its kernel (``Thread.run`` is on
-    its stack), where numba's BlockThread.run catches it; never in its start or exit."""
+    """Raise ``exc`` in simulated thread ``t`` if it is inside its kernel (:func:`_in_kernel`),
+    where numba's BlockThread.run catches it; never in its start or exit, never in another
+    thread that took its id.  No frame of another thread is read: walking one
+    (``sys._current_frames()``, ``f_back``) while that thread runs crashes CPython 3.11."""
     import ctypes
 
-    frame = sys._current_frames().get(t.ident)
-    while frame is not None and frame.f_code is not _THREAD_RUN:
-        frame = frame.f_back
-    if frame is not None:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident), ctypes.py_object(exc))
-
-
-_THREAD_RUN = threading.Thread.run.__code__
+    gate = getattr(t, "_kernel_gate", None)
+    if gate is None or not gate.acquire(blocking=False):  # not started, or leaving: next round
+        return
+    try:
+        if t._in_kernel:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(t.ident), ctypes.py_object(exc)
+            )
+    finally:
+        gate.release()
 
 
 def install() -> None:
