@@ -3,7 +3,7 @@ the faces, the figures and the profiles; no solution, no hidden case, no answer 
 
 Everything else is in pyproject.toml.  ``course/platform/resources.py`` lists what is carried
 (``CARRIED``) and finds it again at run time, in the checkout or under ``course/_files``.
-Each notebook goes in as its student copy (``course/grading/student.py``: solution regions
+Each notebook goes in as its student copy (``course/grading/classroom/student.py``: solution regions
 replaced by ``# YOUR CODE HERE``, outputs cleared), made here from the instructor notebook;
 ``instructor/`` (hidden cases, answer keys) is never carried.  The build environment has no
 numpy or numba, so student.py and notebook.py (standard library only) are loaded by path.
@@ -23,7 +23,7 @@ from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
 
 HERE = Path(__file__).resolve().parent
-GRADING = HERE / "course" / "grading"
+GRADING = HERE / "course" / "grading" / "classroom"
 
 
 def _load(name, path):
@@ -39,7 +39,7 @@ def _resources():
 
 
 def _student():
-    """course/grading/student.py without importing ``course`` (whose __init__ needs numba):
+    """course/grading/classroom/student.py without importing ``course`` (whose __init__ needs numba):
     a stand-in package whose path is course/grading, so its ``from . import notebook`` works."""
     pkg = types.ModuleType("_course_build")
     pkg.__path__ = [str(GRADING)]

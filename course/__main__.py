@@ -15,10 +15,18 @@ COMMANDS = {
     ),
     "bench": ("course.bench.cli", "main", "time every lesson's variants (GPU, lecture sizes)"),
     "figures": ("course.show.figures", "main", "redraw the figures in assets/"),
-    "release": ("course.grading.release", "main", "write student copies of the notebooks"),
-    "grade": ("course.grading.batch", "main", "grade submitted notebooks to a CSV"),
-    "progress": ("course.grading.progress", "main", "show which checks passed"),
-    "checktimes": ("course.grading.solutions", "main", "time course.check on every solution"),
+    "release": (
+        "course.grading.classroom.release",
+        "main",
+        "write student copies of the notebooks",
+    ),
+    "grade": ("course.grading.classroom.batch", "main", "grade submitted notebooks to a CSV"),
+    "progress": ("course.grading.judging.progress", "main", "show which checks passed"),
+    "checktimes": (
+        "course.grading.classroom.solutions",
+        "main",
+        "time course.check on every solution",
+    ),
     "validate": ("course.bench.validation", "main", "the tracer against Nsight Compute (report)"),
     "profiles": (
         "course.bench.profile_capture",
@@ -26,12 +34,12 @@ COMMANDS = {
         "capture the profiles lesson 10 shows (GPU)",
     ),
     "notebooks": (
-        "course.grading.distribute",
+        "course.grading.classroom.distribute",
         "notebooks_main",
         "copy the notebooks into a folder (wheel installs)",
     ),
     "colab": (
-        "course.grading.distribute",
+        "course.grading.classroom.distribute",
         "colab_main",
         "the README's Open-in-Colab links; a fork's Colab cells",
     ),
@@ -45,7 +53,11 @@ COMMANDS = {
         "main",
         "submit a kernel file to the class leaderboard",
     ),
-    "gradescope": ("course.grading.gradescope", "main", "write a Gradescope autograder zip"),
+    "gradescope": (
+        "course.grading.classroom.gradescope",
+        "main",
+        "write a Gradescope autograder zip",
+    ),
 }
 
 

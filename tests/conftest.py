@@ -40,9 +40,9 @@ def first_failure():
     import functools
     import importlib
 
-    from course.grading import cases
+    from course.grading.judging import cases
 
-    check_mod = importlib.import_module("course.grading.check")  # the module, not check()
+    check_mod = importlib.import_module("course.grading.judging.check")  # the module, not check()
 
     saved = check_mod.run_cases
     check_mod.run_cases = functools.partial(cases.run_cases, first_failure=True)

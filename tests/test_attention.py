@@ -9,7 +9,7 @@ from conftest import rejects
 from numba import cuda, float32
 
 import course
-from course.grading.unit import run_cell
+from course.grading.source.unit import run_cell
 from course.kernels import attention as A
 
 NEG_INF = float32(-np.inf)

@@ -127,7 +127,7 @@ def _student_copy(src: Path, dst: Path) -> str:
     (the minimal stripping above only where that tool does not exist); says which."""
     import importlib.util
 
-    if importlib.util.find_spec("course.grading.release") is not None:
+    if importlib.util.find_spec("course.grading.classroom.release") is not None:
         with tempfile.TemporaryDirectory() as tmp:
             cmd = [
                 sys.executable,

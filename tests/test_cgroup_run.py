@@ -11,7 +11,7 @@ from conftest import REPO
 
 PROBE = """
 import json, os
-from course.grading.cgroup import Cgroup, run_limits
+from course.grading.wall.cgroup import Cgroup, run_limits
 a, b = Cgroup("course-test-a"), Cgroup("course-test-b", 512)
 out = {"pid": os.getpid(), "dirs": [str(d) for d in a.dirs + b.dirs], "limits": run_limits(),
        "parents": {}}
@@ -25,7 +25,7 @@ print(json.dumps(out))
 
 
 def test_every_sandbox_of_a_run_sits_in_its_one_bounded_parent():
-    from course.grading.cgroup import Cgroup
+    from course.grading.wall.cgroup import Cgroup
 
     if not Cgroup.available():
         pytest.skip("this machine lets this user make no cgroup")
@@ -49,7 +49,7 @@ def test_every_sandbox_of_a_run_sits_in_its_one_bounded_parent():
 
 def _hierarchy():
     """(root, controller) of the memory hierarchy this machine lets this user write, or skip."""
-    from course.grading.cgroup import Cgroup
+    from course.grading.wall.cgroup import Cgroup
 
     if not Cgroup.available():
         pytest.skip("this machine lets this user make no cgroup")
@@ -59,7 +59,7 @@ def _hierarchy():
 
 
 def test_a_parent_left_by_a_dead_process_is_swept_and_ours_sits_in_our_cgroup():
-    from course.grading.cgroup import own_place
+    from course.grading.wall.cgroup import own_place
 
     root, controller = _hierarchy()
     dead = subprocess.run(

@@ -8,10 +8,10 @@ from numba import cuda
 
 import course
 from course.exercises import EXACT, Case, Exercise, Tolerance
-from course.grading.progress import load
+from course.grading.judging.progress import load
 
-check_mod = importlib.import_module("course.grading.check")  # the module, not the function
-judge_mod = importlib.import_module("course.grading.judge")
+check_mod = importlib.import_module("course.grading.judging.check")  # the module, not the function
+judge_mod = importlib.import_module("course.grading.judging.judge")
 from test_vector_add import no_bounds_guard, solution_add, writes_only_even_indices  # noqa: E402
 
 
@@ -162,28 +162,17 @@ def test_an_untouched_inout_array_is_named():
     assert "y came back unchanged" in repr(r)
 
 
-def _imports_of(module: str) -> set:
-    """The course.grading modules ``module`` imports (top level and inside functions)."""
-    import ast
-    from pathlib import Path
-
-    tree = ast.parse(Path(check_mod.__file__).with_name(f"{module}.py").read_text())
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            found |= {node.module} if node.module else {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course.grading."):
-            found.add(node.module.split(".")[2])
-    return found
-
-
 def test_the_grader_stands_on_the_case_engine_not_on_the_notebooks_check():
     """check.py is the notebook's face (course.check); the grader's route (session, batch,
     scoring, the worker and the measurer) and the engine itself import cases.py, never it."""
-    for module in ("session", "batch", "scoring", "worker", "measurer", "cases"):
-        assert "check" not in _imports_of(module), module
-    assert "cases" in _imports_of("session") and "cases" in _imports_of("check")
-    assert "check" in _imports_of("__init__")  # the mutant the rule must see: it sees it
+    from test_layout import graph
+
+    g, face, engine = graph(), "course.grading.judging.check", "course.grading.judging.cases"
+    route = ["judging.session", "classroom.batch", "classroom.scoring", "wall.worker"]
+    for module in [f"course.grading.{m}" for m in route + ["wall.measurer", "judging.cases"]]:
+        assert face not in g[module], module
+    assert engine in g["course.grading.judging.session"] and engine in g[face]
+    assert face in g["course.grading"]  # the mutant the rule must see: it sees it
 
 
 def test_first_failure_stops_the_cases_and_keeps_the_verdict():

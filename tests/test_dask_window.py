@@ -19,7 +19,7 @@ def _slow(item, seconds):
 def test_dask_submits_in_a_bounded_window(monkeypatch):
     from distributed import LocalCluster
 
-    from course.grading import executors
+    from course.grading.classroom import executors
 
     held, most = set(), [0]
 

@@ -169,7 +169,7 @@ def test_gpu_mig_and_cpu_profiles(hub):
 
 
 def test_post_start_hook_copies_student_notebooks_and_keeps_work(hub, tmp_path):
-    from course.grading.distribute import notebooks_main as main
+    from course.grading.classroom.distribute import notebooks_main as main
 
     cmd = hub["singleuser"]["lifecycleHooks"]["postStart"]["exec"]["command"]
     assert cmd[:4] == ["python", "-m", "course", "notebooks"]  # student copies by default

@@ -7,7 +7,7 @@ import pytest
 
 import course
 from course.exercises import entries, get
-from course.grading.cases import run_cases
+from course.grading.judging.cases import run_cases
 from course.leaderboard.queue import _payload
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from course.grading import executors, intake
-from course.grading.batch import Graded
+from course.grading.classroom import executors, intake
+from course.grading.classroom.batch import Graded
 
 pytest.importorskip("distributed")
 SUBMISSIONS = REPO / "tests" / "fixtures" / "submissions"

@@ -5,8 +5,8 @@ image, no heading or list of their own."""
 
 from html.parser import HTMLParser
 
-from course.grading import feedback
-from course.grading.batch import Graded
+from course.grading.classroom import feedback
+from course.grading.classroom.batch import Graded
 
 # the tags a feedback page is made of, and its only attribute
 TAGS = {

@@ -1,4 +1,4 @@
-"""Warm sandboxes (``course/grading/zygote.py``, ``forks.py``): each fork of a zygote is a
+"""Warm sandboxes (``course/grading/wall/zygote.py``, ``forks.py``): each fork of a zygote is a
 fresh sandbox, nothing one submission does reaches the next fork, and no fork can see,
 signal or talk to the zygote.  Cells run in real sandboxed workers (``Child`` on an
 ``Isolation`` with ``Forks``), as in ``test_sandbox.py``; and the profile's bounds."""
@@ -22,11 +22,11 @@ class Cells:
     def __init__(self, isolation, run_dir: Path):
         import tempfile
 
-        from course.grading.child import Child
+        from course.grading.wall.child import Child
 
         tmp = Path(tempfile.mkdtemp(dir=run_dir)) / "worker"
         self.child = Child(
-            "course.grading.worker", tmp, time.monotonic() + 120, 4096, 120, isolation
+            "course.grading.wall.worker", tmp, time.monotonic() + 120, 4096, 120, isolation
         )
         self.child.greeted()
         self.step = 0
@@ -45,8 +45,8 @@ class Cells:
 
 @pytest.fixture(scope="module")
 def warm(tmp_path_factory):
-    from course.grading import isolate
-    from course.grading.forks import Forks
+    from course.grading.wall import isolate
+    from course.grading.wall.forks import Forks
 
     run_dir = tmp_path_factory.mktemp("forks")
     iso, said = isolate.make([], run_dir)
@@ -143,7 +143,7 @@ result = [len(pids), zygote_seen, [f for f in fds if f.startswith("socket")],
 def test_the_probe_rejects_a_fork_that_keeps_the_zygotes_environment(warm):
     """The probe (what decides whether forks are used at all) can fail: a fork given the
     zygote's own environment, planted variable included, is refused."""
-    from course.grading.child import child_env
+    from course.grading.wall.child import child_env
 
     iso, _run_dir, _ = warm
     z = iso.forks.zygotes["run"]
@@ -290,8 +290,8 @@ def test_the_graders_secrets_are_nowhere_in_a_fork(tmp_path, monkeypatch):
     """A token in the grader's environment is not in a fork's environment, nor in the
     environment block it inherits from its zygote (``/proc/self/environ``), nor in its
     command line: the zygote starts with the children's allowlist only."""
-    from course.grading import isolate
-    from course.grading.forks import Forks
+    from course.grading.wall import isolate
+    from course.grading.wall.forks import Forks
 
     monkeypatch.setenv("COURSE_LEADERBOARD_TOKEN", "tok-s3cr3t-4512")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-s3cr3t-4512")
@@ -335,7 +335,7 @@ def test_a_measurers_step_times_are_taken_only_as_bounded_known_numbers():
 
 def test_a_fork_is_reaped_once_whichever_thread_comes_first():
     """A job's thread and an interrupted run's stop may both wait for the same fork."""
-    from course.grading.forks import Forked
+    from course.grading.wall.forks import Forked
 
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     asked = []
@@ -358,10 +358,11 @@ def test_a_fork_is_reaped_once_whichever_thread_comes_first():
 
 def test_a_job_cut_off_by_the_runs_stop_is_interrupted_not_a_grader_failure(monkeypatch):
     """What a stopped run's job threads still see (a closed pipe: ValueError) is its stop."""
-    from course.grading import child, session
-    from course.grading.batch import grade_one, load_plans
-    from course.grading.intake import collect
-    from course.grading.settings import GradeSettings
+    from course.grading.classroom.batch import grade_one, load_plans
+    from course.grading.classroom.intake import collect
+    from course.grading.judging import session
+    from course.grading.judging.settings import GradeSettings
+    from course.grading.wall import child
 
     repo = Path(__file__).resolve().parents[1]
     plans = load_plans(repo / "notebooks")

@@ -1,4 +1,4 @@
-"""The compile gate and kernel units (course/grading/gate.py, unit.py): what the simulator
+"""The compile gate and kernel units (course/grading/wall/gate.py, unit.py): what the simulator
 runs but a GPU rejects fails every check; what a unit carries cannot run code."""
 
 import threading
@@ -9,8 +9,8 @@ import pytest
 from numba import cuda
 
 import course
-from course.grading import gate as G
-from course.grading import unit as U
+from course.grading.source import unit as U
+from course.grading.wall import gate as G
 
 SIM_ONLY = {  # bodies the simulator runs and numba-cuda's compiler rejects (H100-verified)
     "dict": "        d = {'x': x[i], 'y': y[i]}\n        y[i] = d['x'] + d['y']\n",
@@ -190,7 +190,7 @@ def test_a_malformed_unit_is_refused(bad):
 
 
 def test_the_measuring_lock_lets_one_measurement_at_a_time(monkeypatch, tmp_path):
-    from course.grading.gpu_lock import device_lock
+    from course.grading.wall.gpu_lock import device_lock
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     inside, overlaps = [], []
@@ -247,8 +247,8 @@ def test_the_timed_launch_gets_plain_contiguous_arrays():
     import numpy as np
 
     from course.exercises import Case, get
-    from course.grading import judge
-    from course.grading.cases import measured_rng
+    from course.grading.judging import judge
+    from course.grading.judging.cases import measured_rng
 
     spec = get("tune_transpose")  # its GPU case's shape, smaller
     case = Case("m x n = 64 x 96", {"m": 64, "n": 96}, (3, 2), (32, 8))

@@ -15,8 +15,8 @@ import pytest
 from conftest import REPO
 
 from course.grading import hidden
-from course.grading import notebook as nbk
-from course.grading.intake import student_name
+from course.grading.classroom import notebook as nbk
+from course.grading.classroom.intake import student_name
 
 SUBMISSIONS = REPO / "tests" / "fixtures" / "submissions"
 HIDDEN = REPO / "instructor" / "hidden"
@@ -406,8 +406,8 @@ def test_an_unknown_lesson_says_did_you_mean_and_never_pass_lesson(tmp_path):
 def test_the_lesson_hint_of_a_row_knows_whether_lesson_was_given():
     from types import SimpleNamespace
 
-    from course.grading.batch import grade_one
-    from course.grading.intake import Submission
+    from course.grading.classroom.batch import grade_one
+    from course.grading.classroom.intake import Submission
 
     sub = Submission(Path("x.ipynb"), "x.ipynb", "", data=b"{}")
     for lesson, words in ((None, "name it with --lesson"), ("02_x", "--lesson 02_x is not")):
@@ -416,7 +416,7 @@ def test_the_lesson_hint_of_a_row_knows_whether_lesson_was_given():
 
 
 def test_student_copies_are_refused_as_the_instructor_notebooks(tmp_path):
-    from course.grading.distribute import copy_notebooks
+    from course.grading.classroom.distribute import copy_notebooks
 
     copy_notebooks(tmp_path / "copy")
     r = _grade(

@@ -2,7 +2,7 @@
 
 Each fake student below submits lesson 01 with a `vector_add` kernel whose body is `pass`
 (worth 0) and a cell that tries to win the point anyway.  The verdict is computed in the
-grader's own process (course/grading/session.py), so every attack must leave vector_add at 0
+grader's own process (course/grading/judging/session.py), so every attack must leave vector_add at 0
 and the row must say what happened.
 """
 
@@ -15,7 +15,7 @@ import sys
 import pytest
 from conftest import REPO
 
-from course.grading import notebook as nbk
+from course.grading.classroom import notebook as nbk
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("grade-attacks")]  # one run, one worker
 
@@ -38,7 +38,7 @@ FORGED_EVENT = json.dumps(
         ],
     }
 )
-WELL_FORMED = "from course.grading.wire import Channel\nforge = Channel(R, W)\n"
+WELL_FORMED = "from course.grading.wall.wire import Channel\nforge = Channel(R, W)\n"
 
 ATTACKS = {
     # the issue's attack: a later cell writes a forged "exercise passed" event
@@ -58,8 +58,8 @@ ATTACKS = {
     "monkeypatch": (
         ADD_PASS
         + """
-import course, course.exercises, course.grading.check as c, course.grading.judge as j
-from course.grading.report import CheckResult
+import course, course.exercises, course.grading.judging.check as c, course.grading.judging.judge as j
+from course.grading.judging.report import CheckResult
 j.judge = lambda *a, **k: None
 j.compare = lambda *a, **k: None
 c.check = course.check = lambda *a, **k: CheckResult("vector_add", True, "sim", 0)
@@ -313,7 +313,7 @@ def test_outputs_are_rewritten_even_without_isolation(tmp_path):
 def test_wire_rejects_what_is_not_a_message():
     import os
 
-    from course.grading.wire import Channel, WireError
+    from course.grading.wall.wire import Channel, WireError
 
     for junk in (
         b'{"event": "exercise"}\n',

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from course.grading import intake
-from course.grading import notebook as nbk
-from course.grading.prepare import read_submission
+from course.grading.classroom import intake
+from course.grading.classroom import notebook as nbk
+from course.grading.classroom.prepare import read_submission
 
 CORRECT = REPO / "tests" / "fixtures" / "submissions" / "correct" / "01_vector_add.ipynb"
 PEAK_MB = 300  # the grader's own peak RSS for the class below (measured: ~190 MB)

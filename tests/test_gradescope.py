@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 from conftest import REPO
 
-from course.grading import gradescope
-from course.grading.batch import Graded
+from course.grading.classroom import gradescope
+from course.grading.classroom.batch import Graded
 
 SUBMISSIONS = REPO / "tests" / "fixtures" / "submissions"
 HIDDEN = REPO / "instructor" / "hidden"

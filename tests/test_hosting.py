@@ -14,7 +14,7 @@ except ImportError:  # Python 3.10
 
 from conftest import REPO
 
-from course.grading import distribute
+from course.grading.classroom import distribute
 from course.platform import hosting, runtime
 
 

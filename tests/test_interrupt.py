@@ -149,7 +149,7 @@ def test_an_interrupt_in_process_stops_the_check_and_its_threads(monkeypatch):
         while C.shape[0] == 1 and A[0, 0] == A[0, 0]:  # case 2 is 1 x 1: never ends
             C[0, 0] = B[0, 0]
 
-    from course.grading import launch as launch_mod
+    from course.grading.wall import launch as launch_mod
 
     real = launch_mod.run_launch
 
@@ -161,7 +161,7 @@ def test_an_interrupt_in_process_stops_the_check_and_its_threads(monkeypatch):
 
     import importlib
 
-    run_cases = importlib.import_module("course.grading.cases").run_cases
+    run_cases = importlib.import_module("course.grading.judging.cases").run_cases
     # launch=counting, the later keywords as they are
     monkeypatch.setattr(run_cases, "__defaults__", (counting, *run_cases.__defaults__[1:]))
     start = time.monotonic()

@@ -78,7 +78,7 @@ def test_a_stopped_cell_ends_in_one_course_sentence():
 
 def test_an_interrupted_check_says_the_kernel_is_still_usable():
     from course.exercises import get
-    from course.grading.report import CheckResult
+    from course.grading.judging.report import CheckResult
 
     r = CheckResult("vector_add", False, "sim", 1, spec=get("vector_add"), interrupted=True)
     text = repr(r)

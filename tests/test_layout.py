@@ -10,7 +10,7 @@ never from above.  What counts as an arrow:
   other string in the code that names a module of the package, such as the lazy
   ``__getattr__`` map of ``course/__init__.py`` (the notebook's face: it sits at the top);
 - importing a package that encloses the module (``import course`` inside
-  ``course.grading.worker``) is no arrow: Python ran that package before the module.
+  ``course.grading.wall.worker``) is no arrow: Python ran that package before the module.
 
 No module, and no code cell of a notebook, may take a ``_private`` name from another module
 of the package (``from x import _y``, or ``x._y`` where ``x`` is a module of the package).
@@ -45,6 +45,9 @@ FLOORS = [
     "course",
     "__main__",
 ]
+# grading's rooms, bottom to top ("" : the modules beside its __init__; "__init__": the
+# package itself, course.check's face, which reaches into judging)
+GRADING_ROOMS = ["", "source", "wall", "judging", "classroom", "__init__"]
 FORBIDDEN = {("show", "grading"), ("show", "leaderboard")}  # display: not grading or service
 MAX_ROOT_MODULES = 8
 MAX_LINES = 400  # a module longer than this is split where a concept ends
@@ -269,6 +272,56 @@ def upward(g: dict) -> list:
     return sorted(up)
 
 
+def _room(module: str) -> str | None:
+    """The room of course.grading ``module`` is in (None: not a module of grading)."""
+    parts = module.split(".")
+    if parts[:2] != ["course", "grading"]:
+        return None
+    if len(parts) == 2:
+        return "__init__"
+    return parts[2] if parts[2] in GRADING_ROOMS else ""
+
+
+def upward_in_grading(g: dict) -> list:
+    """Arrows between grading's rooms that run up (see GRADING_ROOMS)."""
+    up = []
+    for m, deps in g.items():
+        a = _room(m)
+        for d in deps:
+            b = _room(d)
+            if a is None or b is None or a == b:
+                continue
+            if GRADING_ROOMS.index(b) > GRADING_ROOMS.index(a):
+                up.append(f"{m} -> {d}")
+    return sorted(up)
+
+
+def test_grading_is_rooms_with_arrows_downward():
+    """course/grading is a few rooms (each a subpackage with its docstring) and three
+    modules beside them; a room imports only from the rooms below it."""
+    rooms = {p.name for p in (PACKAGE / "grading").iterdir() if (p / "__init__.py").exists()}
+    assert rooms == set(GRADING_ROOMS) - {"", "__init__"}, rooms
+    beside = {p.stem for p in (PACKAGE / "grading").glob("*.py")} - {"__init__"}
+    assert len(beside) <= 4, beside
+    for r in rooms:
+        doc = ast.get_docstring(ast.parse((PACKAGE / "grading" / r / "__init__.py").read_text()))
+        assert doc and "cross" in doc, f"{r}/__init__.py must say what may cross into it"
+    up = upward_in_grading(graph())
+    assert not up, "imports that run up a room of grading:\n" + "\n".join(up)
+
+
+def test_an_upward_arrow_between_rooms_is_found():
+    """Its mutant: the wall's gate importing the class's batch is found."""
+    g = graph()
+    g["course.grading.wall.gate"] = g["course.grading.wall.gate"] | {
+        "course.grading.classroom.batch"
+    }
+    assert "course.grading.wall.gate -> course.grading.classroom.batch" in upward_in_grading(g)
+    g = graph()
+    g["course.grading.hidden"] = g["course.grading.hidden"] | {"course.grading.source.unit"}
+    assert upward_in_grading(g) == ["course.grading.hidden -> course.grading.source.unit"]
+
+
 def test_every_module_sits_on_a_floor():
     assert {_floor(m) for m in graph()} <= set(FLOORS)
 
@@ -341,12 +394,12 @@ def test_no_private_name_crosses_a_module():
 def test_the_check_can_fail():
     """Its mutant: an upward import planted in the graph is found."""
     g = graph()
-    g["course.platform.runtime"] = g["course.platform.runtime"] | {"course.grading.check"}
-    assert "course.platform.runtime -> course.grading.check" in upward(g)
+    g["course.platform.runtime"] = g["course.platform.runtime"] | {"course.grading.judging.check"}
+    assert "course.platform.runtime -> course.grading.judging.check" in upward(g)
 
 
 MUTANT_STRING_IMPORTS = [
-    'import importlib\n\ndef f():\n    return importlib.import_module("course.grading.check")\n',
+    'import importlib\n\ndef f():\n    return importlib.import_module("course.grading.judging.check")\n',
     '_LAZY = {"check": ("course.grading", "check")}\n',
     'import importlib\nm = importlib.import_module(".check", "course.grading")\n',
 ]
@@ -357,7 +410,7 @@ def test_an_upward_string_import_fails(source, tmp_path):
     """Mutants: a module of ``platform`` written to a tmp dir that reaches ``grading`` by a
     string; its docstring naming ``course.grading`` is no import."""
     path = tmp_path / "mutant.py"
-    path.write_text('"""Mentions course.grading.check in prose."""\n' + source)
+    path.write_text('"""Mentions course.grading.judging.check in prose."""\n' + source)
     modules = _modules()
     g = graph()
     g["course.platform.mutant"] = imports_of(
@@ -368,7 +421,7 @@ def test_an_upward_string_import_fails(source, tmp_path):
 
 def test_a_docstring_or_enclosing_package_is_no_import(tmp_path):
     path = tmp_path / "quiet.py"
-    path.write_text('"""Uses course.grading.check."""\nimport course\n')
+    path.write_text('"""Uses course.grading.judging.check."""\nimport course\n')
     assert imports_of("course.platform.quiet", path.read_text(), _modules(), path) == set()
 
 

@@ -154,7 +154,7 @@ def _solution_file(exercise: str, header: str) -> str:
     """The instructor notebook's solution of ``exercise`` as a file (### lines dropped)."""
     import inspect
 
-    from course.grading.solutions import defined
+    from course.grading.classroom.solutions import defined
 
     src = inspect.getsource(defined(exercise)[0].py_func)
     return header + "\n".join(l for l in src.splitlines() if not l.lstrip().startswith("###"))
@@ -674,10 +674,10 @@ def test_a_submission_out_of_time_is_told_so_and_a_slow_board_gets_more(monkeypa
     kernel broke the measurer'; the attention seed board (a naive kernel takes ~20 s a
     launch at its shape on an H100) gives a submission 900 s instead of the default."""
     from course.exercises import get
-    from course.grading import session
-    from course.grading.settings import GradeSettings
-    from course.grading.solutions import defined
-    from course.grading.unit import extract
+    from course.grading.classroom.solutions import defined
+    from course.grading.judging import session
+    from course.grading.judging.settings import GradeSettings
+    from course.grading.source.unit import extract
     from course.leaderboard import runner
 
     spec = get("tune_vector_add")

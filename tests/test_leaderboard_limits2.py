@@ -210,7 +210,7 @@ def add_fast(n, x, y):
 
 
 def test_the_submission_shows_every_device_function_and_constant(tmp_path):
-    from course.grading.unit import extract, run_cell
+    from course.grading.source.unit import extract, run_cell
 
     ns = {}
     run_cell(UNIT_CELL, "<cell unit>", ns)

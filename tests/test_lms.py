@@ -4,8 +4,8 @@ import csv
 
 import pytest
 
-from course.grading.batch import Graded
-from course.grading.lms import LEADING, RosterError, read_roster, write_canvas
+from course.grading.classroom.batch import Graded
+from course.grading.classroom.lms import LEADING, RosterError, read_roster, write_canvas
 
 
 def _graded(student, vec, mat, extra=None):

@@ -11,9 +11,9 @@ from numba import cuda
 
 import course
 from course.exercises import KINDS, all_exercises
-from course.grading import solutions
-from course.grading.solutions import defined
-from course.grading.unit import run_cell
+from course.grading.classroom import solutions
+from course.grading.classroom.solutions import defined
+from course.grading.source.unit import run_cell
 
 EXERCISES = all_exercises()
 # exercises added with the kinds (the first 12 write exercises have their own test files)

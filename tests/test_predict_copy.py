@@ -14,7 +14,7 @@ from course.exercises import all_exercises
 from course.grading import hidden
 from course.show import answers
 
-progress = importlib.import_module("course.grading.progress")
+progress = importlib.import_module("course.grading.judging.progress")
 RIGHT = {"blocks": 3907, "threads": 1000192, "idle": 192, "grid2d_threads": 72, "grid2d_idle": 17}
 PREDICT = sorted(n for n, e in all_exercises().items() if e.kind == "predict")
 

@@ -1,4 +1,4 @@
-"""A grading run's shared case inputs (course/grading/preps.py): made once per key by one
+"""A grading run's shared case inputs (course/grading/judging/preps.py): made once per key by one
 judge while the others wait, read-only, bounded in bytes, and used only by class runs."""
 
 import threading
@@ -8,8 +8,8 @@ import pytest
 from test_vector_add import solution_add, writes_only_even_indices
 
 from course.exercises import get
-from course.grading import cases, judge, preps
-from course.grading.settings import GradeSettings
+from course.grading.judging import cases, judge, preps
+from course.grading.judging.settings import GradeSettings
 
 SPEC = get("vector_add")
 
@@ -108,7 +108,9 @@ def test_a_run_times_only_the_given_kernels_of_the_lessons_handed_in(monkeypatch
     starts - all of them only when a submission's lesson is unknown."""
     from types import SimpleNamespace
 
-    from course.grading import measurer, prepare, starter
+    from course.grading.classroom import prepare
+    from course.grading.judging import starter
+    from course.grading.wall import measurer
 
     plans = {
         "01_vector_add": SimpleNamespace(exercises={"vector_add": 0, "tune_vector_add": 0}),
@@ -130,7 +132,7 @@ def test_a_run_times_only_the_given_kernels_of_the_lessons_handed_in(monkeypatch
 def test_the_gate_takes_the_first_cases_inputs_from_the_run(_fresh, monkeypatch):
     """The compile gate's launch types come from the first case; in a class run those
     inputs are the store's (the same key and seed as run_cases' first case)."""
-    from course.grading.unit import extract
+    from course.grading.source.unit import extract
 
     class Compiler:  # the types are what matters here, not the compile
         def check(self, unit, calls):
@@ -150,7 +152,9 @@ def test_the_processes_of_one_run_on_one_gpu_measure_it_once(monkeypatch, tmp_pa
     time the given kernels itself, one after another under the GPU lock.  Now the first
     measures and keeps the figures beside the lock files; the others read them; another
     run, or another GPU, measures again."""
-    from course.grading import measurer, prepare, starter
+    from course.grading.classroom import prepare
+    from course.grading.judging import starter
+    from course.grading.wall import measurer
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     measured, timed = [], []
@@ -200,7 +204,7 @@ def test_warm_sandboxes_import_what_the_set_up_cells_import():
     anything a submission wrote): read from the instructor's plans."""
     from types import SimpleNamespace as NS
 
-    from course.grading import prepare
+    from course.grading.classroom import prepare
 
     cells = [
         NS(source="%matplotlib inline\nimport numpy as np\nfrom course.show import plots, widgets"),

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-progress = importlib.import_module("course.grading.progress")  # the module, not the function
+# the module, not the function
+progress = importlib.import_module("course.grading.judging.progress")
 
 
 @dataclass

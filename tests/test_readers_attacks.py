@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from course.grading import feedback, values, verdicts
-from course.grading import notebook as nbk
-from course.grading import unit as U
-from course.grading.batch import Graded, load_plans
-from course.grading.decorator import UnitError
-from course.grading.steps import TooMuchToRead, make_steps
-from course.grading.wire import Channel, WireError
+from course.grading.classroom import feedback, verdicts
+from course.grading.classroom import notebook as nbk
+from course.grading.classroom.batch import Graded, load_plans
+from course.grading.classroom.steps import TooMuchToRead, make_steps
+from course.grading.source import unit as U
+from course.grading.source import values
+from course.grading.source.decorator import UnitError
+from course.grading.wall.wire import Channel, WireError
 from course.leaderboard import reading
 from course.leaderboard.fromfile import FileError, unit_of_file
 from course.leaderboard.limits import Refused
@@ -176,7 +177,7 @@ def test_a_unit_with_a_number_past_64_bits_is_rejected_not_an_error():
 
 
 def test_the_judges_own_failure_is_an_error_logged_and_a_units_is_rejected(monkeypatch, caplog):
-    from course.grading import session
+    from course.grading.judging import session
     from course.leaderboard.runner import judge_submission
 
     unit = unit_of_file(_file(""), "add_fast")
@@ -201,8 +202,8 @@ def test_the_judges_own_failure_is_an_error_logged_and_a_units_is_rejected(monke
 def test_the_graders_csv_says_rejected_for_a_submissions_fault(monkeypatch):
     from types import SimpleNamespace
 
-    from course.grading import session
-    from course.grading.batch import _grade_read
+    from course.grading.classroom.batch import _grade_read
+    from course.grading.judging import session
     from course.grading.phases import Phases
 
     plans = load_plans(REPO / "notebooks")

@@ -18,15 +18,15 @@ from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from course.grading import notebook as nbk
-from course.grading import unit as U
-from course.grading import values
-from course.grading.batch import Graded, load_plans
-from course.grading.decorator import UnitError
-from course.grading.signature import SignatureError
-from course.grading.signature import parse as parse_signature
-from course.grading.steps import TooMuchToRead, make_steps
-from course.grading.wire import Channel, WireError
+from course.grading.classroom import notebook as nbk
+from course.grading.classroom.batch import Graded, load_plans
+from course.grading.classroom.steps import TooMuchToRead, make_steps
+from course.grading.source import unit as U
+from course.grading.source import values
+from course.grading.source.decorator import UnitError
+from course.grading.source.signature import SignatureError
+from course.grading.source.signature import parse as parse_signature
+from course.grading.wall.wire import Channel, WireError
 from course.leaderboard import reading
 from course.leaderboard.fromfile import FileError, unit_of_file
 from course.leaderboard.limits import Refused

@@ -18,13 +18,13 @@ import course
 from course.exercises import get
 from course.exercises.bounded import MAX_MESSAGE, clip, listed, shown
 from course.exercises.outcome import CaseResult
-from course.grading import csvsafe, feedback, steps
-from course.grading import notebook as nbk
-from course.grading import unit as U
-from course.grading.batch import Graded, grade_one, load_plans
-from course.grading.executors import CsvStream
-from course.grading.graded import write_csv
-from course.grading.lms import write_canvas
+from course.grading.classroom import csvsafe, feedback, steps
+from course.grading.classroom import notebook as nbk
+from course.grading.classroom.batch import Graded, grade_one, load_plans
+from course.grading.classroom.executors import CsvStream
+from course.grading.classroom.graded import write_csv
+from course.grading.classroom.lms import write_canvas
+from course.grading.source import unit as U
 
 KEYS = {"blocks": 1, "threads": 1, "idle": 1, "grid2d_threads": 1, "grid2d_idle": 1}
 
@@ -59,7 +59,7 @@ def test_every_case_message_and_unit_error_is_bounded_where_it_is_made():
     res.fail("m" * (5 << 20))
     assert len(res.message) < MAX_MESSAGE + 100 and res.message.endswith("characters cut)")
     assert len(str(U.UnitError("`" + "n" * 100_000 + "` uses"))) < MAX_MESSAGE + 100
-    from course.grading.report import CellError, Judged, Tampering
+    from course.grading.judging.report import CellError, Judged, Tampering
 
     big = "w" * (5 << 20)  # what a worker may send back as an error text
     assert len(Judged("vector_add", f"`add` was not defined: {big}").error) < MAX_MESSAGE + 100
@@ -177,7 +177,7 @@ def test_every_csv_the_grader_writes_has_no_formula(tmp_path):
 def test_no_module_of_the_grader_makes_its_own_csv_writer():
     """The mechanism, not the cases: every CSV writer of course/grading is csvsafe's."""
     found = []
-    for p in sorted((REPO / "course" / "grading").glob("*.py")):
+    for p in sorted((REPO / "course" / "grading").rglob("*.py")):
         if p.name == "csvsafe.py":
             continue
         for n in ast.walk(ast.parse(p.read_text())):

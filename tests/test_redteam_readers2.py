@@ -18,7 +18,7 @@ import time
 import pytest
 from conftest import REPO
 
-from course.grading import intake
+from course.grading.classroom import intake
 from course.leaderboard import fromfile
 
 KERNEL = """

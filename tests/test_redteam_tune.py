@@ -27,7 +27,7 @@ from course.exercises import get
 from course.exercises.tune_figures import needed_bytes
 from course.sim import trace, trace_figures
 
-check_mod = importlib.import_module("course.grading.check")
+check_mod = importlib.import_module("course.grading.judging.check")
 pytestmark = pytest.mark.skipif(course.MODE == "gpu", reason="the simulator's counted figures")
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from course.grading import notebook as nbk
-from course.grading.release import leaks, release, strip_solutions, student_notebook
+from course.grading.classroom import notebook as nbk
+from course.grading.classroom.release import leaks, release, strip_solutions, student_notebook
 
 MINI = REPO / "tests" / "fixtures" / "notebooks" / "mini_lesson.ipynb"
 
@@ -223,7 +223,7 @@ def test_notebooks_by_default_are_student_copies_without_solutions(tmp_path):
 
 
 def test_the_open_command_adds_allow_root_only_for_root(monkeypatch, tmp_path):
-    from course.grading import distribute
+    from course.grading.classroom import distribute
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert distribute.open_command(tmp_path).endswith(f" lab {tmp_path}")
@@ -232,7 +232,7 @@ def test_the_open_command_adds_allow_root_only_for_root(monkeypatch, tmp_path):
 
 
 def test_restore_brings_back_one_lesson_and_keeps_the_broken_one(tmp_path):
-    from course.grading.distribute import copy_notebooks, restore
+    from course.grading.classroom.distribute import copy_notebooks, restore
 
     copy_notebooks(tmp_path)
     mine = tmp_path / "notebooks" / "01_vector_add.ipynb"
@@ -264,13 +264,13 @@ def test_restore_of_an_unknown_lesson_says_did_you_mean(tmp_path):
 
 def test_no_exercise_answer_is_in_the_package():
     """release --check's package scan: an error (not a note) and, for this course, empty."""
-    from course.grading.release import package_leaks
+    from course.grading.classroom.release import package_leaks
 
     assert package_leaks(sorted((REPO / "notebooks").glob("*.ipynb"))) == []
 
 
 def test_an_exercise_whose_answer_the_package_holds_is_an_error(tmp_path):
-    from course.grading.release import package_leaks
+    from course.grading.classroom.release import package_leaks
 
     lecture = (
         "@cuda.jit\ndef add(n, x, y):\n    ### BEGIN SOLUTION\n"
@@ -285,7 +285,7 @@ def test_an_exercise_whose_answer_the_package_holds_is_an_error(tmp_path):
 
 
 def test_release_refuses_student_copies_as_its_sources(tmp_path):
-    from course.grading.distribute import copy_notebooks
+    from course.grading.classroom.distribute import copy_notebooks
 
     copy_notebooks(tmp_path / "copy")
     r = _run(

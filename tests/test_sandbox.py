@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from course.grading import notebook as nbk
+from course.grading.classroom import notebook as nbk
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("grade-sandbox")]  # one run, one worker
 
@@ -60,7 +60,7 @@ ATTACKS = {
 import course.exercises.tune as t
 t.Tune.measure_on = lambda self, fn, case, args: {"used": 1, "moved": 1, "read_used": 1,
     "replays": 0, "atomics": 0, "ms": 1e-6, "median_ms": 1e-6, "max_ms": 1e-6}
-t.Tune.judge_figures = lambda self, *a, **k: __import__("course.grading.report",
+t.Tune.judge_figures = lambda self, *a, **k: __import__("course.grading.judging.report",
     fromlist=["x"]).CaseResult("tune target", "")
 """
     },
@@ -173,7 +173,7 @@ def _pids_with(marker: str) -> list[str]:
 
 @pytest.fixture(scope="session")  # once per worker, even if xdist interleaves modules
 def run(tmp_path_factory):
-    from course.grading import isolate
+    from course.grading.wall import isolate
 
     root = tmp_path_factory.mktemp("sandbox")
     subs, hidden = root / "submissions", root / "hidden"
@@ -393,11 +393,11 @@ class Cells:
     def __init__(self, isolation, run_dir: Path):
         import tempfile
 
-        from course.grading.child import Child
+        from course.grading.wall.child import Child
 
         tmp = Path(tempfile.mkdtemp(dir=run_dir)) / "worker"
         self.child = Child(
-            "course.grading.worker", tmp, time.monotonic() + 120, 4096, 120, isolation
+            "course.grading.wall.worker", tmp, time.monotonic() + 120, 4096, 120, isolation
         )
         self.child.greeted()
         self.step = 0
@@ -419,7 +419,7 @@ def reach(tmp_path_factory):
     """Secrets, sockets and a lock where the instructor might keep them; a sandbox made
     (hiding a folder inside data/ and two output folders that do not exist yet); then a
     worker started in it with cloud and service tokens in the grader's environment."""
-    from course.grading import gpu_lock, isolate
+    from course.grading.wall import gpu_lock, isolate
 
     root = tmp_path_factory.mktemp("reach")  # in /tmp
     later = [REPO / f".{TAG}-out", root / "out-later"]
@@ -497,14 +497,14 @@ def test_the_graders_environment_does_not_get_in(reach):
     env = reach["cells"]("import os\nresult = dict(os.environ)")
     assert not set(PLANTED_ENV) & set(env), env
     assert not any(TAG in v for v in env.values())
-    from course.grading.child import PASSED, PASSED_PREFIXES, child_env
+    from course.grading.wall.child import PASSED, PASSED_PREFIXES, child_env
 
     allowed = set(child_env(Path("/x"))) | set(PASSED)
     assert all(k in allowed or k.startswith(PASSED_PREFIXES) or k == "LC_CTYPE" for k in env), env
 
 
 def test_the_environment_is_an_allowlist_even_without_a_sandbox(monkeypatch, tmp_path):
-    from course.grading.child import child_env
+    from course.grading.wall.child import child_env
 
     for k, v in PLANTED_ENV.items():
         monkeypatch.setenv(k, v)
@@ -596,7 +596,7 @@ except OSError as e:
 
 @pytest.mark.timeout(120)
 def test_no_process_outlives_its_sandbox(reach):
-    from course.grading import isolate
+    from course.grading.wall import isolate
 
     marker = f"{TAG}-left-behind"
     iso, _ = isolate.make([], reach["iso"].run_dir.parent / "run")
@@ -621,7 +621,7 @@ result = 1
 
 
 def test_the_tree_binds_no_home_root_or_checkout(tmp_path):
-    from course.grading import isolate
+    from course.grading.wall import isolate
     from course.platform import resources
 
     hide = [REPO / "data", tmp_path]  # inside a mounted folder / outside all
@@ -643,7 +643,7 @@ def test_the_tree_binds_no_home_root_or_checkout(tmp_path):
 def test_the_lock_waits_until_its_deadline_and_no_longer(monkeypatch, tmp_path):
     import fcntl
 
-    from course.grading import gpu_lock
+    from course.grading.wall import gpu_lock
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     path = gpu_lock.lock_path()

@@ -411,8 +411,8 @@ def test_the_source_shown_is_the_units_source(tmp_path):
     """A POST's ``source`` that differs from its unit's (which is what is judged) is 422;
     without ``source`` the unit's is stored and shown."""
     from course.exercises import get
-    from course.grading.solutions import defined
-    from course.grading.unit import extract
+    from course.grading.classroom.solutions import defined
+    from course.grading.source.unit import extract
 
     tok = _tokens(tmp_path, 1)["s00"]
     unit = extract(defined("tune_vector_add")[0], get("tune_vector_add").launch_names)

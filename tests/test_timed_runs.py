@@ -2,7 +2,7 @@
 
 The GPU loop (course/exercises/timed.py) runs here with the simulator's launch: every run
 restores its arrays from pristine copies, and its outputs are sampled at positions drawn
-from the judge's seed after the run (course/grading/sampled.py).  Kernels that skip work on
+from the judge's seed after the run (course/grading/judging/sampled.py).  Kernels that skip work on
 later runs get no figure; so does a figure past the measured ceilings (Tune.judge_figures).
 """
 
@@ -14,13 +14,14 @@ from numba import cuda, float32
 
 import course
 from course.exercises import get, timed
-from course.grading import judge, measurer, measurer_calls, sampled, session
-from course.grading.report import case_events
-from course.grading.settings import GradeSettings
-from course.grading.unit import extract
+from course.grading.judging import judge, measurer_calls, sampled, session
+from course.grading.judging.report import case_events
+from course.grading.judging.settings import GradeSettings
+from course.grading.source.unit import extract
+from course.grading.wall import measurer
 
-check_mod = importlib.import_module("course.grading.check")
-cases_mod = importlib.import_module("course.grading.cases")  # the case engine below it
+check_mod = importlib.import_module("course.grading.judging.check")
+cases_mod = importlib.import_module("course.grading.judging.cases")  # the case engine below it
 sim_only = pytest.mark.skipif(course.MODE == "gpu", reason="the simulator's sizes and runs")
 
 
@@ -220,7 +221,7 @@ def test_the_measuring_lock_covers_the_runs_and_not_the_pipes(monkeypatch):
     is given up, so a class's measurements wait for each other's GPU work only."""
     from contextlib import contextmanager
 
-    from course.grading import gpu_lock
+    from course.grading.wall import gpu_lock
 
     held, seen = [False], []
 

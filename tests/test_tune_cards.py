@@ -1,7 +1,7 @@
 """Tune targets that carry across cards (issue #47).
 
 - GPU: the target is a speed-up over the given kernel, timed by the judge on the same card
-  in the same run (``course/grading/starter.py``, ``course/exercises/tune_cards.py``): the
+  in the same run (``course/grading/judging/starter.py``, ``course/exercises/tune_cards.py``): the
   given kernel measures 1.0 and fails, a faster one passes, a noisy (slow) starter time is
   capped by its floor, an unknown card gets a sentence and never a crash, a starter whose
   runs come back wrong gives no target.  The GPU's own numbers come from
@@ -33,9 +33,9 @@ from course.exercises.tune_cards import (
     starter_cap_ms,
     target_for,
 )
-from course.grading import starter as starter_mod
+from course.grading.judging import starter as starter_mod
 
-check_mod = importlib.import_module("course.grading.check")
+check_mod = importlib.import_module("course.grading.judging.check")
 REPO = Path(__file__).resolve().parents[1]
 TUNES = sorted(STARTERS)
 CEIL = {"copy_gbps": 3000.0, "fp32_tflops": 50.0}
@@ -54,8 +54,8 @@ def _body(src: str, fn: str):
 def test_each_starter_is_the_student_copys_given_kernel(name):
     import inspect
 
-    from course.grading import notebook as nbk
-    from course.grading.student import strip_solutions
+    from course.grading.classroom import notebook as nbk
+    from course.grading.classroom.student import strip_solutions
 
     spec = get(name)
     ex = nbk.plan(REPO / "notebooks" / f"{spec.lesson}.ipynb").exercises[name]
@@ -118,7 +118,7 @@ def test_a_card_the_course_never_saw_gets_a_sentence_not_a_crash(device):
 
 def test_a_fake_device_name_goes_through_the_check_path(monkeypatch):
     """with_starter: the device's name and the starter's figures reach the verdict."""
-    from course.grading import cases
+    from course.grading.judging import cases
     from course.platform import runtime
 
     spec = get("tune_histogram")
@@ -154,7 +154,7 @@ def test_measured_cards_leave_the_solution_a_margin():
 
 
 def _fake_ms(figures_ms):
-    from course.grading.measurer import measure_launch
+    from course.grading.wall.measurer import measure_launch
 
     def measure(spec, kernel, staged, sample):
         figures, arrays, samples, trespass = measure_launch(spec, kernel, staged, sample)
@@ -326,7 +326,7 @@ def test_issued_counts_the_kernels_code_and_its_device_functions():
 
 @pytest.mark.skipif(course.MODE == "gpu", reason="a small simulator report")
 def test_checktimes_reports_the_given_kernel_and_the_solution(tmp_path):
-    from course.grading import solutions
+    from course.grading.classroom import solutions
 
     out = tmp_path / "report.md"
     assert solutions.main(["--only", "tune_centering", "--out", str(out)]) == 0

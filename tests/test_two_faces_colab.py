@@ -15,8 +15,8 @@ import types
 import pytest
 from conftest import REPO
 
-from course.grading import distribute, student
-from course.grading import notebook as nbk
+from course.grading.classroom import distribute, student
+from course.grading.classroom import notebook as nbk
 from course.platform import hosting
 
 SOLUTION = "### BEGIN SOLUTION"

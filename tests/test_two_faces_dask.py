@@ -15,7 +15,7 @@ import sys
 import pytest
 from conftest import REPO
 
-from course.grading import executors, intake
+from course.grading.classroom import executors, intake
 
 pytest.importorskip("distributed")
 HIDDEN = REPO / "instructor" / "hidden"

@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import REPO
 
-from course.grading.lesson_names import UnknownLesson, lesson_named
+from course.grading.classroom.lesson_names import UnknownLesson, lesson_named
 
 STEMS = sorted(p.stem for p in (REPO / "notebooks").glob("*.ipynb"))
 SAME = ["01", "1", "vector_add", "01_vector_add", "01_vector_add.ipynb", " 01 "]
@@ -38,8 +38,8 @@ def test_numbers_past_nine_and_unknown_names():
 
 
 def test_release_and_restore_take_the_same_names(tmp_path):
-    from course.grading.distribute import copy_notebooks, restore
-    from course.grading.release import ReleaseError, find_sources
+    from course.grading.classroom.distribute import copy_notebooks, restore
+    from course.grading.classroom.release import ReleaseError, find_sources
 
     src = REPO / "notebooks"
     assert [p.stem for p in find_sources(src, ["1", "vector_add", "02"])] == [

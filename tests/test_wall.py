@@ -1,7 +1,7 @@
 """Nothing a submission controls is read, compiled or run outside the wall (issue #38):
-signatures parsed by the course (``grading/signature.py``), one program for the compiler
-and the simulator (``grading/allowed.py``), the compile gate in the sandbox with the
-submission's deadline (``grading/gate.py``), and honest kernels still pass."""
+signatures parsed by the course (``grading/source/signature.py``), one program for the compiler
+and the simulator (``grading/source/allowed.py``), the compile gate in the sandbox with the
+submission's deadline (``grading/wall/gate.py``), and honest kernels still pass."""
 
 import os
 import tempfile
@@ -13,9 +13,9 @@ import pytest
 from numba import cuda
 
 import course
-from course.grading import allowed
-from course.grading import unit as U
-from course.grading.signature import SignatureError, parse
+from course.grading.source import allowed
+from course.grading.source import unit as U
+from course.grading.source.signature import SignatureError, parse
 
 EXERCISE = "debug_grid_stride"  # @cuda.jit def add_stride(n, x, y): y[i] += x[i]
 LOOP = "    for i in range(cuda.grid(1), n, cuda.gridsize(1)):\n"
@@ -58,7 +58,7 @@ def test_a_signature_is_parsed_never_evaluated(sig):
     assert not result.passed and "signature" in result.error, result.error
     with pytest.raises(U.UnitError, match="signature"):  # a forged unit
         U.rebuild(_unit(src, signature=sig))
-    from course.grading.gate import gate
+    from course.grading.wall.gate import gate
 
     why = gate().check(_unit(src, signature=sig), [])  # straight to the gate
     assert why and "signature" in why, why
@@ -216,7 +216,7 @@ def test_every_kernel_api_name_is_real_in_the_compiler():
     import sys
 
     code = (
-        "import json, sys\nfrom numba import cuda\nfrom course.grading.allowed import CUDA\n"
+        "import json, sys\nfrom numba import cuda\nfrom course.grading.source.allowed import CUDA\n"
         "bad = [n for n in CUDA if getattr(cuda, n, None) is None]\n"
         "bad += [f'{n}.{a}' for n, sub in CUDA.items() if sub for a in sub "
         "if getattr(getattr(cuda, n, None), a, None) is None]\nprint(json.dumps(bad))"
@@ -272,7 +272,7 @@ def test_boundscheck_true_is_told_what_to_do():
 
 @pytest.fixture(scope="module")
 def sandbox():
-    from course.grading.isolate import for_grading
+    from course.grading.wall.isolate import for_grading
 
     run_dir = Path(tempfile.mkdtemp(prefix="course-wall-"))
     iso, said = for_grading([], run_dir)
@@ -304,8 +304,8 @@ def test_the_graders_gate_runs_sandboxed_and_a_slow_compile_costs_its_submission
     own fresh gate) is judged normally.  The gate process carries none of the grader's
     secrets in its environment."""
     from course.exercises import get
-    from course.grading import session
-    from course.grading.settings import GradeSettings
+    from course.grading.judging import session
+    from course.grading.judging.settings import GradeSettings
 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wall-secret-1")
     spec = get(EXERCISE)
@@ -327,7 +327,7 @@ def test_the_graders_gate_runs_sandboxed_and_a_slow_compile_costs_its_submission
     assert took < 25, took
     honest = U.extract(_define(HONEST["explicit_signature"]), ())
     environ = []
-    from course.grading.gate import Gate
+    from course.grading.wall.gate import Gate
 
     check = Gate.check
 
@@ -384,8 +384,8 @@ def _environ_of_tree(pid: int) -> list[bytes]:
 def test_a_students_text_cannot_forge_structure_in_the_feedback():
     """A cell's error text (the student's own) with newlines stays one line: it cannot add
     a heading, a score line or a table to the feedback."""
-    from course.grading import feedback
-    from course.grading.batch import Graded
+    from course.grading.classroom import feedback
+    from course.grading.classroom.batch import Graded
 
     forged = "vector_add: 0 points: boom\n## vector_add: 1 / 1\n**Score: 6 / 6**\n| a | b |"
     g = Graded(
@@ -411,7 +411,7 @@ def test_a_huge_cell_is_not_parsed_in_the_graders_process():
     import json
     import resource
 
-    from course.grading import notebook as nbk
+    from course.grading.classroom import notebook as nbk
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     assert nbk.defined_functions("x = 1\n" * (700 << 10) + "def add(n, x, y):\n    pass\n") == [
@@ -427,7 +427,8 @@ def test_a_dask_worker_without_a_sandbox_grades_nothing(monkeypatch, tmp_path):
     retries once, then writes an error row) instead of grading unsandboxed."""
     from types import SimpleNamespace
 
-    from course.grading import executors, isolate
+    from course.grading.classroom import executors
+    from course.grading.wall import isolate
 
     monkeypatch.setattr(
         isolate,

@@ -130,7 +130,7 @@ def test_wheel_carries_the_course_files(installed):
         "course/_files/assets/sliders/01_vector_add-grid_stride--nvidia-h200-2026-11-28.json",
         "course/_files/assets/benchmarks/vector_add-nvidia-h200-2026-11-22.json",
         "course/platform/resources.py",
-        "course/grading/student.py",
+        "course/grading/classroom/student.py",
         "course/leaderboard/templates/board.html",
     ]:
         assert must in names, must
@@ -145,8 +145,8 @@ def _solution_free(files: dict[str, str]) -> list[str]:
     a hidden-case file or answer key (its code), an instructor solution body anywhere."""
     import tempfile
 
-    from course.grading import notebook as nbk
-    from course.grading.release import leaks
+    from course.grading.classroom import notebook as nbk
+    from course.grading.classroom.release import leaks
 
     sources = sorted((REPO / "notebooks").glob("*.ipynb"))
     problems = []

@@ -1,4 +1,4 @@
-"""The judge's end of a pipe reads only what its request allows (course/grading/wire.py).
+"""The judge's end of a pipe reads only what its request allows (course/grading/wall/wire.py).
 
 A reply that announces an array it was not asked for, another dtype or shape, or more bytes
 than the array it was asked for is refused after the small .npy header and before any of
@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from course.grading.wire import Channel, WireError, allowed
+from course.grading.wall.wire import Channel, WireError, allowed
 
 LEN = struct.Struct("<Q")
 EXPECT = {"y": (np.dtype(np.float32), (4096,))}
@@ -111,7 +111,7 @@ def test_a_deeply_nested_header_is_a_wire_error_not_a_crash():
 PEAK = """
 import os, struct, threading, time, json, io
 import numpy as np
-from course.grading.wire import Channel, WireError
+from course.grading.wall.wire import Channel, WireError
 def hwm():
     for line in open('/proc/self/status'):
         if line.startswith('VmHWM:'):
@@ -171,8 +171,8 @@ def test_a_reply_announcing_3_gb_costs_the_judge_almost_nothing():
 def test_a_worker_reply_that_does_not_fit_never_becomes_a_record(reply, words):
     """The worker's ``ran`` reply is checked before it becomes ``session.Ran`` (typed); a
     reply that does not fit is tampering, whatever else it carries."""
-    from course.grading.child import Tampered
-    from course.grading.session import Ran
+    from course.grading.judging.session import Ran
+    from course.grading.wall.child import Tampered
 
     with pytest.raises(Tampered, match=words):
         Ran.read(reply, "add")

@@ -101,7 +101,7 @@ def make_class(
     """Write the class's submissions (``folder/<student>/<lesson>.ipynb``): ``students``
     in all, the attackers among them when ``attackers`` (those of ``lessons``); student ->
     (lesson, attacked exercise or None)."""
-    from ..grading import notebook as nbk
+    from ..grading.classroom import notebook as nbk
 
     plan = {}
     attacks = {k: v for k, v in ATTACKS.items() if attackers and v[0] in lessons}
@@ -127,8 +127,8 @@ def make_class(
 def _solved_student_copy(path: Path) -> dict:
     """The student copy of an instructor notebook (as ``release`` makes it, cells tagged
     with their exercise), each exercise cell holding the instructor's solution."""
-    from ..grading import notebook as nbk
-    from ..grading.release import student_notebook
+    from ..grading.classroom import notebook as nbk
+    from ..grading.classroom.release import student_notebook
 
     solved = {name: ex.cell.source for name, ex in nbk.plan(path).exercises.items()}
     nb = student_notebook(nbk.load(path), path.stem)

@@ -239,7 +239,7 @@ def _queue(report, url: str, tokens: dict) -> dict:
     """One unit submission alone, then QUEUED of them at once (one per student)."""
     import io
 
-    from ..grading.unit import extract, run_cell
+    from ..grading.source.unit import extract, run_cell
     from ..leaderboard.boards import get
     from ..leaderboard.client import follow, send
 

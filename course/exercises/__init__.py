@@ -94,7 +94,7 @@ class Exercise:
     hints: dict = field(default_factory=dict)  # failure kind -> hint text
     kind: str = "write"  # one of KINDS (contract: Exercise.kind)
     # module-level names of the student's that ``launch`` reads (tile sizes, ...): they
-    # travel with the kernel's unit (course/grading/unit.py) when the student defines them
+    # travel with the kernel's unit (course/grading/source/unit.py) when the student defines them
     launch_names = ()
     # what judging one submission may take when more than the defaults (0: the defaults of
     # the leaderboard's runner and of the sandbox): seconds in all, the sandbox's memory

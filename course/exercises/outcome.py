@@ -1,7 +1,7 @@
 """The outcome of one case of a check: what exercises produce and grading collects.
 
 It lives with the exercises (a tune exercise's target and a predict exercise's questions
-make them too); ``course/grading/report.py`` shows a list of them as a check's report.
+make them too); ``course/grading/judging/report.py`` shows a list of them as a check's report.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The given kernel of every tune exercise, as the student copy has it: the starter.
 
 On a GPU a tune target is a speed-up over this kernel, timed in the same run, on the same
-card, by the same loop and judged like the student's (``course/grading/starter.py``); a
+card, by the same loop and judged like the student's (``course/grading/judging/starter.py``); a
 test (``tests/test_tune_cards.py``) proves each one is the notebook's given code, statement
 for statement.  The course's kernels live in ``course/kernels``; these are the slow starting
 points, kept here so the judge never needs a notebook to time them.

@@ -14,7 +14,7 @@ the spec:
   each exercise's docstring below says why its speed-up is the right figure).
 
 Correctness comes first: a kernel that fails a case is not measured.  When a class is
-graded the measurement runs in the measurer (``course/grading/measurer.py``), a process that
+graded the measurement runs in the measurer (``course/grading/wall/measurer.py``), a process that
 runs the rebuilt kernel and nothing else of the student's, with this GPU's measuring lock
 held; the grader judges every run's outputs and applies the target (``judge_figures``) with
 ceilings it measured itself.
@@ -169,7 +169,7 @@ class Tune(Exercise):
         ``ceilings``: the copy bandwidth and FP32 rate GPU figures are divided by (the
         grader measures them once per run; a notebook uses ``perf.measured_ceilings``),
         the device's name and (``"starter"``) the given kernel's judged figures, timed by
-        the judge (``course/grading/starter.py``).  What each figure is, and when it is not
+        the judge (``course/grading/judging/starter.py``).  What each figure is, and when it is not
         believed: ``tune_figures.py`` and ``tune_cards.py``."""
         mode = mode or runtime.MODE
         res = CaseResult(f"{TIMED} ({'simulator' if mode == 'sim' else 'GPU'})", "", timed=True)

@@ -5,7 +5,7 @@ H200 has 1.4x an H100's bandwidth with the same SMs, so a kernel bound by its SM
 shared-memory tree, a conflicted tile, contended atomics) shows a smaller fraction there,
 and a T4's slow memory hides what costs an H100 most.  What carries is the lesson itself:
 the given (starter) kernel and the student's kernel, timed in the same run on the same card
-by the same judged loop (``course/grading/starter.py``), and the student's kernel must be
+by the same judged loop (``course/grading/judging/starter.py``), and the student's kernel must be
 ``Tune.speedup`` times faster.  The given kernel measures 1.0 on every card; the course's
 solution measures what :data:`CALIBRATION` lists.
 

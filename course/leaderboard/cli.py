@@ -22,7 +22,7 @@ from .store import Store
 def _roster(path: Path | None):
     if path is None:
         return None
-    from ..grading.lms import RosterError, read_roster
+    from ..grading.classroom.lms import RosterError, read_roster
 
     try:
         return read_roster(path)

@@ -6,7 +6,7 @@ From a notebook::
     result                                                  # COURSE_LEADERBOARD_URL / _TOKEN
 
 What travels is the kernel as data - its source, ``@cuda.jit`` options and the constants it
-uses (``course/grading/unit.py``), never a pickled object - plus the source text.  The call
+uses (``course/grading/source/unit.py``), never a pickled object - plus the source text.  The call
 waits, printing one progress line (queued -> testing -> timing -> done), and returns a
 :class:`Submission` that shows the result the way the CS149 board did: tests passed, the
 mean ± spread over the timed runs, the best run, and the rank on the board.
@@ -262,7 +262,7 @@ def submit(
     """Send ``kernel`` (a ``@cuda.jit`` function defined in a cell or a file) to ``board``
     and wait for its result.  Raises :class:`SubmitError` with one sentence when the
     kernel cannot travel or the service refuses it."""
-    from ..grading.unit import UnitError, extract
+    from ..grading.source.unit import UnitError, extract
     from .boards import UnknownBoard, get
 
     try:

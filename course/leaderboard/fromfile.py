@@ -4,7 +4,7 @@ A file sent to ``POST /api/submissions`` without a unit (``python -m course subm
 HTTP client) used to run in the grading sandbox to find its kernel, and the kernel judged
 was whatever the file made: a file could show one ``add_fast`` and ``exec`` another whose
 text it planted in ``linecache``.  Now the file is read as data, its unit made by
-``course.grading.unit.extract`` (as ``course.submit`` does), stored, judged and shown.
+``course.grading.source.unit.extract`` (as ``course.submit`` does), stored, judged and shown.
 
 The file may hold, at its top level, only statements that run nothing:
 
@@ -80,9 +80,9 @@ def unit_of_file(source: str, function: str, extra_names=()) -> dict:
     """The unit of ``function`` in the file ``source``; FileError (a sentence) if the file
     does anything at its top level but import, define and name constants, or the unit
     cannot be made (``UnitError``'s sentence)."""
-    from ..grading.decorator import UnitError
-    from ..grading.unit import extract
-    from ..grading.values import MAX_ELEMENTS
+    from ..grading.source.decorator import UnitError
+    from ..grading.source.unit import extract
+    from ..grading.source.values import MAX_ELEMENTS
 
     try:
         tree = ast.parse(source)
@@ -326,7 +326,7 @@ def _storable(value, stmt, budget: list) -> None:
     within the file's ``budget`` ([numbers left]: each tuple counted every time it is
     reached, so ``B = (A, A, ...)`` costs what it holds, and past the limit it is refused
     unwalked) and at most ``values.MAX_NESTING`` deep."""
-    from ..grading.values import MAX_ELEMENTS, MAX_NESTING
+    from ..grading.source.values import MAX_ELEMENTS, MAX_NESTING
 
     todo = [(value, 0)]
     while todo:

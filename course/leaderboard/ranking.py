@@ -7,7 +7,7 @@ import json
 import sqlite3
 import time
 
-from course.grading import csvsafe
+from course.grading.classroom import csvsafe
 
 EXPORT = (
     "id",

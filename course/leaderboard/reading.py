@@ -3,16 +3,16 @@
 ``POST /api/submissions`` answers who you are, the rate, your queue, your judge time and
 your storage (``app.py``) from the request alone; only then is the submission *read*:
 its file parsed and its kernel's unit made without running it (``fromfile.py``), or the
-unit it sent checked as data (``course.grading.unit.validate``).  That reading is bounded
+unit it sent checked as data (``course.grading.source.unit.validate``).  That reading is bounded
 by the input's size (explicit depth and count limits in ``fromfile`` and
-``grading/values.py``), and it still happens elsewhere:
+``grading/source/values.py``), and it still happens elsewhere:
 
 - in one of :data:`READERS` reader processes (``python -m course.leaderboard.reading``,
   started once and kept: the imports take seconds, a read milliseconds), which get no
   leaderboard secret in their environment, and which run in the grading sandbox where the
   service has one (``serve`` without ``--isolation none``): no database, no token file, no
   other process, no socket;
-- the request and the answer are JSON over the reader's own pipes (``grading/wire.py``:
+- the request and the answer are JSON over the reader's own pipes (``grading/wall/wire.py``:
   sizes checked, never unpickled), and the answer must come within :data:`READ_S`, else
   the reader is killed (a fresh one starts for the next submission) and the request gets
   ``503``: a reader that needed that long is the course's bug, logged;
@@ -116,9 +116,9 @@ def shape(source, function) -> None:
 
 
 def _check_unit(unit, function) -> dict:
-    """The unit, checked as data (``course.grading.unit``), else Refused (422)."""
-    from ..grading.decorator import UnitError
-    from ..grading.unit import parse, validate
+    """The unit, checked as data (``course.grading.source.unit``), else Refused (422)."""
+    from ..grading.source.decorator import UnitError
+    from ..grading.source.unit import parse, validate
 
     try:
         validate(unit)
@@ -136,7 +136,7 @@ def _answer(request: dict) -> dict:
     except Refused as exc:
         return {"refused": [exc.status, exc.message]}
     except Exception as exc:  # noqa: BLE001 - the course's bug: logged, said, nothing stored
-        from ..grading.verdicts import course_failure
+        from ..grading.classroom.verdicts import course_failure
 
         return {"failed": course_failure("reading this submission", exc)}
     if request.get("unit") is not None:
@@ -157,8 +157,8 @@ def _serve(rfd: int, wfd: int) -> None:
     """The reader's loop: a request in, an answer out, until the service closes the pipe."""
     import numba.cuda  # noqa: F401 - the imports a read needs, once, before "ready"
 
-    from ..grading import unit  # noqa: F401
-    from ..grading.wire import Channel, WireError
+    from ..grading.source import unit  # noqa: F401
+    from ..grading.wall.wire import Channel, WireError
     from . import fromfile  # noqa: F401
 
     ch = Channel(rfd, wfd)
@@ -180,7 +180,7 @@ class Reader:
     """One reader process and the service's end of its pipes."""
 
     def __init__(self, isolation=None):
-        from ..grading.wire import Channel
+        from ..grading.wall.wire import Channel
 
         to_child, from_parent = os.pipe()
         to_parent, from_child = os.pipe()
@@ -189,7 +189,7 @@ class Reader:
         if isolation is not None:  # the grading sandbox: no database, tokens, /proc or env
             from pathlib import Path
 
-            from ..grading.child import child_env
+            from ..grading.wall.child import child_env
 
             env = child_env(Path(isolation.scratch))
             cmd = isolation.wrap(cmd, env)
@@ -273,7 +273,7 @@ class Readers:
         return source, unit
 
     def _read(self, request: dict) -> dict:
-        from ..grading.wire import WireError
+        from ..grading.wall.wire import WireError
 
         reader = self._take(self.read_s)
         try:

@@ -3,7 +3,7 @@
 A submission arrives as one of three kinds of data:
 
 - a **unit** (what ``course.submit`` sends from a notebook: the kernel's source, its jit
-  options and the constants it uses; ``course/grading/unit.py``) - nothing to run but the
+  options and the constants it uses; ``course/grading/source/unit.py``) - nothing to run but the
   kernel, so it goes straight to the compile gate and the measurer;
 - a **course kernel**'s name (the instructor entering one of the course's own kernels,
   ``course/exercises/entries.py``): the measurer runs the course's kernel and launch, with
@@ -69,10 +69,10 @@ def judge_submission(
     "message", "mean_ms", "std_ms", "best_ms", "median_ms", "runs", "cases", "device",
     "versions", "mode", "figures"}``.  Never raises for anything the submission does."""
     from ..exercises import get
-    from ..grading import session
-    from ..grading.prepare import ceilings_once
-    from ..grading.report import case_events
-    from ..grading.settings import GradeSettings
+    from ..grading.classroom.prepare import ceilings_once
+    from ..grading.judging import session
+    from ..grading.judging.report import case_events
+    from ..grading.judging.settings import GradeSettings
 
     seed = secrets.randbits(32) if seed is None else seed
     device, versions = environment()
@@ -99,7 +99,7 @@ def judge_submission(
         else:
             error, cases = _from_source(session, board, payload, settings, on_stage)
     except Exception as exc:  # noqa: BLE001 - whose fault it is, said; the service goes on
-        from ..grading import verdicts
+        from ..grading.classroom import verdicts
 
         if verdicts.is_fault(exc):  # something the submission sent: its fault
             return dict(
@@ -118,7 +118,7 @@ def judge_submission(
 
 
 def _from_source(session, board, payload, settings, on_stage) -> tuple[str, list]:
-    from ..grading.report import CellError, Judged, case_events
+    from ..grading.judging.report import CellError, Judged, case_events
 
     step = {
         "label": "your file",
@@ -194,7 +194,7 @@ def verdict(error: str, cases: list[dict]) -> dict:
 
 def sandbox(hide: list) -> tuple[object, str]:
     """The grading sandbox for a service's workers (the database folder hidden)."""
-    from ..grading.isolate import for_grading
+    from ..grading.wall.isolate import for_grading
 
     run_dir = Path(tempfile.mkdtemp(prefix="course-leaderboard-run-"))
     return for_grading(hide, run_dir)

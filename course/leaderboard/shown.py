@@ -1,6 +1,6 @@
 """What a submission shows: the whole unit that was judged, as text.
 
-A unit (``course/grading/unit.py``) carries more than its kernel's source: the device
+A unit (``course/grading/source/unit.py``) carries more than its kernel's source: the device
 functions it calls (units of their own, to any depth) and the values of the global names it
 reads.  ``GET /api/submissions/{id}`` and the submission's page show all of it:
 ``unit_sources`` (every function's source, the kernel's first, by name; a device function
@@ -51,8 +51,8 @@ def text(desc) -> str:
     if kind == "complex":
         return repr(complex(*rest))
     if kind == "tuple":  # nested tuples and numpy numbers in them, as Python writes them
-        from ..grading.decorator import UnitError
-        from ..grading.values import Budget, value
+        from ..grading.source.decorator import UnitError
+        from ..grading.source.values import Budget, value
 
         try:
             return repr(value(desc, Budget()))

@@ -107,7 +107,7 @@ def colab_url(
 
 
 # The one notebook a Colab link opens: it holds no exercise, installs the course and writes
-# the *student* copies into the student's Google Drive (``course.grading.distribute``).  A
+# the *student* copies into the student's Google Drive (``course.grading.classroom.distribute``).  A
 # link to ``notebooks/NN.ipynb`` would open the instructor's notebook, solutions included.
 COLAB_START = "colab/open_course.ipynb"
 

@@ -10,7 +10,7 @@ checkout when there is one and the package's copy otherwise.  So ``pip install
 course-*.whl`` (a JupyterHub image, Google Colab, a student's laptop) finds its data through
 the package, never through a path relative to where a notebook happens to be.
 
-``python -m course notebooks --to DIR`` (``course/grading/distribute.py``) copies the
+``python -m course notebooks --to DIR`` (``course/grading/classroom/distribute.py``) copies the
 notebooks (and the figures they show) out of the package into a folder a student can open.
 """
 

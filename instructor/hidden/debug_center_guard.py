@@ -1,4 +1,5 @@
 """Hidden cases for ``debug_center_guard``: the same as those of ``center_coalesced``, whose spec it shares."""
+
 import runpy
 from pathlib import Path
 

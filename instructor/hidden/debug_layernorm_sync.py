@@ -1,5 +1,6 @@
 """Hidden cases for ``debug_layernorm_sync``: the same as those of ``layernorm_warp``, whose
 spec it shares."""
+
 import runpy
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Hidden cases for ``debug_matmul_sync``: the same as those of ``matmul_tiled``, whose spec it shares."""
+
 import runpy
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Hidden cases for ``debug_matrix_layout``: the same as those of ``matrix_add``, whose spec it shares."""
+
 import runpy
 from pathlib import Path
 

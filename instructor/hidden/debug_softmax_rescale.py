@@ -1,4 +1,5 @@
 """Hidden cases for ``debug_softmax_rescale``: the same as those of ``online_softmax``, whose spec it shares."""
+
 import runpy
 from pathlib import Path
 

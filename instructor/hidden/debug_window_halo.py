@@ -1,4 +1,5 @@
 """Hidden cases for ``debug_window_halo``: the same as those of ``window_average_shared``, whose spec it shares."""
+
 import runpy
 from pathlib import Path
 

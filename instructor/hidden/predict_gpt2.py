@@ -6,6 +6,10 @@ def answers(ex):
     rows = B * T
     matmul = L * 2 * rows * (C * 3 * C + C * C + C * 4 * C + 4 * C * C) + 2 * rows * C * V
     attention = L * 2 * 2 * B * (T * (T + 1) // 2) * C
-    return {"matmul_gflop": matmul / 1e9, "attention_gflop": attention / 1e9,
-            "matmul_percent": 100 * matmul / (matmul + attention),
-            "layernorm_launches": 2 * L + 1, "residual_launches": 2 * L}
+    return {
+        "matmul_gflop": matmul / 1e9,
+        "attention_gflop": attention / 1e9,
+        "matmul_percent": 100 * matmul / (matmul + attention),
+        "layernorm_launches": 2 * L + 1,
+        "residual_launches": 2 * L,
+    }

@@ -1,4 +1,5 @@
 """Answer key of ``predict_occupancy`` (lesson 04): the course's occupancy calculator."""
+
 from course.hardware.occupancy import blocks_per_sm
 
 

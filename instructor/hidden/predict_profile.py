@@ -1,5 +1,6 @@
 """Answer key of ``predict_profile`` (lesson 10), read from the committed H100 profiles by
 the code that shows them: a new capture changes the key and the questions together."""
+
 import json
 
 from course.exercises.profiling import DEVICE, PARTS, PROFILES, _row, committed

@@ -1,4 +1,5 @@
 """Hidden cases for ``tune_centering``: the same as those of ``center_coalesced``, whose spec it shares."""
+
 import runpy
 from pathlib import Path
 

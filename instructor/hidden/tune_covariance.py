@@ -1,4 +1,5 @@
 """Hidden cases for ``tune_covariance``: the same as those of ``covariance_tiled``, whose spec it shares."""
+
 import runpy
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Hidden cases for ``tune_histogram``: the same as those of ``histogram_shared``, whose spec it shares."""
+
 import runpy
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Hidden cases for ``tune_matmul``: the same as those of ``matmul_tiled``, whose spec it shares."""
+
 import runpy
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Hidden cases for ``tune_reduction``: the same as those of ``reduce_sequential``, whose spec it shares."""
+
 import runpy
 from pathlib import Path
 

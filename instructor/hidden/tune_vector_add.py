@@ -1,4 +1,5 @@
 """Hidden cases for ``tune_vector_add``: the same as those of ``vector_add``, whose spec it shares."""
+
 import runpy
 from pathlib import Path
 
