@@ -30,6 +30,7 @@ from course.exercises.tune_cards import (
     MIN_SPEEDUP,
     card_of,
     card_target,
+    counted,
     starter_cap_ms,
     target_for,
 )
@@ -88,6 +89,8 @@ def test_the_given_kernel_fails_and_a_faster_one_passes_on_every_known_card(name
     for card in ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA L4"):
         assert not _gpu(name, base, base, card).passed  # 1.0x: the starter against itself
         assert not _gpu(name, base / 1.01, base, card).passed  # noise
+        if counted(spec, card):  # the simulator's count decides there: test_counted_cards.py
+            continue
         target = card_target(spec, card_of(card))
         res = _gpu(name, base / (target * 1.01), base, card)
         assert res.passed, res.message
@@ -106,9 +109,9 @@ def test_a_slow_starter_time_counts_only_down_to_its_floor():
 
 @pytest.mark.parametrize("device", ["NVIDIA RTX Imaginary 9090", "", None, "Weird ?? card"])
 def test_a_card_the_course_never_saw_gets_a_sentence_not_a_crash(device):
-    spec = get("tune_reduction")
-    res = _gpu("tune_reduction", 1.0, 1.5, device)
-    assert res.passed  # 1.5x: over the lowest calibrated target
+    spec = get("tune_histogram")  # (reduction and transpose: counted there, see above)
+    res = _gpu("tune_histogram", 1.0, 2.0, device)
+    assert res.passed  # 2x: over the lowest calibrated target
     assert f"This GPU ({device or 'unknown'}) has no calibration; the target used is" in (
         res.message
     )

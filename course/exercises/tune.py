@@ -67,7 +67,8 @@ from dataclasses import dataclass
 from ..platform import runtime
 from . import Case, Exercise
 from .outcome import TIMED, CaseResult
-from .tune_cards import speedup_value, target_sentence
+from .tune_cards import counted as counted_card
+from .tune_cards import speedup_value, target_sentence, with_count
 from .tune_figures import (
     DIVERGENCE,
     GPU_METRICS,
@@ -162,15 +163,14 @@ class Tune(Exercise):
 
     # -- judging (the grader's side) ----------------------------------------------------
     def judge_figures(
-        self, figures: dict, mode: str | None = None, ceilings: dict | None = None
+        self, figures: dict, mode: str | None = None, ceilings: dict | None = None, counted=None
     ) -> CaseResult:
         """Apply the target to the figures; a CaseResult that states measured vs target.
 
-        ``ceilings``: the copy bandwidth and FP32 rate GPU figures are divided by (the
-        grader measures them once per run; a notebook uses ``perf.measured_ceilings``),
-        the device's name and (``"starter"``) the given kernel's judged figures, timed by
-        the judge (``course/grading/judging/starter.py``).  What each figure is, and when it is not
-        believed: ``tune_figures.py`` and ``tune_cards.py``."""
+        ``ceilings``: the copy bandwidth and FP32 rate GPU figures are divided by, the
+        device's name and (``"starter"``) the given kernel's figures, timed by the judge
+        (``course/grading/judging/starter.py``).  ``counted``: the simulator's verdict on
+        the same kernel, which decides on a card that hides the lesson (``tune_cards``)."""
         mode = mode or runtime.MODE
         res = CaseResult(f"{TIMED} ({'simulator' if mode == 'sim' else 'GPU'})", "", timed=True)
         try:
@@ -206,6 +206,8 @@ class Tune(Exercise):
             + note
         )
         ok = ok and not also
+        if mode != "sim" and self.speedup and counted_card(self, ceilings.get("device")):
+            ok, text = with_count(self, ok, text, counted)
         if ok:
             res.message = text
         else:

@@ -10,6 +10,8 @@
 # dask: the Dask pair on 2 GPUs, then checktimes on this card (a call runs 10 minutes at most).
 # quick: #45's two headline runs only (25 lesson-01 notebooks, the rehearsal), under 5 min.
 # probe: the rehearsal and the 200-class at --jobs 16, under 9 min.
+# counted: checktimes on this card, then the counted tune targets (#47) as if on a T4 and an
+#          L4 (COURSE_TUNE_CARD), and 6 lesson-10 notebooks graded as if on a T4, ~7 min.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/round-out}; mkdir -p "$OUT"
@@ -49,7 +51,21 @@ case "${1:-}" in
   probe)
     OUT="$OUT" GRADING_PART=probe timeout 560 bash instructor/gpu/grading.sh
     ;;
+  counted)
+    checktimes
+    for card in "Tesla T4" "NVIDIA L4"; do
+      tag=$(echo "$card" | tr 'A-Z ' 'a-z-')
+      echo "=== checktimes as if on $card ($(date +%T))"
+      COURSE_TUNE_CARD="$card" CUDA_VISIBLE_DEVICES=0 timeout 150 python -m course checktimes \
+        --only tune_transpose tune_reduction --out "$OUT/check-times-$DEV-as-$tag-$DAY.md" \
+        2>&1 | tail -n 12
+    done
+    echo "=== lesson 10 graded as if on a T4 ($(date +%T))"
+    COURSE_TUNE_CARD="Tesla T4" CUDA_VISIBLE_DEVICES=0 timeout 170 python -m course bench \
+      grading --students 6 --lessons 10_profiling --jobs 6 --label as-t4 --out "$OUT" \
+      2>&1 | tail -n 15
+    ;;
   checktimes) checktimes ;;
-  *) echo "usage: round.sh cards|notebooks|class|quick|probe|dask|checktimes"; exit 2 ;;
+  *) echo "usage: round.sh cards|notebooks|class|quick|probe|dask|checktimes|counted"; exit 2 ;;
 esac
 echo "done ($(date +%T)): $(ls "$OUT")"

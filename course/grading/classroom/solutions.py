@@ -157,7 +157,9 @@ def tune_head(device: str) -> list:
         "",
         f"Each tune exercise's figure ({how}) for the given kernel (the student copy's, "
         "measured as if handed in: it must fail) and for the course's solution (it must "
-        "pass); the margin is the solution's figure over the target.",
+        "pass); the margin is the solution's figure over the target.  Where this card's memory "
+        "hides what an exercise changes, the time must only not be slower and the simulator's "
+        "count of the same kernel decides (``exercises/tune_cards.py``): shown by its verdict.",
         "",
         "| exercise | target | given kernel | verdict | solution | verdict | margin |",
         "|---|---|---|---|---|---|---|",
@@ -179,9 +181,18 @@ def tune_row(name: str, spec, solved) -> str:
         margin = f"{(target / sol if below else sol / target):.3g}x"
     return (
         f"| `{name}` | {_text(s, 'target ')} | {_text(g, 'measured ')}{_detail(g)} | "
-        f"{'PASSES' if g.passed else 'fails'} | {_text(s, 'measured ')}{_detail(s)} | "
-        f"{'pass' if s is not None and s.passed else 'FAIL'} | {margin} |"
+        f"{'PASSES' if g.passed else 'fails'}{_count(g)} | {_text(s, 'measured ')}{_detail(s)} | "
+        f"{'pass' if s is not None and s.passed else 'FAIL'}{_count(s)} | {margin} |"
     )
+
+
+def _count(res) -> str:
+    """The simulator's count beside a counted card's verdict: ' (count 0, target <= 0)'."""
+    msg = res.message if res is not None else ""
+    if "the simulator's count: " not in msg:
+        return ""
+    c = msg.split("the simulator's count: ", 1)[1]
+    return f" (count {_text_of(c, 'measured ')}, target {_text_of(c, 'target ')})"
 
 
 def _detail(res) -> str:

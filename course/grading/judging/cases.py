@@ -188,11 +188,13 @@ def judge_measured(
     ceilings=None,
     plan=None,
     samples=None,
+    counted=None,
 ) -> CaseResult:
     """The target's verdict, or no figure when any run's outputs are wrong: the last run's
     arrays (``returned``) whole, every run's ``samples`` against ``plan`` (``sampled.py``),
     or a figure past this GPU's ceilings (``Tune.judge_figures``).  On a GPU the target is
-    a speed-up over the given kernel, which the judge times itself (``starter.py``)."""
+    a speed-up over the given kernel, which the judge times itself (``starter.py``);
+    ``counted``: the simulator's verdict where the card hides the lesson (``tune_cards``)."""
     mode = mode or runtime.MODE
     wrong = None
     if plan is not None:  # every run's samples, earliest first
@@ -217,7 +219,7 @@ def judge_measured(
             ceilings = with_starter(spec, ceilings)
         except StarterFailed as exc:
             return measure_failed(f"the given kernel could not be timed ({exc})")
-    res = spec.judge_figures(figures, mode, ceilings)
+    res = spec.judge_figures(figures, mode, ceilings, counted)
     if res.figures is None:  # {}: a figure past the ceiling, nothing to grade or rank
         res.figures = {
             k: float(v)

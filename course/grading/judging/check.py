@@ -31,6 +31,7 @@ from ..wall.launch import Interrupted
 from . import judge
 from .cases import gate_error, judge_measured, measure_failed, measured_rng, run_cases
 from .report import CaseResult, CheckResult
+from .starter import counted_here
 
 compare = judge.compare  # the comparison, also used by the exercise specs' own tests
 
@@ -198,4 +199,35 @@ def measure(spec, fn, seed: int) -> CaseResult:
         return measure_failed(f"{type(exc).__name__}: {exc}")
     if trespass:
         return measure_failed(trespass)
-    return judge_measured(spec, case, prep, returned, figures, plan=p, samples=samples)
+    counted = _count(spec, fn, seed) if counted_here(spec) else None
+    return judge_measured(
+        spec, case, prep, returned, figures, plan=p, samples=samples, counted=counted
+    )
+
+
+COUNT_S = 300.0  # the simulator's count of one kernel, its start included
+
+
+def _count(spec, fn, seed: int) -> CaseResult:
+    """The simulator's verdict on ``fn`` where this GPU hides what ``spec`` changes
+    (``starter.counted_here``): a measurer of its own in simulator mode, as the grader
+    starts one (a notebook's: no sandbox, in a temporary folder)."""
+    import tempfile
+    from pathlib import Path
+
+    from ..source.unit import UnitError, extract
+    from ..wall.child import Child
+    from .measurer_calls import SIM_ENV, count_in_simulator
+
+    try:
+        load = {"op": "load", "unit": extract(fn, spec.launch_names)}
+    except UnitError as exc:
+        return measure_failed(f"the simulator cannot count this kernel: {exc}")
+    deadline = time.monotonic() + COUNT_S
+    with tempfile.TemporaryDirectory(prefix="course-count-") as tmp:
+        m = "course.grading.wall.measurer"
+        start = lambda: Child(m, Path(tmp) / "m", deadline, 0, COUNT_S, None, None, SIM_ENV)  # noqa: E731
+        try:
+            return count_in_simulator(start, spec, load, seed, deadline)
+        except Exception as exc:  # noqa: BLE001 - the report, never a traceback
+            return measure_failed(f"the simulator's count failed: {type(exc).__name__}: {exc}")

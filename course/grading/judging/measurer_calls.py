@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from contextlib import nullcontext
 
+from ... import exercises
 from ..wall.child import Tampered
 from ..wall.wire import allowed
 from . import judge
@@ -80,6 +81,7 @@ def judge_measure(
     ceilings: dict | None,
     phases=None,
     shared: bool = False,
+    counted: CaseResult | None = None,
 ) -> CaseResult:
     """A tune exercise's figure: the measured launch's inputs made and its outputs judged
     here - every run's samples against a seed only this side knows, and the last run whole
@@ -88,7 +90,8 @@ def judge_measure(
     not the pipes: ``stage`` (the inputs over, before the lock), ``measure`` (the runs, lock
     held, figures back) and ``collect`` (after the lock: the last run's arrays and every
     run's samples, which may be only what was sent plus the samples).  ``shared``: the
-    inputs and reference from the run's store (``preps.py``)."""
+    inputs and reference from the run's store (``preps.py``); ``counted``: the simulator's
+    verdict on the same kernel, for a card that hides the lesson (:func:`count_in_simulator`)."""
     from ..wall.gpu_lock import LockTimeout, device_lock
     from .sampled import plan
 
@@ -152,8 +155,28 @@ def judge_measure(
     same_arrays(arrays, prep.buffer_shapes())
     with timed("judge check"):
         return judge_measured(
-            spec, case, prep, arrays, figures, mode, ceilings, plan=p, samples=samples
+            spec, case, prep, arrays, figures, mode, ceilings, p, samples, counted
         )
+
+
+SIM_ENV = {"NUMBA_ENABLE_CUDASIM": "1"}  # a measurer that counts in the simulator
+
+
+def count_in_simulator(start, spec, load: dict, seed: int, deadline: float) -> CaseResult:
+    """The simulator's verdict on the kernel ``load`` names (a unit, or a course entry) for
+    a GPU whose memory hides what ``spec`` changes (``tune_cards.counted``): a measurer of
+    its own, started by ``start()`` with :data:`SIM_ENV` (cold: a warm fork keeps its
+    zygote's GPU mode), loads it and runs the small measured launch traced; its outputs
+    are judged and the simulator target applied here, as on a laptop."""
+    m = start()
+    try:
+        m.greeted()
+        reply, _ = m.ask(load, "loaded")
+        if reply.get("error"):
+            return measure_failed(f"the simulator could not load the kernel: {reply['error']}")
+        return judge_measure(m, spec, mode="sim", seed=seed, deadline=deadline, ceilings=None)
+    finally:
+        m.stop()
 
 
 def took_steps(phases, value, waited: float) -> None:
@@ -166,3 +189,11 @@ def took_steps(phases, value, waited: float) -> None:
 
     for name, seconds in steps(value, waited, STEPS).items():
         phases.moved(f"timed runs: {name}", seconds)
+
+
+def sandbox_mb(names) -> int | None:
+    """The measurer's memory budget (cgroup) for these exercises: the default, or more
+    where an exercise's measured launch needs it (``memory_mb``: the attention board's
+    2.7 GB of inputs and outputs, held several times over while they cross the pipe)."""
+    need = [exercises.get(n).memory_mb for n in names if n]
+    return max(need, default=0) or None

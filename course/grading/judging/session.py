@@ -17,7 +17,9 @@ So no figure, output or answer is computed where a student's statement ran.  Wha
 worker sends out of turn, malformed, or not at all ends the conversation: a reply that does
 not fit is *tampering* (the exercise in progress gets 0 points and the instructor a note),
 silence past the time limit is a *timeout*, a dead worker a *crash*.  A measurer that dies
-costs only the exercise it was measuring.  Both run in the sandbox of ``isolate.py``.
+costs only the exercise it was measuring.  Both run in the sandbox (``wall/isolate.py``);
+a GPU that hides what a tune exercise changes gets a second measurer, in the simulator,
+whose count decides too (``measurer_calls.count_in_simulator``).
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ from ..phases import Phases
 from ..wall.child import Child, Tampered
 from ..wall.wire import WireError
 from .cases import gate_error, run_cases
-from .measurer_calls import judge_measure, measured_launch
+from .measurer_calls import SIM_ENV, count_in_simulator, judge_measure, measured_launch, sandbox_mb
 from .report import CaseResult, CellError, Judged, Started, Tampering
 from .settings import GradeSettings
+from .starter import counted_here
 
 if TYPE_CHECKING:
     from ..wall.gate import Gate
@@ -82,6 +85,7 @@ class Judge:
     settings: GradeSettings  # the run's seed, mode, limits and ceilings
     start_measurer: Callable[[], Child]  # a started Child running measurer.py
     start_gate: Callable[[], Child] | None = None  # ... running gate.py (sandboxed)
+    start_counter: Callable[[], Child] | None = None  # a measurer in the simulator
     measurer: Child | None = None
     compiler: Gate | None = None  # this submission's compile gate
     on_stage: Callable[[str], None] | None = None  # "testing", then "timing"
@@ -109,9 +113,13 @@ class Judge:
             self.measurer.greeted()
         return self.measurer
 
-    def measure(self, m: Child, spec) -> CaseResult:
+    def measure(self, m: Child, spec, load: dict) -> CaseResult:
         """A tune exercise's measured launch by measurer ``m``, judged with this
-        submission's seed, deadline and ceilings (``measurer_calls.judge_measure``)."""
+        submission's seed, deadline and ceilings (``measurer_calls.judge_measure``); on a
+        GPU that hides what it changes, counted in the simulator too (``load``: the kernel)."""
+        counted = None
+        if self.mode == "gpu" and counted_here(spec) and self.start_counter is not None:
+            counted = count_in_simulator(self.start_counter, spec, load, self.seed, self.deadline)
         return judge_measure(
             m,
             spec,
@@ -121,6 +129,7 @@ class Judge:
             ceilings=self.settings.ceilings,
             phases=self.phases,
             shared=self.settings.shared_inputs,
+            counted=counted,
         )
 
     def close_measurer(self):
@@ -162,7 +171,7 @@ def grade_steps(steps: list[dict], settings: GradeSettings, on_stage=None) -> Ou
         )
         worker.phases = out.phases
         jd = _new_judge(
-            s, tmp, deadline, on_stage, _sandbox_mb(step.get("exercise") for step in steps)
+            s, tmp, deadline, on_stage, sandbox_mb(step.get("exercise") for step in steps)
         )
         jd.phases = out.phases
         try:
@@ -189,16 +198,8 @@ def grade_steps(steps: list[dict], settings: GradeSettings, on_stage=None) -> Ou
     return out
 
 
-def _sandbox_mb(names) -> int | None:
-    """The measurer's memory budget (cgroup) for these exercises: the default, or more
-    where an exercise's measured launch needs it (``memory_mb``: the attention board's
-    2.7 GB of inputs and outputs, held several times over while they cross the pipe)."""
-    need = [_ex.get(n).memory_mb for n in names if n]
-    return max(need, default=0) or None
-
-
 def _new_judge(
-    s: GradeSettings, tmp: Path, deadline: float, on_stage=None, sandbox_mb: int | None = None
+    s: GradeSettings, tmp: Path, deadline: float, on_stage=None, memory: int | None = None
 ) -> Judge:
     """A Judge whose measurers and compile gate start in their own folders under ``tmp``,
     in the sandbox, with the submission's deadline."""
@@ -208,22 +209,17 @@ def _new_judge(
         child.phases = jd.phases  # its start and imports: phases of their own
         return child
 
+    def measurer(prefix: str = "measurer-", env: dict | None = None) -> Child:
+        folder = Path(tempfile.mkdtemp(prefix=prefix, dir=tmp)) / "m"
+        m = "course.grading.wall.measurer"
+        return timed(Child(m, folder, deadline, *limits, s.isolation, memory, env))
+
+    limits = (s.memory_mb, s.timeout)
     jd = Judge(
         s,
-        lambda: timed(
-            Child(
-                "course.grading.wall.measurer",
-                Path(tempfile.mkdtemp(prefix="measurer-", dir=tmp)) / "m",
-                deadline,
-                s.memory_mb,
-                s.timeout,
-                s.isolation,
-                sandbox_mb,
-            )
-        ),
-        start_gate=lambda: timed(
-            start_sandboxed(tmp, deadline, s.memory_mb, s.timeout, s.isolation)
-        ),
+        measurer,
+        start_gate=lambda: timed(start_sandboxed(tmp, deadline, *limits, s.isolation)),
+        start_counter=lambda: measurer("counter-", SIM_ENV),
         on_stage=on_stage,
         deadline=deadline,
     )
@@ -263,7 +259,7 @@ def _alone(spec, s: GradeSettings, run, on_stage=None) -> tuple[str, list]:
     deadline = time.monotonic() + s.timeout
     run_dir = s.isolation.run_dir if s.isolation is not None else None
     with tempfile.TemporaryDirectory(prefix="course-judge-", dir=run_dir) as tmp:
-        jd = _new_judge(s, Path(tmp), deadline, on_stage, _sandbox_mb([spec.name]))
+        jd = _new_judge(s, Path(tmp), deadline, on_stage, sandbox_mb([spec.name]))
         try:
             return run(jd)
         finally:
@@ -365,7 +361,7 @@ def _run_loaded(jd: Judge, spec, load: dict, cannot: str) -> tuple[str, list]:
         if spec.kind == "tune" and cases and all(c.passed for c in cases):
             jd.stage("timing")
             with jd.phases.timed("timed runs"):
-                cases.append(jd.measure(m, spec))
+                cases.append(jd.measure(m, spec, load))
     except (WireError, Tampered) as exc:
         if jd.measurer and getattr(exc, "closed", False):
             jd.measurer.settle()  # its own end (a signal), not the SIGKILL of closing it

@@ -46,6 +46,14 @@ def with_starter(spec, ceilings: dict | None) -> dict | None:
     return dict(ceilings, device=device, starter=starter_figures(spec, device))
 
 
+def counted_here(spec) -> bool:
+    """True on a GPU whose memory hides what ``spec`` changes: the simulator's count decides
+    (``tune_cards.counted``; the measured launch is counted too, ``count_in_simulator``)."""
+    from ...exercises.tune_cards import counted
+
+    return runtime.MODE == "gpu" and counted(spec, runtime.device_name())
+
+
 def timed_so_far() -> list:
     """[device, exercise, figures] of every starter timed in this process (plain data)."""
     return [[d, n, f] for (d, n), f in _TIMED.items()]

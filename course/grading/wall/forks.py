@@ -39,6 +39,11 @@ KINDS = ("run", "gate")  # a worker's and measurer's zygote, the compile gate's
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+def _sim(env) -> bool:
+    """True when ``env`` makes numba the CUDA simulator."""
+    return env.get("NUMBA_ENABLE_CUDASIM", "") == "1"
+
+
 class ZygoteError(Exception):
     """A zygote did not start, or did not answer as it must."""
 
@@ -296,6 +301,8 @@ class Forks:
     def child(self, module, env, log, procs, cpu_s, memory_mb, pipes) -> Forked | None:
         """``child.Child``'s way in: a fork running ``module``, or None (start it cold)."""
         kind = KINDS[1] if module == "course.grading.wall.gate" else KINDS[0]
+        if kind == KINDS[0] and _sim(env) != _sim(os.environ):
+            return None  # numba's mode is the zygote's (the grader's): the other one starts cold
         z = self.zygote(kind, env)
         if z is None:
             return None
