@@ -699,8 +699,10 @@ def test_a_submission_out_of_time_is_told_so_and_a_slow_board_gets_more(monkeypa
         runner.judge_submission(board, {"unit": unit, "source": "", "function": "f"})
     assert seen == {"flash_attention": 900.0, "tune_vector_add": runner.TIMEOUT_S}
     # and a sandbox big enough for its 2.7 GB of buffers (they cross the pipe both ways)
-    assert session._sandbox_mb(["flash_attention", None]) == 32768
-    assert session._sandbox_mb(["tune_vector_add"]) is None
+    from course.grading.judging.measurer_calls import sandbox_mb
+
+    assert sandbox_mb(["flash_attention", None]) == 32768
+    assert sandbox_mb(["tune_vector_add"]) is None
 
 
 def test_bench_leaderboard_rehearses_a_class_gpu_box(tmp_path):

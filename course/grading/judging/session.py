@@ -113,12 +113,12 @@ class Judge:
             self.measurer.greeted()
         return self.measurer
 
-    def measure(self, m: Child, spec, load: dict) -> CaseResult:
+    def measure(self, m: Child, spec, load: dict | None = None) -> CaseResult:
         """A tune exercise's measured launch by measurer ``m``, judged with this
         submission's seed, deadline and ceilings (``measurer_calls.judge_measure``); on a
         GPU that hides what it changes, counted in the simulator too (``load``: the kernel)."""
         counted = None
-        if self.mode == "gpu" and counted_here(spec) and self.start_counter is not None:
+        if self.mode == "gpu" and counted_here(spec) and self.start_counter and load:
             counted = count_in_simulator(self.start_counter, spec, load, self.seed, self.deadline)
         return judge_measure(
             m,
