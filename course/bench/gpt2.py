@@ -5,8 +5,9 @@ whole forward timed (CUDA events) for the optimized build (lesson 04's ``matmul_
 tile, blocks per SM and split-K chosen per shape, bias, GELU and the residual add fused into
 its store; lesson 08's causal flash kernel), the same with ``matmul_v4``'s one tile, v4
 without fusion (the epilogues as passes of their own: what fusion saves), and the naive one
-(lesson 04's v1, three-kernel attention), and PyTorch eager float32 (TF32 off) on the same
-weights in the same run; each build's per-kernel
+(lesson 04's v1, three-kernel attention), on a GPU the optimized build replayed as one CUDA
+graph (``Model(graph=True)``: one host call a forward instead of 111 launches), and PyTorch
+eager float32 (TF32 off) on the same weights in the same run; each build's per-kernel
 table (``course.measure.timeline``: CUDA events around every launch); the logits against
 PyTorch's.  The simulator runs a micro config instead (times marked simulated).
 """
@@ -29,6 +30,7 @@ BUILDS = {
     "naive (matmul_v1, three-kernel attention)": {"matmul": "v1_naive", "attention": "naive"},
 }
 OPTIMIZED, FUSED_V4, UNFUSED, NAIVE = BUILDS
+GRAPH = "optimized, replayed as one CUDA graph (Model(graph=True))"
 
 
 def run(report) -> None:
@@ -44,19 +46,27 @@ def run(report) -> None:
         size, fl = f"B={B} T={T}", G.flops(cfg, B, T)
         entry = report.data["shapes"][size] = {"flops": fl, "builds": {}}
         logits = {}
-        for label, opts in BUILDS.items():
+        builds = dict(BUILDS, **({GRAPH: {"graph": True}} if gpu else {}))
+        for label, opts in builds.items():
             model = G.Model(params, cfg, B, T, **opts)
             d_tok = model.tokens(tokens)
             slow = "naive" in label and lecture
             tl = Timeline()
             # the simulator: one forward, timed and traced at once (a micro model's
             # forward takes it 3-10 s); a GPU: timed forwards, then one traced
-            t = benchmark(
-                (lambda: model(d_tok)) if gpu else (lambda: model(d_tok, run=tl.run)),
-                repeat=(3 if slow else 10) if gpu else None,
-                warmup=(1 if slow else 2) if gpu else None,
-                batch=1,
-            )
+            try:
+                t = benchmark(
+                    (lambda: model(d_tok)) if gpu else (lambda: model(d_tok, run=tl.run)),
+                    repeat=(3 if slow else 10) if gpu else None,
+                    warmup=(1 if slow else 2) if gpu else None,
+                    batch=1,
+                )
+            except Exception as e:  # the graph build alone may fail and be reported
+                if label != GRAPH:
+                    raise
+                report.note(f"{size}: {GRAPH} could not run: {type(e).__name__}: {e}")
+                model = None
+                continue
             report.add(
                 f"GPT-2 forward, {label}",
                 t,
@@ -64,7 +74,7 @@ def run(report) -> None:
                 size=size,
                 note="FLOPs: the matmuls and the causal half of attention",
             )
-            if gpu:
+            if gpu and label != GRAPH:
                 model(d_tok, run=tl.run)
             logits[label] = model.logits.copy_to_host()
             entry["builds"][label] = {
@@ -72,6 +82,10 @@ def run(report) -> None:
                 "kernels": tl.table(),
                 "launches": sum(len(v) for v in tl.rows.values()),
             }
+            if label == GRAPH:  # its kernels are the optimized build's, in one replay
+                _graph_note(report, size, entry, model, logits)
+                model = None
+                continue
             report.section(
                 f"{label}, {size}: per-kernel time (CUDA events around every "
                 f"launch; {entry['builds'][label]['launches']} launches)",
@@ -110,10 +124,18 @@ def run(report) -> None:
             entry["torch_ms"] = row["median_ms"]
             entry["ours_vs_torch_logits"] = _rel(opt, fwd(tok).cpu().numpy().reshape(opt.shape))
             entry["ratio_to_torch"] = entry["builds"][OPTIMIZED]["median_ms"] / row["median_ms"]
+            graph = entry["builds"].get(GRAPH)
+            if graph:
+                entry["graph_ratio_to_torch"] = graph["median_ms"] / row["median_ms"]
             report.note(
-                f"{size}: optimized / PyTorch = {entry['ratio_to_torch']:.2f}; logits "
-                f"agree with PyTorch's to {entry['ours_vs_torch_logits']:.1e} (max |diff| "
-                "/ max |logit|)"
+                f"{size}: optimized / PyTorch = {entry['ratio_to_torch']:.2f}"
+                + (
+                    f" (replayed as one CUDA graph: {entry['graph_ratio_to_torch']:.2f})"
+                    if graph
+                    else ""
+                )
+                + f"; logits agree with PyTorch's to {entry['ours_vs_torch_logits']:.1e} "
+                "(max |diff| / max |logit|)"
             )
         report.note(
             f"{size}: naive and optimized logits agree to {entry['naive_vs_optimized']:.1e}"
@@ -126,6 +148,19 @@ def run(report) -> None:
     )
     if not gpu:
         report.note("simulator: a micro GPT-2 (1 layer, 2 heads, d_model 32); CPU times")
+
+
+def _graph_note(report, size: str, entry: dict, model, logits: dict) -> None:
+    """The graph build's line: launches recorded, time against the eager build, logits."""
+    nodes = model.replayed.graph.nodes
+    entry["builds"][GRAPH]["launches"] = nodes
+    entry["graph_vs_optimized"] = _rel(logits[GRAPH], logits[OPTIMIZED])
+    eager, replay = entry["builds"][OPTIMIZED]["median_ms"], entry["builds"][GRAPH]["median_ms"]
+    report.note(
+        f"{size}: the optimized forward recorded once as a CUDA graph ({nodes} launches) and "
+        f"replayed by one cuGraphLaunch: {eager:.3g} -> {replay:.3g} ms; logits agree with "
+        f"the launch-by-launch forward's to {entry['graph_vs_optimized']:.1e}"
+    )
 
 
 def _rel(a, b) -> float:

@@ -224,8 +224,9 @@ PTX_SIGNATURES = {
 # host side: launches on device arrays, numpy wrappers (VARIANTS), reference, counting
 
 def launch(variant: str, Q, K, V, O, *, causal: bool = False, window: int = -1,
-           scratch=None, heads_per_launch: int | None = None):
+           scratch=None, heads_per_launch: int | None = None, stream=0):
     """Launch ``variant`` on device arrays shaped (batch*heads, N, d); writes O (float32).
+    The flash variants launch on ``stream`` (0: numba's default; the others always there).
 
     The flash variants run flash_fwd_tuned (its build for d); ``"flash_fwd"`` runs the first
     tiled kernel (one float per shared-memory load), kept for the notebook and the benchmark.
@@ -253,21 +254,22 @@ def launch(variant: str, Q, K, V, O, *, causal: bool = False, window: int = -1,
                      "flash_fwd"):
         L = reused_buffer("L", (bh, n))     # log-sum-exp rows: written, not returned
         kernel = flash_fwd if variant == "flash_fwd" else tuned_kernel(d)
-        flash_launch(kernel, Q, K, V, O, L, scale, causal, window)
+        flash_launch(kernel, Q, K, V, O, L, scale, causal, window, stream)
     else:
         raise ValueError(f"unknown variant {variant!r}; choose from {sorted(VARIANTS)}")
 
 
-def flash_launch(kernel, Q, K, V, O, L, scale, causal, window):
+def flash_launch(kernel, Q, K, V, O, L, scale, causal, window, stream=0):
     """Launch flash_fwd or a flash_fwd_tuned build with the dynamic shared memory it needs
     (> 48 KB); the tuned builds get Q, K, V as float32 pairs (``as_pairs``)."""
     bh, n, _ = Q.shape
     shared = getattr(kernel, "shared_bytes", FLASH_SHARED)
     if hasattr(kernel, "head_dim"):
-        Q, K, V = (as_pairs(X, kernel.head_dim, slot) for slot, X in enumerate((Q, K, V)))
+        Q, K, V = (as_pairs(X, kernel.head_dim, slot, stream)
+                   for slot, X in enumerate((Q, K, V)))
     args = (Q, K, V, O, L, float32(scale), bool(causal), int(window))
     allow_big_shared(kernel, args, shared)
-    kernel[(math.ceil(n / Br), bh), FLASH_THREADS, 0, shared](*args)
+    kernel[(math.ceil(n / Br), bh), FLASH_THREADS, stream, shared](*args)
 
 
 def _host(variant, *, causal=False, window=None):

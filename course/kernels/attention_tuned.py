@@ -252,12 +252,17 @@ def reused_buffer(key, shape):
     return buf
 
 
-def as_pairs(X, D: int, slot: int = 0):
+def reused_buffers() -> tuple:
+    """The buffers :func:`reused_buffer` holds now (a CUDA graph that used them keeps them)."""
+    return tuple(_REUSED.values())
+
+
+def as_pairs(X, D: int, slot: int = 0, stream=0):
     """Flat float64 view of ``X`` (device, (bh, N, d)) as float32 (bh, N, D): pairs of floats.
 
     A float32 array with d == D is only viewed; otherwise (float16, or d < D) it is first
     widened into a zero-padded float32 buffer (one pass over memory), one ``reused_buffer``
-    per ``slot``.
+    per ``slot``, by a launch on ``stream``.
     """
     bh, n, d = X.shape
     if X.dtype == np.float32 and d == D:
@@ -265,7 +270,7 @@ def as_pairs(X, D: int, slot: int = 0):
     else:
         Y = reused_buffer(("pairs", slot), (bh * n * D,))
         threads = 256
-        to_float32_padded[math.ceil(bh * n * D / threads), threads](
+        to_float32_padded[math.ceil(bh * n * D / threads), threads, stream](
             X.reshape(bh * n, d), Y.reshape(bh * n, D))
     return Y.view(np.float64)
 

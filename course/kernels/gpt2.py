@@ -38,6 +38,8 @@ from numba import cuda, float32
 
 from ..platform import runtime
 from . import attention as attn
+from . import attention_tuned as at
+from . import graph as gr
 from . import matmul as mm
 from . import matmul_shapes as ms
 from . import matmul_tuned as mt
@@ -219,10 +221,14 @@ class Model:
     "flash" (lesson 08's causal flash kernel) or "naive" (three kernels and a T x T score
     matrix per head); ``fuse`` (v4 and v5; v5 always fuses): bias, GELU and the residual
     add in v4's store instead of passes of their own.  ``run(name, launch)`` is called
-    around every launch (a timeline)."""
+    around every launch (a timeline).  ``graph`` (v5 and flash only): every launch goes to a
+    stream of the model's own, and on a GPU the forward is recorded once as a CUDA graph and
+    replayed with one host call (``course/kernels/graph.py``: what it needs, and why); the
+    simulator has no graphs and runs the launches one by one."""
 
     def __init__(self, params: dict, config: Config, B: int, T: int, *,
-                 matmul: str = "v5", attention: str = "flash", fuse: bool | None = None):
+                 matmul: str = "v5", attention: str = "flash", fuse: bool | None = None,
+                 graph: bool = False):
         if T > config.n_positions:
             raise ValueError(f"T = {T} is longer than the context ({config.n_positions})")
         if matmul not in ("v5", "v4", "v1_naive") or attention not in ("flash", "naive"):
@@ -233,6 +239,9 @@ class Model:
                              "fuse into")
         if fuse is False and matmul == "v5":
             raise ValueError("matmul=\"v5\" always fuses its epilogues; fuse=False needs \"v4\"")
+        if graph and (matmul, attention) != ("v5", "flash"):
+            raise ValueError('graph=True needs matmul="v5" and attention="flash": only their '
+                             "launches take the model's stream")
         missing = set(param_shapes(config)) - set(params)
         if missing:
             raise ValueError(f"parameters missing: {sorted(missing)[:4]} ...")
@@ -253,6 +262,9 @@ class Model:
         self.logits = cuda.device_array((BT, V), f32)
         self.scratch = cuda.device_array((min(B * NH, 8), T, T), f32) \
             if attention == "naive" else None
+        self.graph, self.stream = graph, cuda.stream() if graph else 0
+        self.replayed = gr.Replayed(lambda tok: self.launches(tok, _direct), self.stream,
+                                    keep=at.reused_buffers) if graph and GPU else None
 
     def v5_setting(self, M: int, K: int, N: int, atomic: bool) -> tuple:
         """(tile, blocks per SM, split-K, steps) of v5 for one shape: the sweep's table on a
@@ -279,7 +291,7 @@ class Model:
             store, add, C, what = store_bias, None, (out, bias), " + bias (fused)"
         run(f"matmul_v5{what}", lambda: v5.launch(
             inp, weight, C, tile, per_sm, split, store=store, add=add,
-            zero=split > 1 and not residual, steps=steps))
+            zero=split > 1 and not residual, steps=steps, stream=self.stream))
 
     def matmul(self, out, inp, weight, bias=None, gelu=False, run=_direct):
         """out = inp @ weight (+ bias, GELU): with ``fuse``, v5 or v4 with the epilogue in
@@ -312,12 +324,21 @@ class Model:
             self.residual(x, scratch, cols, run)
 
     def __call__(self, d_tokens, run=_direct):
-        """Launch one forward pass on device tokens (int32, B x T); logits in self.logits."""
-        cfg, p, NH = self.cfg, self.p, self.cfg.n_head
+        """Launch one forward pass on device tokens (int32, B x T); logits in self.logits.
+        With ``graph`` on a GPU (and ``run`` left alone): replayed as one CUDA graph."""
+        if self.replayed is not None and run is _direct:
+            self.replayed(d_tokens)
+        else:
+            self.launches(d_tokens, run)
+        return self.logits
+
+    def launches(self, d_tokens, run=_direct) -> None:
+        """Every launch of one forward pass, in order (all on ``self.stream``)."""
+        cfg, p, NH, s = self.cfg, self.p, self.cfg.n_head, self.stream
         B, T, C = self.B, self.T, cfg.n_embd
         BT, hs, cols = B * T, C // NH, -(-C // TPB)
         x, ln, y = self.x, self.ln, self.y
-        run("encoder_forward_kernel", lambda: encoder_forward_kernel[(cols, BT), TPB](
+        run("encoder_forward_kernel", lambda: encoder_forward_kernel[(cols, BT), TPB, s](
             x, d_tokens, p["wte.weight"], p["wpe.weight"]))
         variant = "flash_tiled_causal" if self.attention == "flash" else "naive_three_kernels"
         label = "flash attention (lesson 08)" if self.attention == "flash" else \
@@ -327,11 +348,11 @@ class Model:
             self.layernorm(ln, x, p[h + "ln_1.weight"], p[h + "ln_1.bias"], run)
             self.matmul(self.qkv, ln, p[h + "attn.c_attn.weight"], p[h + "attn.c_attn.bias"],
                         run=run)
-            run("permute_kernel", lambda: permute_kernel[(T, B * NH), hs](
+            run("permute_kernel", lambda: permute_kernel[(T, B * NH), hs, s](
                 self.q, self.k, self.v, self.qkv, NH))
             run(label, lambda: attn.launch(variant, self.q, self.k, self.v, self.o,
-                                           causal=True, scratch=self.scratch))
-            run("unpermute_kernel", lambda: unpermute_kernel[(T, B * NH), hs](y, self.o, NH))
+                                           causal=True, scratch=self.scratch, stream=s))
+            run("unpermute_kernel", lambda: unpermute_kernel[(T, B * NH), hs, s](y, self.o, NH))
             self.project(x, y, p[h + "attn.c_proj.weight"], p[h + "attn.c_proj.bias"], ln,
                          cols, run)
             self.layernorm(ln, x, p[h + "ln_2.weight"], p[h + "ln_2.bias"], run)
@@ -341,12 +362,10 @@ class Model:
                          ln, cols, run)
         self.layernorm(ln, x, p["ln_f.weight"], p["ln_f.bias"], run)
         self.matmul(self.logits, ln, p["wte.T"], run=run)          # tied: logits = ln @ wte^T
-        return self.logits
 
-    @staticmethod
-    def layernorm(out, inp, w, b, run):
-        run("layernorm_forward_kernel",
-            lambda: layernorm_forward_kernel[inp.shape[0], LN_TPB](out, inp, w, b))
+    def layernorm(self, out, inp, w, b, run):
+        run("layernorm_forward_kernel", lambda: layernorm_forward_kernel[
+            inp.shape[0], LN_TPB, self.stream](out, inp, w, b))
 
     @staticmethod
     def residual(x, f, cols, run):

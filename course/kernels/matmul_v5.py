@@ -287,10 +287,11 @@ def aligned(d_A, d_B) -> bool:
 
 
 def launch(d_A, d_B, d_C, tile: tuple = V5_DEFAULT, min_blocks: int = 2, split: int = 1,
-           store=None, add=None, zero: bool | None = None, steps: int = 4):
+           store=None, add=None, zero: bool | None = None, steps: int = 4, stream=0):
     """C = A @ B by v5 on device arrays (``d_C`` whatever ``store`` takes).  ``split`` > 1
     slices K: every slice adds into C, so C is zeroed first (``zero``, the default for the
-    plain store) and ``store`` must add too (an atomic epilogue)."""
+    plain store) and ``store`` must add too (an atomic epilogue).  Every launch goes to
+    ``stream`` (0: numba's default)."""
     why = v5_invalid(*tile)
     if why:
         raise ValueError(f"invalid v5 tile {tuple(tile)}: {why}")
@@ -306,9 +307,11 @@ def launch(d_A, d_B, d_C, tile: tuple = V5_DEFAULT, min_blocks: int = 2, split: 
         raise ValueError("split-K needs add=: the epilogue of the slices after the first")
     add = add or store            # one slice: ADD never runs, but both branches compile
     if zero:                          # C, or the output of an epilogue's (out, ...)
-        zero_kernel[(-(-N // 256), min(M, 1024)), 256](d_C[0] if isinstance(d_C, tuple) else d_C)
+        zero_kernel[(-(-N // 256), min(M, 1024)), 256, stream](
+            d_C[0] if isinstance(d_C, tuple) else d_C)
     k = kernel(tuple(tile), min_blocks, aligned(d_A, d_B), store, add, steps)
-    k[((N + BN - 1) // BN, (M + BM - 1) // BM, split), (BN // TN, BM // TM)](d_A, d_B, d_C)
+    k[((N + BN - 1) // BN, (M + BM - 1) // BM, split), (BN // TN, BM // TM), stream](
+        d_A, d_B, d_C)
 
 
 def host(A, B, tile: tuple = V5_DEFAULT, min_blocks: int = 2, split: int = 1, steps: int = 4):

@@ -12,6 +12,7 @@
 # probe: the rehearsal and the 200-class at --jobs 16, under 9 min.
 # counted: checktimes on this card, then the counted tune targets (#47) as if on a T4 and an
 #          L4 (COURSE_TUNE_CARD), and 6 lesson-10 notebooks graded as if on a T4, ~7 min.
+# gpt2: lesson 11's bench (#49), with the forward replayed as one CUDA graph, ~3 min.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/round-out}; mkdir -p "$OUT"
@@ -65,7 +66,14 @@ case "${1:-}" in
       grading --students 6 --lessons 10_profiling --jobs 6 --label as-t4 --out "$OUT" \
       2>&1 | tail -n 15
     ;;
+  gpt2)
+    echo "=== bench gpt2 ($(date +%T))"
+    CUDA_VISIBLE_DEVICES=0 timeout 500 python -m course bench gpt2 --out "$OUT" 2>&1 \
+      | grep -v -e NumbaPerformanceWarning -e "warn(errors" | tail -n 40
+    grep -h -e "^- B=" "$OUT"/gpt2-*.md 2>/dev/null
+    ;;
   checktimes) checktimes ;;
-  *) echo "usage: round.sh cards|notebooks|class|quick|probe|dask|checktimes|counted"; exit 2 ;;
+  *) echo "usage: round.sh cards|notebooks|class|quick|probe|dask|checktimes|counted|gpt2"
+     exit 2 ;;
 esac
 echo "done ($(date +%T)): $(ls "$OUT")"
