@@ -157,9 +157,10 @@ def _graph_note(report, size: str, entry: dict, model, logits: dict) -> None:
     entry["graph_vs_optimized"] = _rel(logits[GRAPH], logits[OPTIMIZED])
     eager, replay = entry["builds"][OPTIMIZED]["median_ms"], entry["builds"][GRAPH]["median_ms"]
     report.note(
-        f"{size}: the optimized forward recorded once as a CUDA graph ({nodes} launches) and "
-        f"replayed by one cuGraphLaunch: {eager:.3g} -> {replay:.3g} ms; logits agree with "
-        f"the launch-by-launch forward's to {entry['graph_vs_optimized']:.1e}"
+        f"{size}: the optimized forward recorded once as a CUDA graph ({nodes} kernels, "
+        f"split-K's zeroing passes included) and replayed by one cuGraphLaunch: {eager:.3g} "
+        f"-> {replay:.3g} ms; logits agree with the launch-by-launch forward's to "
+        f"{entry['graph_vs_optimized']:.1e}"
     )
 
 
