@@ -198,6 +198,8 @@ def test_micro_gpt2_matches_an_independent_float64_forward():
     got = model(model.tokens(tokens), run=tl.run).copy_to_host().reshape(want.shape)
     err = np.abs(got - want).max() / np.abs(want).max()
     assert err < 2e-6, err
+    # v5 reads the tied wte^T in 16-byte runs: padded from 37 to 40 columns, logits are not
+    assert model.p["wte.T"].shape == (MICRO.n_embd, 40) and model.logits.shape == (9, 37)
     assert np.allclose(G.reference(tokens, params, MICRO), want, rtol=1e-12, atol=1e-12)
     rows = {r["kernel"]: r for r in tl.table()}
     L = MICRO.n_layer

@@ -9,15 +9,12 @@ float32 throughout, one numba kernel per step:
 - ``encoder_forward_kernel``   token + position embedding (lesson 01: a thread an element)
 - ``layernorm_forward_kernel`` a block per row; mean and variance by shared-memory trees
   (lesson 02)
-- matmul                       lesson 04's ``matmul_v5`` (``course/kernels/matmul_v5.py``:
-                               v4 with the tile, blocks per SM and split-K chosen per shape,
-                               ``matmul_shapes.TABLE``; or ``matmul_v4``, one tile for all)
-                               with its epilogue (``STORE``) swapped: ``store_bias``,
-                               ``store_bias_gelu`` (the MLP) and ``store_bias_residual`` (the
-                               two projections, x += ...) add the bias, GELU and the residual
-                               while the value is in a register - lesson 04's
-                               ``matmul_epilogue`` idea.  Unfused (``fuse=False``, and the
-                               naive build): the matmul, then ``bias_gelu_kernel`` and
+- matmul                       lesson 04's ``matmul_v5`` (tile, blocks per SM and split-K
+                               per shape: ``matmul_shapes.TABLE``) or ``matmul_v4``, its store
+                               swapped for an epilogue (lesson 04's ``matmul_epilogue``):
+                               ``store_bias``, ``store_bias_gelu``, ``store_bias_residual``
+                               (x += ...) add bias, GELU, residual while in a register;
+                               unfused (``fuse=False``, naive): ``bias_gelu_kernel`` and
                                ``residual_forward_kernel`` as passes of their own
 - ``permute_kernel`` / ``unpermute_kernel``  q, k, v to (batch*heads, T, head dim) and back
 - attention                    lesson 08's causal flash kernel (``flash_tiled_causal``), or
@@ -143,6 +140,13 @@ def store_bias_residual(out, row, col, value):
 
 
 @cuda.jit(device=True, inline=True)
+def store_within(C, row, col, value):
+    # the logits by v5: wte^T padded to whole runs of four columns (16-byte loads), C not
+    if col < C.shape[1]:
+        C[row, col] = value
+
+
+@cuda.jit(device=True, inline=True)
 def add_part(out, row, col, value):
     # matmul_v5's split-K: a slice after the first adds its partial sum to out[0] (slice 0
     # adds the bias with it, through store_bias_residual).
@@ -211,20 +215,15 @@ def _direct(name: str, launch) -> None:
 
 
 class Model:
-    """GPT-2 on the GPU for one batch shape: the parameters uploaded once (plus ``wte``
-    transposed for the tied logits matmul), every activation buffer allocated once, so a
-    forward pass is launches only (what the timings measure).
-
-    ``matmul``: "v5" (lesson 04's SGEMM with the tile, blocks per SM and split-K the GPU
-    sweep chose for each shape: ``matmul_shapes.TABLE``), "v4" (one tile for every shape)
-    or "v1_naive"; ``attention``:
-    "flash" (lesson 08's causal flash kernel) or "naive" (three kernels and a T x T score
-    matrix per head); ``fuse`` (v4 and v5; v5 always fuses): bias, GELU and the residual
-    add in v4's store instead of passes of their own.  ``run(name, launch)`` is called
-    around every launch (a timeline).  ``graph`` (v5 and flash only): every launch goes to a
-    stream of the model's own, and on a GPU the forward is recorded once as a CUDA graph and
-    replayed with one host call (``course/kernels/graph.py``: what it needs, and why); the
-    simulator has no graphs and runs the launches one by one."""
+    """GPT-2 on the GPU for one batch shape: parameters uploaded once (``wte`` also
+    transposed, for the tied logits), every activation allocated once: a forward is launches
+    only.  ``matmul``: "v5" (lesson 04's SGEMM tiled per shape, ``matmul_shapes.TABLE``),
+    "v4" (one tile) or "v1_naive"; ``attention``: "flash" (lesson 08's causal kernel) or
+    "naive" (three kernels, a T x T score matrix per head); ``fuse`` (v4; v5 always fuses):
+    bias, GELU and residual in the matmul's store.  ``run(name, launch)`` wraps every launch
+    (a timeline).  ``graph`` (v5 and flash): every launch on the model's own stream, and on a
+    GPU the forward recorded once as a CUDA graph and replayed by one call
+    (``course/kernels/graph.py``: what capture needs); the simulator launches one by one."""
 
     def __init__(self, params: dict, config: Config, B: int, T: int, *,
                  matmul: str = "v5", attention: str = "flash", fuse: bool | None = None,
@@ -232,8 +231,7 @@ class Model:
         if T > config.n_positions:
             raise ValueError(f"T = {T} is longer than the context ({config.n_positions})")
         if matmul not in ("v5", "v4", "v1_naive") or attention not in ("flash", "naive"):
-            raise ValueError('matmul must be "v5", "v4" or "v1_naive"; attention "flash" or '
-                             '"naive"')
+            raise ValueError('matmul must be "v5", "v4" or "v1_naive"; attention "flash" or "naive"')
         if fuse and matmul == "v1_naive":
             raise ValueError("fuse=True needs matmul=\"v4\" or \"v5\": v1 has no epilogue to "
                              "fuse into")
@@ -251,9 +249,10 @@ class Model:
         self.tile = None if GPU or matmul != "v4" else SIM_TILE    # v4's tile (simulator)
         self.p = {k: cuda.to_device(np.ascontiguousarray(v, dtype=np.float32))
                   for k, v in params.items()}
-        self.p["wte.T"] = cuda.to_device(np.ascontiguousarray(params["wte.weight"].T,
-                                                              dtype=np.float32))
         C, NH, V, BT = config.n_embd, config.n_head, config.vocab_size, B * T
+        wT = np.zeros((C, -(-V // 4) * 4 if matmul == "v5" else V), np.float32)
+        wT[:, :V] = params["wte.weight"].T          # v5: rows padded to 16-byte runs
+        self.p["wte.T"] = cuda.to_device(wT)
         f32, hs = np.float32, C // NH
         self.x, self.ln, self.y = (cuda.device_array((BT, C), f32) for _ in range(3))
         self.qkv, self.h4 = cuda.device_array((BT, 3 * C), f32), cuda.device_array((BT, 4 * C), f32)
@@ -277,11 +276,12 @@ class Model:
         """out (+)= inp @ weight (+ bias, GELU) by v5 with the epilogue in its store; split-K
         where the epilogue can add (bias alone, or the residual add): slice 0 adds the bias
         too, the others only their sums; a plain output is zeroed first."""
-        (M, K), N = inp.shape, weight.shape[1]
+        (M, K), N = inp.shape, out.shape[1]            # weight may have padding columns
         atomic = bias is not None and not gelu
         tile, per_sm, split, steps = self.v5_setting(M, K, N, atomic)
         if bias is None:
-            store, add, C, what = None, None, out, ""
+            padded = weight.shape[1] != N
+            store, add, C, what = store_within if padded else None, None, out, ""
         elif gelu:
             store, add, C, what = store_bias_gelu, None, (out, bias), " + bias + GELU (fused)"
         elif residual or split > 1:
