@@ -393,7 +393,7 @@ def _token_array(tokens) -> np.ndarray:
 
 def forward(tokens, params, config: Config | None = None, **options):
     """Logits (B, T, vocab) float32 of ``tokens`` (ints, B x T): numpy in, numpy out.
-    ``options``: :class:`Model`'s ``matmul``, ``attention`` and ``fuse``."""
+    ``options``: :class:`Model`'s ``matmul``, ``attention``, ``fuse`` and ``graph``."""
     tokens = _token_array(tokens)
     config = config or config_of(params)
     model = Model(params, config, *tokens.shape, **options)
