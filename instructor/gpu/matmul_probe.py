@@ -3,6 +3,8 @@ where matmul_v5 stalls at 4096 cubed (Nsight Compute), for the next round of tun
 
     source .whl/prelude.sh && python instructor/gpu/matmul_probe.py OUT_DIR
 
+(the H200 run of 2026-11-28 is committed under assets/profiles/matmul-probe-*)
+
 1. logits, 4096 x 768 x 50257: v5 as the model runs it (N = 50257 is not a multiple of 4, so
    B's rows are not 16-byte aligned and v5 compiles its scalar loads) against the same
    product with B padded to 50260 zero columns (16-byte loads), cuBLAS beside them; TFLOP/s
