@@ -176,3 +176,13 @@ def test_the_grader_counts_where_the_card_hides_the_lesson(monkeypatch):
             assert calls["measure"][3].passed
         else:
             assert "count" not in calls and calls["measure"][3] is None
+
+
+def test_a_rehearsal_report_names_the_card_it_was_judged_as(monkeypatch):
+    from course.grading.classroom import solutions
+
+    monkeypatch.delenv("COURSE_TUNE_CARD", raising=False)
+    assert solutions._judged_as("NVIDIA H200") == []
+    monkeypatch.setenv("COURSE_TUNE_CARD", "Tesla T4")
+    line = "\n".join(solutions._judged_as("NVIDIA H200"))
+    assert "as if on Tesla T4" in line and "measured on the NVIDIA H200" in line

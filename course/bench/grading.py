@@ -285,6 +285,11 @@ def run(report, opts=None) -> None:
         )
         + f"; the signature's command ran on the host: {Path(MARK).exists()}"
     )
+    if os.environ.get("COURSE_TUNE_CARD"):  # an instructor's rehearsal of another card
+        report.note(
+            f"tune targets judged as if on {os.environ['COURSE_TUNE_CARD']} "
+            "(COURSE_TUNE_CARD); every time was measured on this run's GPU"
+        )
     if profile.get("phases"):
         report.section(
             "Where the time went (seconds summed over the class; exclusive phases)",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import statistics
 import sys
 import time
@@ -129,6 +130,7 @@ def main(argv=None) -> int:
         f"(``course/grading/wall/gate.py``) with an empty cache; that step alone, the last "
         f"column, has median {statistics.median(gates or [0]):.2f} s (a repeated check "
         f"of the same kernel finds it cached).",
+        *_judged_as(dev),
         "",
         "| exercise | kind | lesson | cases | result | seconds | of which compile gate |",
         "|---|---|---|---|---|---|---|",
@@ -140,6 +142,19 @@ def main(argv=None) -> int:
     print(f"median {statistics.median(times):.1f} s, max {max(times):.1f} s")
     starters_fail = all(r.split(" | ")[3] == "fails" for r in tunes)
     return 0 if all("| pass |" in r for r in rows) and starters_fail else 1
+
+
+def _judged_as(device: str) -> list:
+    """The line saying the tune targets were judged as if on another card, when they were
+    (``COURSE_TUNE_CARD``: an instructor's rehearsal), else nothing."""
+    card = os.environ.get("COURSE_TUNE_CARD")
+    if not card:
+        return []
+    return [
+        "",
+        f"Tune targets judged **as if on {card}** (`COURSE_TUNE_CARD`); every time "
+        f"was measured on the {device}.",
+    ]
 
 
 def tune_head(device: str) -> list:
