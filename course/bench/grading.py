@@ -285,11 +285,11 @@ def run(report, opts=None) -> None:
         )
         + f"; the signature's command ran on the host: {Path(MARK).exists()}"
     )
-    if os.environ.get("COURSE_TUNE_CARD"):  # an instructor's rehearsal of another card
-        report.note(
-            f"tune targets judged as if on {os.environ['COURSE_TUNE_CARD']} "
-            "(COURSE_TUNE_CARD); every time was measured on this run's GPU"
-        )
+    from ..exercises.tune_cards import rehearsal
+
+    judged_as = rehearsal("this run's GPU")  # an instructor's rehearsal of another card
+    if judged_as:
+        report.note(judged_as)
     if profile.get("phases"):
         report.section(
             "Where the time went (seconds summed over the class; exclusive phases)",

@@ -97,6 +97,18 @@ def _device(device: str | None) -> str:
     return os.environ.get("COURSE_TUNE_CARD") or str(device or "")
 
 
+def rehearsal(measured_on: str) -> str | None:
+    """A report's sentence when ``COURSE_TUNE_CARD`` judged its tune targets as if on
+    another card (an instructor's rehearsal) than the one they were measured on; else None."""
+    card = os.environ.get("COURSE_TUNE_CARD")
+    if not card:
+        return None
+    return (
+        f"Tune targets judged **as if on {card}** (`COURSE_TUNE_CARD`); every time was "
+        f"measured on {measured_on}."
+    )
+
+
 def hides(spec, card: str) -> bool:
     """True when ``card``'s calibration says time cannot show ``spec``'s lesson there."""
     cal = CALIBRATION.get(spec.name, {})

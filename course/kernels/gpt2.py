@@ -261,7 +261,7 @@ class Model:
         self.logits = cuda.device_array((BT, V), f32)
         self.scratch = cuda.device_array((min(B * NH, 8), T, T), f32) \
             if attention == "naive" else None
-        self.graph, self.stream = graph, cuda.stream() if graph else 0
+        self.stream = cuda.stream() if graph else 0
         self.replayed = gr.Replayed(lambda tok: self.launches(tok, _direct), self.stream,
                                     keep=at.reused_buffers) if graph and GPU else None
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import statistics
 import sys
 import time
@@ -145,16 +144,11 @@ def main(argv=None) -> int:
 
 
 def _judged_as(device: str) -> list:
-    """The line saying the tune targets were judged as if on another card, when they were
-    (``COURSE_TUNE_CARD``: an instructor's rehearsal), else nothing."""
-    card = os.environ.get("COURSE_TUNE_CARD")
-    if not card:
-        return []
-    return [
-        "",
-        f"Tune targets judged **as if on {card}** (`COURSE_TUNE_CARD`); every time "
-        f"was measured on the {device}.",
-    ]
+    """The rehearsal's line (``tune_cards.rehearsal``) as report lines, or none."""
+    from ...exercises.tune_cards import rehearsal
+
+    line = rehearsal(f"the {device}")
+    return ["", line] if line else []
 
 
 def tune_head(device: str) -> list:
