@@ -145,10 +145,11 @@ def test_each_tune_notebook_says_its_target_in_plain_words():
 
 
 def test_the_grader_counts_where_the_card_hides_the_lesson(monkeypatch):
-    """session.Judge.measure: on a counted GPU it starts the simulator measurer with the
-    same kernel (``load``) and hands its verdict to the judged GPU measurement; elsewhere it
-    starts none.  (The GPU half runs in ``instructor/gpu/round.sh counted``.)"""
-    from course.grading.judging import session
+    """session.Judge.measure: on a counted GPU it starts the simulator measurer and then the
+    GPU counter with the same kernel (``load``) and hands their verdict to the judged GPU
+    measurement - an unread GPU count fails there (strict); elsewhere it starts neither.
+    (The GPU half runs in ``instructor/gpu/round.sh counted``.)"""
+    from course.grading.judging import gpu_count, measurer_calls, session
     from course.grading.judging.settings import GradeSettings
 
     calls = {}
@@ -157,14 +158,24 @@ def test_the_grader_counts_where_the_card_hides_the_lesson(monkeypatch):
         calls["count"] = (start(), spec.name, load, seed)
         return _count(True)
 
+    def on_gpu(start, spec, load, seed, deadline):
+        calls["gpu"] = (start(), spec.name, load, seed)
+        return calls.get("gpu_says", "ERR_NVGPUCTRPERM")
+
     def measure(m, spec, **kw):
         calls["measure"] = (m, spec.name, kw["mode"], kw["counted"])
         return _count(True)
 
-    monkeypatch.setattr(session, "count_in_simulator", count)
+    monkeypatch.setattr(measurer_calls, "count_in_simulator", count)
+    monkeypatch.setattr(gpu_count, "count_on_gpu", on_gpu)
     monkeypatch.setattr(session, "judge_measure", measure)
     settings = GradeSettings(seed=3, mode="gpu")
-    jd = session.Judge(settings, lambda: "gpu measurer", start_counter=lambda: "sim measurer")
+    jd = session.Judge(
+        settings,
+        lambda: "gpu measurer",
+        start_counter=lambda: "sim measurer",
+        start_gpu_counter=lambda: "gpu counter",
+    )
     load = {"op": "load", "unit": {"source": "..."}}
     for name, hides in (("tune_transpose", True), ("tune_matmul", False)):
         calls.clear()
@@ -173,9 +184,14 @@ def test_the_grader_counts_where_the_card_hides_the_lesson(monkeypatch):
         assert calls["measure"][:3] == ("gpu measurer", name, "gpu")
         if hides:
             assert calls["count"] == ("sim measurer", name, load, 3)
-            assert calls["measure"][3].passed
+            assert calls["gpu"] == ("gpu counter", name, load, 3)
+            said = calls["measure"][3]
+            assert not said.passed and "could not be read (ERR_NVGPUCTRPERM)" in said.message
+            calls["gpu_says"] = gpu_count.verdict(get(name), gpu_count.Counts(0, 64, 1))
+            jd.measure("gpu measurer", get(name), load)
+            assert calls["measure"][3].passed, calls["measure"][3].message
         else:
-            assert "count" not in calls and calls["measure"][3] is None
+            assert "count" not in calls and "gpu" not in calls and calls["measure"][3] is None
 
 
 def test_a_rehearsal_report_names_the_card_it_was_judged_as(monkeypatch):

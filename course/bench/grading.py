@@ -31,64 +31,14 @@ import threading
 import time
 from pathlib import Path
 
+from .grading_attacks import ATTACKS, GPU_SIZE_ONLY, MARK
+
 TITLE = "Grading a class - wall and CPU time, where it went, and what the attackers earned"
 STUDENTS, JOBS = 25, 8
 TIMEOUT_S = float(os.environ.get("COURSE_BENCH_GRADING_TIMEOUT", 1800))
 LESSONS = tuple(
     os.environ.get("COURSE_BENCH_GRADING_LESSONS", "01_vector_add,04_matmul").split(",")
 )
-MARK = "/tmp/course-bench-grading-pwned"
-# Attacks that only differ from an honest kernel at the GPU's measured size: in the simulator
-# (small sizes) they are honest kernels, and their points there prove nothing either way.
-GPU_SIZE_ONLY = frozenset({"attack_skip_at_size"})
-
-ATTACKS = {  # student -> (lesson, exercise, the cell's new source)
-    "attack_memo_matmul": (
-        "04_matmul",
-        "tune_matmul",
-        """@cuda.jit
-def matmul_fast(A, B, C):
-    row, col = cuda.grid(2)
-    if row < C.shape[0] and col < C.shape[1]:
-        if C[row, col] == C[row, col]:      # already a number, not the NaN poison: skip
-            return
-        acc = 0.0
-        for k in range(A.shape[1]):
-            acc += A[row, k] * B[k, col]
-        C[row, col] = acc
-""",
-    ),
-    "attack_skip_at_size": (
-        "01_vector_add",
-        "tune_vector_add",
-        """@cuda.jit
-def add_fast(n, x, y):
-    step = 2 if n >= 1 << 24 else 1          # half the work at the measured size only
-    for i in range(cuda.grid(1) * step, n, cuda.gridsize(1) * step):
-        y[i] = x[i] + y[i]
-""",
-    ),
-    "attack_signature_eval": (
-        "01_vector_add",
-        "tune_vector_add",
-        f"""@cuda.jit("__import__('os').system('touch {MARK}') or void(int64, float32[:], float32[:])")
-def add_fast(n, x, y):
-    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-        y[i] = x[i] + y[i]
-""",
-    ),
-    "attack_pruned_branch": (
-        "01_vector_add",
-        "tune_vector_add",
-        """@cuda.jit
-def add_fast(n, x, y):
-    if cuda.ldca is None:                     # None in the simulator, real when compiled
-        return
-    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-        y[i] = x[i] + y[i]
-""",
-    ),
-}
 
 
 def make_class(

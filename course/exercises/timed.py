@@ -148,22 +148,35 @@ class Sampling:
         return out
 
 
-def judged_runs(spec, fn, case, arrays: Arrays, sampling: Sampling, traced=None, copies=True):
+def judged_runs(
+    spec, fn, case, arrays: Arrays, sampling: Sampling, traced=None, copies=True, profile=False
+):
     """(figures, the last run's arrays, samples: name -> (runs, k) array, trespass or None).
 
     ``traced``: ``(fn, case, views) -> figures``, the simulator's traced launch (run 0).
     ``copies=False``: the last run's arrays and the trespass check are left on the device
     (None, None): the grader's measurer fetches them after the measuring lock is given
-    back (``arrays.whole()``, ``arrays.trespass()``)."""
+    back (``arrays.whole()``, ``arrays.trespass()``).  ``profile`` (GPU): after the compile
+    run, one run between cuProfilerStart and cuProfilerStop and no timed run - what a
+    profiler reads (``grading/wall/counter.py``); its figures are ``{"runs": 0}``."""
     rows, times, steps = [], [], sampling.steps
     launch = lambda: spec.launch(fn, case, arrays.views)  # noqa: E731
 
-    def run(timed: bool = False, hold: bool = False, trace=None):
+    def run(timed: bool = False, hold: bool = False, trace=None, profiled: bool = False):
         arrays.restore()
         spec.prepare(case, arrays.views)
         if timed and FLUSH_L2:
             _flush_l2()
-        if trace is not None:
+        if profiled:  # the one launch the profiler counts, and nothing else
+            from numba import cuda
+
+            cuda.synchronize()
+            cuda.profile_start()
+            launch()
+            cuda.synchronize()
+            cuda.profile_stop()
+            figures = None
+        elif trace is not None:
             figures = trace(fn, case, arrays.views)
         elif timed:
             from ..measure.timing import time_call
@@ -187,6 +200,11 @@ def judged_runs(spec, fn, case, arrays: Arrays, sampling: Sampling, traced=None,
     else:
         run()  # compiles: judged, not timed
         steps.lap("compile")
+    if runtime.MODE == "gpu" and profile:
+        run(profiled=True)
+        steps.lap("launches")
+        figures = {"runs": 0}
+    elif runtime.MODE == "gpu":
         probe, host_ms = run(timed=True)
         hold = probe < HOLD_BELOW_MS and host_ms < 0.8 * _hold_ms()
         if probe > SLOW_MS:  # a seed board's naive kernel: fewer

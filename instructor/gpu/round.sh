@@ -10,8 +10,10 @@
 # dask: the Dask pair on 2 GPUs, then checktimes on this card (a call runs 10 minutes at most).
 # quick: #45's two headline runs only (25 lesson-01 notebooks, the rehearsal), under 5 min.
 # probe: the rehearsal and the 200-class at --jobs 16, under 9 min.
-# counted: checktimes on this card, then the counted tune targets (#47) as if on a T4 and an
-#          L4 (COURSE_TUNE_CARD), and 6 lesson-10 notebooks graded as if on a T4, ~7 min.
+# counted: #47's counted tune targets read from the GPU's own counters: the ncu probe, then
+#          checktimes of the two counted exercises here and as if on a T4 and an L4
+#          (COURSE_TUNE_CARD), lessons 10 and 02 graded as if on a T4 / L4 with the attackers
+#          that fix only where the simulator counts, ~7 min.
 # gpt2: lesson 11's bench (#49), with the forward replayed as one CUDA graph, ~3 min.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -53,18 +55,25 @@ case "${1:-}" in
     OUT="$OUT" GRADING_PART=probe timeout 560 bash instructor/gpu/grading.sh
     ;;
   counted)
-    checktimes
-    for card in "Tesla T4" "NVIDIA L4"; do
-      tag=$(echo "$card" | tr 'A-Z ' 'a-z-')
-      echo "=== checktimes as if on $card ($(date +%T))"
+    R=/tmp/counted; mkdir -p "$R"
+    echo "=== ncu probe ($(date +%T))"
+    timeout 120 python instructor/gpu/counters_probe.py "$R" 2>&1 | tail -n 5
+    for card in "" "Tesla T4" "NVIDIA L4"; do
+      tag=${card:+-as-$(echo "$card" | tr 'A-Z ' 'a-z-')}
+      echo "=== checktimes ${card:+as if on $card }($(date +%T))"
       COURSE_TUNE_CARD="$card" CUDA_VISIBLE_DEVICES=0 timeout 150 python -m course checktimes \
-        --only tune_transpose tune_reduction --out "$OUT/check-times-$DEV-as-$tag-$DAY.md" \
+        --only tune_transpose tune_reduction --out "$R/check-times-$DEV$tag-$DAY.md" \
+        2>&1 | tail -n 8
+    done
+    for pair in "Tesla T4:10_profiling:as-t4" "NVIDIA L4:02_reduction:as-l4"; do
+      IFS=: read -r card lesson label <<< "$pair"
+      echo "=== $lesson graded as if on $card, its attacker included ($(date +%T))"
+      COURSE_TUNE_CARD="$card" CUDA_VISIBLE_DEVICES=0 timeout 150 python -m course bench \
+        grading --students 6 --lessons "$lesson" --jobs 6 --label "$label" --out "$R" \
         2>&1 | tail -n 12
     done
-    echo "=== lesson 10 graded as if on a T4 ($(date +%T))"
-    COURSE_TUNE_CARD="Tesla T4" CUDA_VISIBLE_DEVICES=0 timeout 170 python -m course bench \
-      grading --students 6 --lessons 10_profiling --jobs 6 --label as-t4 --out "$OUT" \
-      2>&1 | tail -n 15
+    cp "$R"/*.md "$OUT/" 2>/dev/null
+    tar czf "$OUT/counted-all.tar.gz" -C "$R" .
     ;;
   gpt2)
     echo "=== bench gpt2 ($(date +%T))"

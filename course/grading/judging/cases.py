@@ -189,12 +189,14 @@ def judge_measured(
     plan=None,
     samples=None,
     counted=None,
+    profiled: bool = False,
 ) -> CaseResult:
     """The target's verdict, or no figure when any run's outputs are wrong: the last run's
     arrays (``returned``) whole, every run's ``samples`` against ``plan`` (``sampled.py``),
     or a figure past this GPU's ceilings (``Tune.judge_figures``).  On a GPU the target is
     a speed-up over the given kernel, which the judge times itself (``starter.py``);
-    ``counted``: the simulator's verdict where the card hides the lesson (``tune_cards``)."""
+    ``counted``: the simulator's verdict where the card hides the lesson (``tune_cards``);
+    ``profiled``: a launch run for a profiler (``gpu_count.py``) - right outputs pass here."""
     mode = mode or runtime.MODE
     wrong = None
     if plan is not None:  # every run's samples, earliest first
@@ -212,6 +214,8 @@ def judge_measured(
         res = CaseResult(TIMED, case.launch, timed=True)
         res.fail(wrong)
         return res
+    if profiled:
+        return CaseResult(TIMED, case.launch, timed=True)
     if mode == "gpu":  # the given kernel's time, the GPU target's denominator
         from .starter import StarterFailed, with_starter
 

@@ -209,15 +209,19 @@ COUNT_S = 300.0  # the simulator's count of one kernel, its start included
 
 
 def _count(spec, fn, seed: int) -> CaseResult:
-    """The simulator's verdict on ``fn`` where this GPU hides what ``spec`` changes
-    (``starter.counted_here``): a measurer of its own in simulator mode, as the grader
-    starts one (a notebook's: no sandbox, in a temporary folder)."""
+    """The counted verdict on ``fn`` where this GPU hides what ``spec`` changes
+    (``starter.counted_here``): the simulator's, by a measurer of its own in simulator mode,
+    and the GPU's own counters, by one under Nsight Compute (``gpu_count.py``), as the
+    grader starts them (a notebook's: no sandbox, in a temporary folder; counters that
+    cannot be read here are said, and the simulator's count decides)."""
     import tempfile
     from pathlib import Path
 
     from ..source.unit import UnitError, extract
     from ..wall.child import Child
-    from .measurer_calls import SIM_ENV, count_in_simulator
+    from ..wall.counter import COUNTER, ncu_env
+    from .gpu_count import counted_verdict
+    from .measurer_calls import SIM_ENV
 
     try:
         load = {"op": "load", "unit": extract(fn, spec.launch_names)}
@@ -225,9 +229,13 @@ def _count(spec, fn, seed: int) -> CaseResult:
         return measure_failed(f"the simulator cannot count this kernel: {exc}")
     deadline = time.monotonic() + COUNT_S
     with tempfile.TemporaryDirectory(prefix="course-count-") as tmp:
-        m = "course.grading.wall.measurer"
-        start = lambda: Child(m, Path(tmp) / "m", deadline, 0, COUNT_S, None, None, SIM_ENV)  # noqa: E731
+
+        def child(module: str, name: str, env: dict) -> Child:
+            return Child(module, Path(tmp) / name, deadline, 0, COUNT_S, None, None, env)
+
+        sim = lambda: child("course.grading.wall.measurer", "m", SIM_ENV)  # noqa: E731
+        gpu = lambda: child(COUNTER, "g", ncu_env())  # noqa: E731
         try:
-            return count_in_simulator(start, spec, load, seed, deadline)
+            return counted_verdict(sim, gpu, spec, load, seed, deadline, strict=False)
         except Exception as exc:  # noqa: BLE001 - the report, never a traceback
-            return measure_failed(f"the simulator's count failed: {type(exc).__name__}: {exc}")
+            return measure_failed(f"the count failed: {type(exc).__name__}: {exc}")

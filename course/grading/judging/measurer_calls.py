@@ -82,6 +82,7 @@ def judge_measure(
     phases=None,
     shared: bool = False,
     counted: CaseResult | None = None,
+    profile: bool = False,
 ) -> CaseResult:
     """A tune exercise's figure: the measured launch's inputs made and its outputs judged
     here - every run's samples against a seed only this side knows, and the last run whole
@@ -91,7 +92,9 @@ def judge_measure(
     held, figures back) and ``collect`` (after the lock: the last run's arrays and every
     run's samples, which may be only what was sent plus the samples).  ``shared``: the
     inputs and reference from the run's store (``preps.py``); ``counted``: the simulator's
-    verdict on the same kernel, for a card that hides the lesson (:func:`count_in_simulator`)."""
+    verdict on the same kernel, for a card that hides the lesson (:func:`count_in_simulator`);
+    ``profile``: one launch for a profiler, its outputs judged and nothing timed
+    (``gpu_count.py``)."""
     from ..wall.gpu_lock import LockTimeout, device_lock
     from .sampled import plan
 
@@ -116,6 +119,7 @@ def judge_measure(
                 "shapes": prep.shapes,
                 "scalars": prep.scalars(),
                 "sample": p.request(),
+                "profile": profile,
             },
             "staged",
             arrays={**prep.buffers(), **p.arrays()},
@@ -155,7 +159,7 @@ def judge_measure(
     same_arrays(arrays, prep.buffer_shapes())
     with timed("judge check"):
         return judge_measured(
-            spec, case, prep, arrays, figures, mode, ceilings, p, samples, counted
+            spec, case, prep, arrays, figures, mode, ceilings, p, samples, counted, profile
         )
 
 

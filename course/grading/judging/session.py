@@ -19,7 +19,7 @@ not fit is *tampering* (the exercise in progress gets 0 points and the instructo
 silence past the time limit is a *timeout*, a dead worker a *crash*.  A measurer that dies
 costs only the exercise it was measuring.  Both run in the sandbox (``wall/isolate.py``);
 a GPU that hides what a tune exercise changes gets a second measurer, in the simulator,
-whose count decides too (``measurer_calls.count_in_simulator``).
+and a third that reads the GPU's own counters (``gpu_count.py``): both counts decide too.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from ..phases import Phases
 from ..wall.child import Child, Tampered
 from ..wall.wire import WireError
 from .cases import gate_error, run_cases
-from .measurer_calls import SIM_ENV, count_in_simulator, judge_measure, measured_launch, sandbox_mb
+from .gpu_count import counted_verdict
+from .measurer_calls import SIM_ENV, judge_measure, measured_launch, sandbox_mb
 from .report import CaseResult, CellError, Judged, Started, Tampering
 from .settings import GradeSettings
 from .starter import counted_here
@@ -86,6 +87,7 @@ class Judge:
     start_measurer: Callable[[], Child]  # a started Child running measurer.py
     start_gate: Callable[[], Child] | None = None  # ... running gate.py (sandboxed)
     start_counter: Callable[[], Child] | None = None  # a measurer in the simulator
+    start_gpu_counter: Callable[[], Child] | None = None  # ... under Nsight Compute
     measurer: Child | None = None
     compiler: Gate | None = None  # this submission's compile gate
     on_stage: Callable[[str], None] | None = None  # "testing", then "timing"
@@ -116,10 +118,11 @@ class Judge:
     def measure(self, m: Child, spec, load: dict | None = None) -> CaseResult:
         """A tune exercise's measured launch by measurer ``m``, judged with this
         submission's seed, deadline and ceilings (``measurer_calls.judge_measure``); on a
-        GPU that hides what it changes, counted in the simulator too (``load``: the kernel)."""
+        GPU that hides what it changes, counted too (``load``: the kernel; ``gpu_count.py``)."""
         counted = None
         if self.mode == "gpu" and counted_here(spec) and self.start_counter and load:
-            counted = count_in_simulator(self.start_counter, spec, load, self.seed, self.deadline)
+            starts = (self.start_counter, self.start_gpu_counter)
+            counted = counted_verdict(*starts, spec, load, self.seed, self.deadline, strict=True)
         return judge_measure(
             m,
             spec,
@@ -203,15 +206,15 @@ def _new_judge(
 ) -> Judge:
     """A Judge whose measurers and compile gate start in their own folders under ``tmp``,
     in the sandbox, with the submission's deadline."""
+    from ..wall.counter import COUNTER, ncu_env
     from ..wall.gate import start_sandboxed
 
     def timed(child: Child) -> Child:
         child.phases = jd.phases  # its start and imports: phases of their own
         return child
 
-    def measurer(prefix: str = "measurer-", env: dict | None = None) -> Child:
+    def measurer(prefix="measurer-", env=None, m="course.grading.wall.measurer") -> Child:
         folder = Path(tempfile.mkdtemp(prefix=prefix, dir=tmp)) / "m"
-        m = "course.grading.wall.measurer"
         return timed(Child(m, folder, deadline, *limits, s.isolation, memory, env))
 
     limits = (s.memory_mb, s.timeout)
@@ -220,6 +223,7 @@ def _new_judge(
         measurer,
         start_gate=lambda: timed(start_sandboxed(tmp, deadline, *limits, s.isolation)),
         start_counter=lambda: measurer("counter-", SIM_ENV),
+        start_gpu_counter=lambda: measurer("gpu-counter-", ncu_env(), COUNTER),
         on_stage=on_stage,
         deadline=deadline,
     )

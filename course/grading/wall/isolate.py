@@ -12,7 +12,8 @@ containers that allow it, JupyterHub nodes), each sandbox gets
   ``sys.path`` folders outside the checkout), the ``course`` package and the checkout's
   public ``data/`` and ``assets/`` (plus ``pyproject.toml`` and an empty ``notebooks/``,
   so the package still knows it sits in a checkout), the folders named in
-  ``LD_LIBRARY_PATH``/``CUDA_HOME`` (a GPU host's driver and toolkit), a few files of
+  ``LD_LIBRARY_PATH``/``CUDA_HOME`` (a GPU host's driver and toolkit) and Nsight Compute's
+  (``counter.py``), a few files of
   ``/etc`` (the loader's cache, fonts; never ``/etc`` whole: no shadow, no ssh keys),
   and a ``/dev`` of null, zero, full, random, urandom and the NVIDIA nodes.  Nothing else
   exists in it: no ``/home``, ``/root``, ``/run``, ``/var``, no host ``/tmp``, no checkout
@@ -57,6 +58,7 @@ import tempfile
 from pathlib import Path
 
 from .cgroup import Cgroup
+from .counter import ncu_home
 
 SCRATCH_MB = 256  # the writable tmpfs of one sandbox (/tmp and scratch together)
 SHM_MB = 64  # its /dev/shm
@@ -193,6 +195,9 @@ def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
         for p in os.environ.get(var, "").split(os.pathsep):
             if p and os.path.isabs(p):
                 add(p, optional=True)
+    ncu = ncu_home()  # Nsight Compute's folder: the GPU's own count (``counter.py``)
+    if ncu is not None:
+        add(ncu, optional=True)
     for name in ETC:
         add(Path("/etc") / name)
     for name in DEVICES:

@@ -14,7 +14,8 @@ the kernel in a fresh namespace, then answers the judge one request at a time:
   judged (``exercises/timed.py``): ``stage`` brings the buffers, names the outputs to sample
   and carries the judge's seed (``sample``); ``measure`` replies with the figures;
   ``collect`` sends each run's samples (``sample:NAME``, runs x positions) and the last
-  run's arrays whole.
+  run's arrays whole.  A ``stage`` with ``profile`` set measures one launch for a profiler
+  instead of timing it (``counter.py``: this process run under Nsight Compute).
 
 The ceilings GPU figures are divided by are measured by the judge itself, before any worker
 starts (``prepare.py``, with :func:`measure_ceilings` below): no student kernel runs there.
@@ -97,6 +98,7 @@ class Measurement:
     def __init__(self):
         self.ready: tuple | None = None  # (spec, staged, sampling, device arrays)
         self.done: tuple | None = None  # (device arrays, samples) of the runs
+        self.profile = False
 
     def stage(self, req: dict, arrays: dict, fn) -> None:
         from ...exercises.timed import Arrays
@@ -110,6 +112,7 @@ class Measurement:
         sampling = _sampling(dict(req["sample"], domains=domains))
         staged = _staged(req, arrays)
         bufs = Arrays(staged.buffers, staged.shapes, staged.scalars)  # to the device now
+        self.profile = bool(req.get("profile"))  # one launch for a profiler (``counter.py``)
         self.ready = (_spec(req["exercise"], fn), staged, sampling, bufs)
 
     def measure(self, fn) -> dict:
@@ -121,7 +124,14 @@ class Measurement:
         spec, staged, sampling, bufs = ready
         sampling.steps = Steps()  # the runs' steps only: the judge times the staging
         figures, _, samples, _ = judged_runs(
-            spec, fn, staged.case, bufs, sampling, traced=spec.measure_on, copies=False
+            spec,
+            fn,
+            staged.case,
+            bufs,
+            sampling,
+            traced=spec.measure_on,
+            copies=False,
+            profile=self.profile,
         )
         self.done = (bufs, samples)
         return {"op": "measured", "figures": figures, "steps": dict(sampling.steps), "error": None}

@@ -1,0 +1,205 @@
+"""The GPU's own count on a card whose memory hides a tune exercise's lesson (issue #47).
+
+On such a card (``exercises/tune_cards.py``: the transpose on a T4, L4, H100 or H200, the
+reduction on an L4) time cannot tell the given kernel from the lesson's fix, so a count
+decides.  The simulator's count (``measurer_calls.count_in_simulator``) is the laptop's and
+stays; but it is a count of a *different run*: a small launch, in Python, where integers
+never wrap.  A kernel that tells the two apart (``if A.shape[0] <= 64``, or
+``(n << 60) >> 60 == n``, true only in the simulator) can run the fix there and the given
+code on the GPU.  Blocking such expressions would be fixing cases; the mechanism is that a
+verdict about the GPU must be read from the GPU.  So the judge also has the GPU count:
+
+- a measurer of its own runs under Nsight Compute in the sandbox (``wall/counter.py``),
+  stages the *measured* case (the size the GPU times), runs it once to compile and once
+  between cuProfilerStart/Stop, and its outputs are judged as every run's are;
+- ``ncu`` reads the hardware's counters of that launch: bank-conflict replays of shared
+  loads and stores, and the shared-memory instructions they belong to (:func:`parse`);
+- the launch passes with at most :data:`SLACK` replays a shared-memory request (the
+  simulator's target is none; the hardware's count of a conflict-free tile is 0 on an
+  H200, and the given transpose makes 15.5 a request).
+
+Where the counters cannot be read (no ``ncu``, a driver that keeps them for
+administrators, a profiler that fails), a notebook's check says so and the simulator's
+count decides there (a student can only fool themselves); the class grader does not pass
+the exercise on the simulator's word alone and says what the machine needs (:data:`FIX`).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+
+from ...exercises.outcome import CaseResult
+from ..wall.child import Tampered
+from ..wall.counter import METRICS
+from ..wall.wire import WireError
+
+SLACK = 0.02  # bank-conflict replays a shared-memory request the GPU's count forgives
+MAX_KERNELS = 64  # launches one profiled run may show (a case launches one or a few)
+FIX = (
+    "grade on a machine where Nsight Compute (ncu) is installed and the driver lets every "
+    "user read the GPU's counters (nvidia module option NVreg_RestrictProfilingToAdminUsers=0)"
+)
+_VALUE = re.compile(r"^\d{1,15}(\.0+)?$")
+
+
+class Unreadable(Exception):
+    """The GPU's counters could not be read here; the message says why."""
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What Nsight Compute read of one profiled run, all its launches together."""
+
+    replays: int  # extra shared-memory wavefronts from bank conflicts (loads and stores)
+    requests: int  # shared-memory load and store instructions (warp requests)
+    kernels: int  # launches profiled
+
+
+def said_error(said: str) -> str:
+    """Nsight Compute's first error line in ``said`` (its own output), bounded."""
+    for line in said.splitlines():
+        if line.startswith("==ERROR=="):
+            return "".join(ch for ch in line[9:].strip() if ch.isprintable())[:200]
+    return ""
+
+
+def parse(table: str, said: str = "") -> Counts:
+    """The :class:`Counts` of ncu's CSV ``table`` (``--csv --print-units base``): every
+    profiled launch must carry every metric of ``counter.METRICS`` as a whole number;
+    anything else is :class:`Unreadable` (with ncu's own error where it gave one)."""
+    lines = table.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        why = said_error(said) or said_error(table)
+        raise Unreadable(why or "Nsight Compute wrote no counters")
+    values: dict = {}
+    for row in csv.DictReader(lines[start:]):
+        name = row.get("Metric Name")
+        if name not in METRICS:
+            continue
+        v = str(row.get("Metric Value") or "").replace(",", "")
+        if not _VALUE.match(v):
+            raise Unreadable(f"a counter that is not a count: {v[:20]!r}")
+        values[(str(row.get("ID")), name)] = int(float(v))
+    ids = {i for i, _ in values}
+    if not ids:
+        raise Unreadable(said_error(said) or "no launch was profiled")
+    if len(ids) > MAX_KERNELS:
+        raise Unreadable(f"{len(ids)} launches were profiled, at most {MAX_KERNELS} expected")
+    missing = [(i, m) for i in ids for m in METRICS if (i, m) not in values]
+    if missing:
+        raise Unreadable(f"launch {missing[0][0]} has no {missing[0][1]}")
+    return Counts(
+        replays=sum(v for (_, m), v in values.items() if "bank_conflicts" in m),
+        requests=sum(v for (_, m), v in values.items() if "inst_executed" in m),
+        kernels=len(ids),
+    )
+
+
+def verdict(spec, counts: Counts) -> CaseResult:
+    """The GPU count's verdict on ``spec``'s measured launch (``spec.sim_metric`` is
+    ``replays`` with target 0: at most :data:`SLACK` replays a request)."""
+    res = CaseResult("timed launch (GPU count)", "", timed=True)
+    per = counts.replays / counts.requests if counts.requests else 0.0
+    res.message = (
+        f"{counts.replays:,} bank-conflict replays in {counts.requests:,} shared-memory "
+        f"requests ({per:.3g} a request, at most {SLACK:g}), read by Nsight Compute from "
+        "the measured case's launch"
+    )
+    if per > SLACK:
+        res.fail(res.message)
+    return res
+
+
+def has_counter(spec) -> bool:
+    """True when the GPU can count what ``spec``'s simulator target counts."""
+    return getattr(spec, "sim_metric", None) == "replays" and spec.sim_target == 0
+
+
+def count_on_gpu(start, spec, load: dict, seed: int, deadline: float, mode: str = "gpu"):
+    """The GPU count's CaseResult for the kernel ``load`` names, by a measurer run under
+    ncu (``start()``: a started ``Child`` of ``wall/counter.py``); a str (why) where the
+    counters could not be read.  ``mode`` is the measurer's (the tests' is the simulator)."""
+    from .cases import measure_failed
+    from .measurer_calls import judge_measure
+
+    if not has_counter(spec):
+        return f"the GPU has no counter for {spec.name}'s {spec.sim_metric}"
+    m = start()
+    try:
+        try:
+            first, _ = m.chan.recv()
+            if first.get("op") == "counters":  # ncu never started the measurer
+                why = first.get("error") or said_error(str(first.get("said") or ""))
+                return str(why or "Nsight Compute ended without starting the measurer")[:200]
+            if first.get("op") != "hello":
+                raise Tampered("the GPU count's first message was not its greeting")
+            reply, _ = m.ask(load, "loaded")
+            if reply.get("error"):
+                return measure_failed(f"the GPU count could not load the kernel: {reply['error']}")
+            res = judge_measure(
+                m, spec, mode=mode, seed=seed, deadline=deadline, ceilings=None, profile=True
+            )
+            if not res.passed:
+                return res
+            m.chan.send({"op": "bye"})
+            last, _ = m.chan.recv()
+        except WireError as exc:
+            m.settle()
+            return f"the measurer under Nsight Compute ended early ({m.last_words() or exc})"
+        if last.get("op") != "counters":
+            raise Tampered("the GPU count ended without Nsight Compute's table")
+        if last.get("error"):
+            return str(last["error"])[:200]
+        try:
+            counts = parse(str(last.get("table") or ""), str(last.get("said") or ""))
+        except Unreadable as exc:
+            return str(exc)
+        return verdict(spec, counts)
+    finally:
+        m.stop()
+
+
+def counted_verdict(start_sim, start_gpu, spec, load, seed, deadline, strict) -> CaseResult:
+    """The counted verdict on the kernel ``load`` names: the simulator's count (a measurer
+    started by ``start_sim``) and, where it passes, the GPU's (``start_gpu``; None: none
+    asked), :func:`confirmed` together; a notebook's GPU count that breaks is a reason."""
+    from .measurer_calls import count_in_simulator
+
+    sim = count_in_simulator(start_sim, spec, load, seed, deadline)
+    if not sim.passed or start_gpu is None:
+        return sim
+    try:
+        gpu = count_on_gpu(start_gpu, spec, load, seed, deadline)
+    except (Tampered, WireError, OSError) as exc:
+        if strict:
+            raise
+        gpu = f"{type(exc).__name__}: {exc}"
+    return confirmed(sim, gpu, strict)
+
+
+def confirmed(sim: CaseResult, gpu, strict: bool) -> CaseResult:
+    """The counted verdict: the simulator's count ``sim`` and the GPU's (``gpu``: a
+    CaseResult, a str saying why it could not be read, or None: not asked because the
+    simulator's already failed).  ``strict`` (the class grader): an unread GPU count fails."""
+    if gpu is None or not sim.passed:
+        return sim
+    res = CaseResult(sim.name, sim.launch, timed=True)
+    if isinstance(gpu, CaseResult):
+        res.message = f"{sim.message}; this GPU's own count: {gpu.message}"
+        if not gpu.passed:
+            res.fail(res.message)
+        return res
+    if strict:
+        res.fail(
+            f"{sim.message}; but this GPU's own count could not be read ({gpu}), and the "
+            f"grader does not pass this exercise on the simulator's count alone: {FIX}"
+        )
+        return res
+    res.message = (
+        f"{sim.message}; not confirmed on this GPU: its own counters could not be read "
+        f"({gpu}) - the class grader reads them"
+    )
+    return res

@@ -1,0 +1,209 @@
+"""The GPU's own count on a counted card (issue #47; ``course/grading/judging/gpu_count.py``).
+
+A red team passed the transpose (and, as if on an L4, the reduction) with kernels that run
+the lesson's fix only where the simulator counts: ``(n << 60) >> 60 == n`` is true only
+there, and ``g_idata.size <= 4096`` only at its small launch (``bench/grading_attacks.py``).
+The fix reads the GPU's counters of the measured launch through Nsight Compute.  No CI
+machine has a GPU or ncu, so here a stand-in ``ncu`` (a script taking the same command line)
+runs the real measurer, in the simulator, through the real counter process and pipes, and
+writes the table the real one writes; the real one's proof is
+``instructor/gpu/round.sh counted`` (the attackers get 0 on an H200, as if on a T4 and L4).
+"""
+
+import csv
+import io
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from course.exercises import get
+from course.exercises.outcome import CaseResult
+from course.exercises.tune_cards import CALIBRATION, counted
+from course.grading.judging import gpu_count
+from course.grading.wall import counter
+from course.grading.wall.child import Child
+
+HEAD = (
+    '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+    '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'
+    '"Metric Value"'
+)
+CONFLICTED = {  # the given transpose at 1024 x 1024 on an H200 (2026-11-29 probe)
+    counter.METRICS[0]: "1,015,808",
+    counter.METRICS[1]: "0",
+    counter.METRICS[2]: "32,768",
+    counter.METRICS[3]: "32,768",
+}
+CLEAN = dict(CONFLICTED, **{counter.METRICS[0]: "0"})
+
+
+def table(*kernels: dict, name: str = 'transpose_fast[v1,cw51"x"](Array<float, 2>)') -> str:
+    out = io.StringIO()
+    w = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    for i, metrics in enumerate(kernels):
+        for metric, value in metrics.items():
+            w.writerow(
+                [i, 727, "python3.12", "127.0.0.1", name, 1, 7, "(32, 8, 1)", "(2, 2, 1)", 0]
+                + ["9.0", "Command line profiler metrics", metric, "", value]
+            )
+    return "==PROF== Connected to process 727\n" + HEAD + "\n" + out.getvalue()
+
+
+def test_parse_sums_every_profiled_launch():
+    c = gpu_count.parse(table(CONFLICTED, CLEAN))
+    assert (c.replays, c.requests, c.kernels) == (1_015_808, 4 * 32_768, 2)
+
+
+@pytest.mark.parametrize(
+    "text,why",
+    [
+        ("", "wrote no counters"),
+        ("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission", "ERR_NVGPUCTRPERM"),
+        (HEAD + "\n", "no launch was profiled"),
+        (table(dict(CLEAN, **{counter.METRICS[0]: "-5"})), "not a count"),
+        (table(dict(CLEAN, **{counter.METRICS[0]: "n/a"})), "not a count"),
+        (table(dict(CLEAN, **{counter.METRICS[0]: "1e9"})), "not a count"),
+        (table({k: v for k, v in CLEAN.items() if k != counter.METRICS[1]}), "has no"),
+        (table(*[CLEAN] * (gpu_count.MAX_KERNELS + 1)), "launches were profiled"),
+    ],
+)
+def test_a_table_that_is_not_counts_is_unreadable_never_a_pass(text, why):
+    with pytest.raises(gpu_count.Unreadable, match=why):
+        gpu_count.parse(text)
+
+
+def test_the_verdict_forgives_only_the_slack():
+    spec = get("tune_transpose")
+    assert gpu_count.verdict(spec, gpu_count.Counts(0, 65536, 1)).passed
+    at = int(gpu_count.SLACK * 65536)
+    assert gpu_count.verdict(spec, gpu_count.Counts(at, 65536, 1)).passed
+    over = gpu_count.verdict(spec, gpu_count.Counts(at + 1, 65536, 1))
+    assert not over.passed and "at most" in over.message
+    given = gpu_count.verdict(spec, gpu_count.parse(table(CONFLICTED)))
+    assert not given.passed and "1,015,808 bank-conflict replays" in given.message
+    assert gpu_count.verdict(spec, gpu_count.Counts(0, 0, 1)).passed  # no shared memory
+
+
+def test_every_counted_card_has_a_gpu_counter():
+    """A card where a count decides must be able to read that count from the GPU."""
+    for name, cal in CALIBRATION.items():
+        spec = get(name)
+        if any(counted(spec, card) for card in [*cal, "Some New GPU"]):
+            assert gpu_count.has_counter(spec), name
+
+
+def _sim(passed: bool) -> CaseResult:
+    res = CaseResult("timed launch (simulator)", "", timed=True)
+    res.message = "shared-memory replays: measured 0, target <= 0"
+    if not passed:
+        res.fail("shared-memory replays: measured 4096, target <= 0")
+    return res
+
+
+def test_both_counts_decide_and_an_unread_gpu_count_is_said():
+    gpu_ok = gpu_count.verdict(get("tune_transpose"), gpu_count.Counts(0, 100, 1))
+    gpu_bad = gpu_count.verdict(get("tune_transpose"), gpu_count.Counts(900, 100, 1))
+    assert gpu_count.confirmed(_sim(True), gpu_ok, strict=True).passed
+    res = gpu_count.confirmed(_sim(True), gpu_bad, strict=False)  # the attack: sim says 0
+    assert not res.passed and "this GPU's own count: 900" in res.message
+    assert not gpu_count.confirmed(_sim(False), gpu_ok, strict=True).passed
+    graded = gpu_count.confirmed(_sim(True), "ERR_NVGPUCTRPERM", strict=True)
+    assert not graded.passed and "NVreg_RestrictProfilingToAdminUsers=0" in graded.message
+    notebook = gpu_count.confirmed(_sim(True), "ERR_NVGPUCTRPERM", strict=False)
+    assert notebook.passed and "not confirmed on this GPU" in notebook.message
+
+
+FAKE_NCU = """#!{python}
+# a stand-in for Nsight Compute: the same command line, the target run with its pipes
+import subprocess, sys
+args = sys.argv[1:]
+assert args[args.index("--profile-from-start") + 1] == "off"
+log = args[args.index("--log-file") + 1]
+target = args[args.index("--log-file") + 2 :]
+if {start}:
+    subprocess.run(target, pass_fds=(int(target[-2]), int(target[-1])))
+{said}
+open(log, "w").write({table!r})
+"""
+
+
+def _fake(tmp_path: Path, tbl: str = "", start: bool = True, said: str = "") -> Path:
+    p = tmp_path / "nsight-compute-fake" / "ncu"
+    p.parent.mkdir(exist_ok=True)
+    text = FAKE_NCU.format(python=sys.executable, start=start, said=said, table=tbl)
+    p.write_text(textwrap.dedent(text))
+    p.chmod(0o755)
+    return p
+
+
+def _count_with(tmp_path: Path, ncu: str, student: bool = False, strict: bool = False):
+    """The counted verdict as ``check._count`` and the grader build it: the simulator's
+    measurer, then the counter process running the measurer under ``ncu``."""
+    from course.grading.classroom.solutions import defined
+    from course.grading.judging.measurer_calls import SIM_ENV
+    from course.grading.source.unit import extract
+
+    spec = get("tune_transpose")
+    fn, _ = defined(spec.name, student=student)
+    load = {"op": "load", "unit": extract(fn, spec.launch_names)}
+    deadline = time.monotonic() + 120
+    tmp_path.mkdir(parents=True, exist_ok=True)
+
+    def child(module, name, env):
+        return Child(module, tmp_path / name, deadline, 0, 120, None, None, env)
+
+    sim = lambda: child("course.grading.wall.measurer", "m", SIM_ENV)  # noqa: E731
+    gpu = lambda: child(counter.COUNTER, "g", dict(SIM_ENV, **{counter.NCU_VAR: ncu}))  # noqa: E731
+    orig = gpu_count.count_on_gpu
+
+    def in_sim(start, spec, load, seed, deadline):  # the measurer here is the simulator's
+        return orig(start, spec, load, seed, deadline, mode="sim")
+
+    gpu_count.count_on_gpu, saved = in_sim, orig
+    try:
+        return gpu_count.counted_verdict(sim, gpu, spec, load, 5, deadline, strict)
+    finally:
+        gpu_count.count_on_gpu = saved
+
+
+def test_the_counter_process_runs_the_measurer_under_ncu_and_reads_its_table(tmp_path):
+    """The real counter and measurer processes and pipes: the solution's launch is judged,
+    then the table decides - 0 replays pass, the attack's replays fail."""
+    clean = _count_with(tmp_path / "a", str(_fake(tmp_path, table(CLEAN))), strict=True)
+    assert clean.passed and "this GPU's own count: 0 bank-conflict replays" in clean.message
+    attacked = _count_with(tmp_path / "b", str(_fake(tmp_path, table(CONFLICTED))))
+    assert not attacked.passed and "1,015,808 bank-conflict replays" in attacked.message
+
+
+def test_counters_that_cannot_be_read_are_said_and_the_grader_does_not_pass(tmp_path):
+    denied = _fake(tmp_path, "", said='print("==ERROR== ERR_NVGPUCTRPERM - no permission")')
+    graded = _count_with(tmp_path / "a", str(denied), strict=True)
+    assert not graded.passed and "ERR_NVGPUCTRPERM" in graded.message
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in graded.message
+    missing = _count_with(tmp_path / "b", str(tmp_path / "no-ncu"))
+    assert missing.passed and "ncu) is not installed" in missing.message
+    never = _count_with(tmp_path / "c", str(_fake(tmp_path, table(CLEAN), start=False)))
+    assert never.passed and "without starting the measurer" in never.message
+
+
+def test_the_given_kernel_fails_on_the_simulator_count_before_any_gpu_count(tmp_path):
+    res = _count_with(tmp_path, str(tmp_path / "never-asked"), student=True, strict=True)
+    assert not res.passed and "this GPU's own count" not in res.message
+
+
+def test_the_sandbox_binds_ncus_folder_read_only(tmp_path, monkeypatch):
+    from course.grading.wall import isolate
+
+    ncu = _fake(tmp_path, "")
+    monkeypatch.setenv(counter.NCU_VAR, str(ncu))
+    assert counter.find_ncu() == ncu.resolve() and counter.ncu_env()[counter.NCU_VAR] == str(
+        ncu.resolve()
+    )
+    ops = isolate.plan([], tmp_path / "run")
+    assert ("bind", ncu.parent.resolve(), "") in ops
+    monkeypatch.setenv(counter.NCU_VAR, str(tmp_path / "absent"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert counter.find_ncu() is None or "nsight-compute" in str(counter.find_ncu())
