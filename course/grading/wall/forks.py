@@ -300,6 +300,10 @@ class Forks:
 
     def child(self, module, env, log, procs, cpu_s, memory_mb, pipes) -> Forked | None:
         """``child.Child``'s way in: a fork running ``module``, or None (start it cold)."""
+        from .zygote import MODULES
+
+        if module not in MODULES:  # a process a zygote does not start (``counter.py``)
+            return None
         kind = KINDS[1] if module == "course.grading.wall.gate" else KINDS[0]
         if kind == KINDS[0] and _sim(env) != _sim(os.environ):
             return None  # numba's mode is the zygote's (the grader's): the other one starts cold
