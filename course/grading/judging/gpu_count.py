@@ -55,6 +55,7 @@ class Counts:
     replays: int  # extra shared-memory wavefronts from bank conflicts (loads and stores)
     requests: int  # shared-memory load and store instructions (warp requests)
     kernels: int  # launches profiled
+    wavefronts: int = 0  # shared-memory wavefronts (loads and stores)
 
 
 def said_error(said: str) -> str:
@@ -95,6 +96,7 @@ def parse(table: str, said: str = "") -> Counts:
         replays=sum(v for (_, m), v in values.items() if "bank_conflicts" in m),
         requests=sum(v for (_, m), v in values.items() if "inst_executed" in m),
         kernels=len(ids),
+        wavefronts=sum(v for (_, m), v in values.items() if "wavefronts" in m),
     )
 
 
