@@ -36,8 +36,10 @@ CONFLICTED = {  # the given transpose at 1024 x 1024 on an H200 (2026-11-29 prob
     counter.METRICS[1]: "0",
     counter.METRICS[2]: "32,768",
     counter.METRICS[3]: "32,768",
+    counter.METRICS[4]: "1,048,576",
+    counter.METRICS[5]: "32,768",
 }
-CLEAN = dict(CONFLICTED, **{counter.METRICS[0]: "0"})
+CLEAN = dict(CONFLICTED, **{counter.METRICS[0]: "0", counter.METRICS[4]: "32,768"})
 
 
 def table(*kernels: dict, name: str = 'transpose_fast[v1,cw51"x"](Array<float, 2>)') -> str:
@@ -55,6 +57,7 @@ def table(*kernels: dict, name: str = 'transpose_fast[v1,cw51"x"](Array<float, 2
 def test_parse_sums_every_profiled_launch():
     c = gpu_count.parse(table(CONFLICTED, CLEAN))
     assert (c.replays, c.requests, c.kernels) == (1_015_808, 4 * 32_768, 2)
+    assert c.wavefronts == 1_048_576 + 3 * 32_768
 
 
 @pytest.mark.parametrize(

@@ -45,12 +45,12 @@ with tempfile.TemporaryDirectory() as tmp:
     for name in ("tune_transpose", "tune_reduction"):
         spec = get(name)
         kernels = {
-            "solution": defined(name, student=False)[0],
-            "given": defined(name, student=True)[0],
-            "attack": attack(name, Path(tmp)),
+            "solution": lambda n=name: defined(n, student=False)[0],
+            "given": lambda n=name: defined(n, student=True)[0],
+            "attack": lambda n=name: attack(n, Path(tmp)),
         }
-        for which, fn in kernels.items():
-            load = {"op": "load", "unit": extract(fn, spec.launch_names)}
+        for which, make in kernels.items():  # each extracted as soon as it is defined
+            load = {"op": "load", "unit": extract(make(), spec.launch_names)}
             deadline = time.monotonic() + 200
             folder = Path(tempfile.mkdtemp(dir=tmp)) / "g"
             start = lambda f=folder, d=deadline: Child(  # noqa: E731

@@ -58,6 +58,8 @@ case "${1:-}" in
     R=/tmp/counted; mkdir -p "$R"
     echo "=== ncu probe ($(date +%T))"
     timeout 120 python instructor/gpu/counters_probe.py "$R" 2>&1 | tail -n 5
+    echo "=== the GPU's own count of solution, given kernel and attacker ($(date +%T))"
+    timeout 150 python instructor/gpu/counted_debug.py "$R" 2>&1 | grep -v Warn | cut -c1-260
     for card in "" "Tesla T4" "NVIDIA L4"; do
       tag=${card:+-as-$(echo "$card" | tr 'A-Z ' 'a-z-')}
       echo "=== checktimes ${card:+as if on $card }($(date +%T))"

@@ -14,9 +14,12 @@ verdict about the GPU must be read from the GPU.  So the judge also has the GPU 
   between cuProfilerStart/Stop, and its outputs are judged as every run's are;
 - ``ncu`` reads the hardware's counters of that launch: bank-conflict replays of shared
   loads and stores, and the shared-memory instructions they belong to (:func:`parse`);
-- the launch passes with at most :data:`SLACK` replays a shared-memory request (the
-  simulator's target is none; the hardware's count of a conflict-free tile is 0 on an
-  H200, and the given transpose makes 15.5 a request).
+- the launch passes with at most :data:`SLACK` replays a shared-memory request.  The
+  simulator's target is none, but the hardware's counter also counts a few collisions
+  between warps: on an H200 (2026-11-29) the course's solutions read 0.022 (transpose,
+  4096 x 4096) and 0.033 (reduction, 2^26) a request, the given kernels 15.8 and 2.41,
+  and the red team's kernels, whose GPU path is the given code, 15.7 and 2.41.  0.25 sits
+  7x above the first and 9x below the second.
 
 Where the counters cannot be read (no ``ncu``, a driver that keeps them for
 administrators, a profiler that fails), a notebook's check says so and the simulator's
@@ -35,7 +38,7 @@ from ..wall.child import Tampered
 from ..wall.counter import METRICS
 from ..wall.wire import WireError
 
-SLACK = 0.02  # bank-conflict replays a shared-memory request the GPU's count forgives
+SLACK = 0.25  # bank-conflict replays a shared-memory request the GPU's count forgives
 MAX_KERNELS = 64  # launches one profiled run may show (a case launches one or a few)
 FIX = (
     "grade on a machine where Nsight Compute (ncu) is installed and the driver lets every "
