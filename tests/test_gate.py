@@ -190,7 +190,7 @@ def test_a_malformed_unit_is_refused(bad):
 
 
 def test_the_measuring_lock_lets_one_measurement_at_a_time(monkeypatch, tmp_path):
-    from course.grading.wall.gpu_lock import device_lock
+    from course.platform.gpu_lock import device_lock
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     inside, overlaps = [], []

@@ -210,3 +210,21 @@ def test_the_sandbox_binds_ncus_folder_read_only(tmp_path, monkeypatch):
     monkeypatch.setenv(counter.NCU_VAR, str(tmp_path / "absent"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert counter.find_ncu() is None or "nsight-compute" in str(counter.find_ncu())
+
+
+def test_one_profiler_at_a_time_on_a_gpu(tmp_path, monkeypatch):
+    """A second Nsight Compute session on a GPU reads nothing (notebook 02's profile cell
+    came back empty beside notebook 10's count): the count waits for the profiler lock,
+    within the submission's deadline, and course.profile's ncu takes the same lock."""
+    from course.hardware import ncu
+    from course.platform.gpu_lock import device_lock
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    started = []
+    spec, load = get("tune_transpose"), {"op": "load", "unit": {}}
+    with device_lock(purpose=gpu_count.PROFILER):
+        why = gpu_count.count_on_gpu(started.append, spec, load, 1, time.monotonic() + 0.3)
+        assert why == "another profiler kept this GPU busy past the time limit" and not started
+        monkeypatch.setattr(ncu, "find", lambda: "/bin/true")
+        with pytest.raises(ncu.NcuError, match="another profiler session"):
+            ncu.run(tmp_path / "payload", 0.3, 1, "none")

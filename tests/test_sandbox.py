@@ -419,7 +419,8 @@ def reach(tmp_path_factory):
     """Secrets, sockets and a lock where the instructor might keep them; a sandbox made
     (hiding a folder inside data/ and two output folders that do not exist yet); then a
     worker started in it with cloud and service tokens in the grader's environment."""
-    from course.grading.wall import gpu_lock, isolate
+    from course.grading.wall import isolate
+    from course.platform import gpu_lock
 
     root = tmp_path_factory.mktemp("reach")  # in /tmp
     later = [REPO / f".{TAG}-out", root / "out-later"]
@@ -643,7 +644,7 @@ def test_the_tree_binds_no_home_root_or_checkout(tmp_path):
 def test_the_lock_waits_until_its_deadline_and_no_longer(monkeypatch, tmp_path):
     import fcntl
 
-    from course.grading.wall import gpu_lock
+    from course.platform import gpu_lock
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     path = gpu_lock.lock_path()

@@ -221,7 +221,7 @@ def test_the_measuring_lock_covers_the_runs_and_not_the_pipes(monkeypatch):
     is given up, so a class's measurements wait for each other's GPU work only."""
     from contextlib import contextmanager
 
-    from course.grading.wall import gpu_lock
+    from course.platform import gpu_lock
 
     held, seen = [False], []
 

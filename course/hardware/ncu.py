@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 # The metrics course.profile asks for: few, so that a call takes seconds, not minutes.
@@ -54,7 +55,7 @@ METRICS = [
 ]
 STALLS = r"regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
 STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
-SEARCH = ["/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu"]
+NCU_VAR = "COURSE_NCU"  # the ncu executable, where an instructor names one
 
 
 class NcuError(Exception):
@@ -62,14 +63,20 @@ class NcuError(Exception):
 
 
 def find() -> str | None:
-    """The ncu executable: on PATH, or where the CUDA toolkit / Nsight Compute put it."""
-    found = shutil.which("ncu")
-    if found:
-        return found
-    for pattern in SEARCH:
-        hits = sorted(Path("/").glob(pattern.lstrip("/")))
-        if hits:
-            return str(hits[-1])
+    """The ncu executable, inside its own install folder where there is one: ``$COURSE_NCU``,
+    else the toolkit's (on PATH, or ``/usr/local/cuda``), else Nsight Compute's newest
+    under ``/opt/nvidia``.  The toolkit's ``bin/ncu`` is a script that looks for that folder,
+    so the folder's own ``ncu`` comes first (the grader's sandbox binds that folder)."""
+    named = os.environ.get(NCU_VAR)
+    found: list[Path] = [Path(named)] if named else []
+    scripts = [Path(p) for p in (shutil.which("ncu"), "/usr/local/cuda/bin/ncu") if p]
+    for script in scripts:
+        found += sorted(script.resolve().parent.parent.glob("nsight-compute*/ncu"), reverse=True)
+    found += sorted(Path("/opt/nvidia/nsight-compute").glob("*/ncu"), reverse=True)
+    for p in [*found, *scripts]:
+        real = p.resolve()
+        if real.is_file() and os.access(real, os.X_OK):
+            return str(real)
     return None
 
 
@@ -103,8 +110,15 @@ def run(payload: Path, timeout: float, launches: int, clock_control: str) -> str
         str(payload),
     ]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    from ..platform.gpu_lock import LockTimeout, device_lock
+
+    try:  # one Nsight Compute session at a time on this GPU (a check's count takes it too)
+        with device_lock(True, deadline=time.monotonic() + timeout, purpose="profiler"):
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except LockTimeout:
+        raise NcuError(
+            f"another profiler session kept this GPU busy for {timeout:g} s; try again"
+        ) from None
     except subprocess.TimeoutExpired:
         raise NcuError(
             f"ncu did not finish within {timeout:g} s: profile a smaller input, or "

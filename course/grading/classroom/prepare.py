@@ -187,7 +187,7 @@ def ceilings_once(
         return None
     clock = clock or Clock()
     if "ceilings" not in _MEASURED:
-        from ..wall.gpu_lock import device_lock
+        from ...platform.gpu_lock import device_lock
 
         wait = time.monotonic() + CEILINGS_WAIT_S
         with device_lock(run is not None, wait, purpose="ceilings"):
@@ -196,8 +196,8 @@ def ceilings_once(
 
 
 def _measure(exercises, clock: Clock, run: int | None) -> None:
+    from ...platform.gpu_lock import device_lock
     from ..judging import starter
-    from ..wall.gpu_lock import device_lock
     from ..wall.measurer import measure_ceilings
 
     kept = _shared(run).read() if run is not None else None
@@ -227,7 +227,7 @@ class _shared:
     Files of runs older than a day are removed when one is written."""
 
     def __init__(self, run: int):
-        from ..wall.gpu_lock import lock_path
+        from ...platform.gpu_lock import lock_path
 
         base = lock_path()
         self.path = base.with_name(f"{base.stem}.run-{int(run)}.json")

@@ -183,7 +183,7 @@ def measure(spec, fn, seed: int) -> CaseResult:
     """A tune exercise's measured launch against its target (``course/exercises/tune.py``);
     every run's outputs are judged (sampled, ``sampled.py``) and the last run's whole, so
     a kernel that skips work on any run gets no figure."""
-    from ..wall.gpu_lock import device_lock
+    from ...platform.gpu_lock import device_lock
     from ..wall.measurer import measure_launch
     from .sampled import plan
 

@@ -39,6 +39,7 @@ from ..wall.counter import METRICS
 from ..wall.wire import WireError
 
 SLACK = 0.25  # bank-conflict replays a shared-memory request the GPU's count forgives
+PROFILER = "profiler"  # the GPU lock every Nsight Compute session of this user takes
 MAX_KERNELS = 64  # launches one profiled run may show (a case launches one or a few)
 FIX = (
     "grade on a machine where Nsight Compute (ncu) is installed and the driver lets every "
@@ -126,12 +127,24 @@ def has_counter(spec) -> bool:
 def count_on_gpu(start, spec, load: dict, seed: int, deadline: float, mode: str = "gpu"):
     """The GPU count's CaseResult for the kernel ``load`` names, by a measurer run under
     ncu (``start()``: a started ``Child`` of ``wall/counter.py``); a str (why) where the
-    counters could not be read.  ``mode`` is the measurer's (the tests' is the simulator)."""
-    from .cases import measure_failed
-    from .measurer_calls import judge_measure
+    counters could not be read.  ``mode`` is the measurer's (the tests' is the simulator).
+    The GPU's profiler lock is held throughout (``course.profile`` takes it too)."""
 
     if not has_counter(spec):
         return f"the GPU has no counter for {spec.name}'s {spec.sim_metric}"
+    from ...platform.gpu_lock import LockTimeout, device_lock
+
+    try:  # one profiler at a time on a GPU: a second ncu session reads nothing
+        with device_lock(mode == "gpu", deadline=deadline, purpose=PROFILER):
+            return _count(start, spec, load, seed, deadline, mode)
+    except LockTimeout:
+        return "another profiler kept this GPU busy past the time limit"
+
+
+def _count(start, spec, load: dict, seed: int, deadline: float, mode: str):
+    from .cases import measure_failed
+    from .measurer_calls import judge_measure
+
     m = start()
     try:
         try:

@@ -95,7 +95,7 @@ def judge_measure(
     verdict on the same kernel, for a card that hides the lesson (:func:`count_in_simulator`);
     ``profile``: one launch for a profiler, its outputs judged and nothing timed
     (``gpu_count.py``)."""
-    from ..wall.gpu_lock import LockTimeout, device_lock
+    from ...platform.gpu_lock import LockTimeout, device_lock
     from .sampled import plan
 
     def timed(name: str):

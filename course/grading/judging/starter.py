@@ -92,7 +92,7 @@ def time_starter(spec, measure=None) -> dict:
     import numpy as np
 
     from ...exercises.starters import STARTERS
-    from ..wall.gpu_lock import device_lock
+    from ...platform.gpu_lock import device_lock
     from .sampled import plan
 
     if measure is None:

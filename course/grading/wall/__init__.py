@@ -5,7 +5,7 @@ tree (``isolate``, ``tree``; limits from ``cgroup``) that holds only the Python
 installation, the course package and its own scratch: the ``worker`` runs the student's
 cells and sends back what they defined, the ``gate`` compiles a kernel's unit with
 numba-cuda's compiler, the ``measurer`` rebuilds the gated kernel and launches it on
-guarded buffers (``launch``) under the GPU's measuring lock (``gpu_lock``).  ``child``
+guarded buffers (``launch``) under the GPU's measuring lock (``platform/gpu_lock``).  ``child``
 starts and ends them, ``wire`` carries their requests and replies as bounded data, and
 ``zygote``/``forks`` keep a warm, clean process per job slot that forks a fresh sandbox for
 each submission.

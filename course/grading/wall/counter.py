@@ -23,12 +23,12 @@ capabilities cannot read them: the table then holds ``ncu``'s error, and the jud
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-NCU_VAR = "COURSE_NCU"  # the ncu executable, when the instructor names one
+from ...hardware.ncu import NCU_VAR  # the ncu executable, where an instructor names one
+
 COUNTER = "course.grading.wall.counter"  # this module, as ``child.Child`` starts it
 MAX_TABLE = 256 << 10  # bytes of ncu's table sent back, at most
 METRICS = (
@@ -42,24 +42,11 @@ METRICS = (
 
 
 def find_ncu() -> Path | None:
-    """The ``ncu`` executable inside its own install folder (the one the sandbox binds):
-    ``$COURSE_NCU``, else the toolkit's, else ``/opt/nvidia/nsight-compute``'s newest; None
-    when there is none.  The toolkit's ``bin/ncu`` is a script that looks for its folder,
-    so the folder's own ``ncu`` is preferred."""
-    named = os.environ.get(NCU_VAR)
-    found: list[Path] = [Path(named)] if named else []
-    on_path = shutil.which("ncu")
-    if on_path:
-        root = Path(on_path).resolve().parent.parent
-        found += sorted(root.glob("nsight-compute*/ncu"), reverse=True)
-    found += sorted(Path("/opt/nvidia/nsight-compute").glob("*/ncu"), reverse=True)
-    if on_path:
-        found.append(Path(on_path))
-    for p in found:
-        real = p.resolve()
-        if real.is_file() and os.access(real, os.X_OK):
-            return real
-    return None
+    """The ``ncu`` the counter runs (``course.hardware.ncu.find``), or None."""
+    from ...hardware.ncu import find
+
+    found = find()
+    return Path(found) if found else None
 
 
 def ncu_home() -> Path | None:

@@ -10,7 +10,7 @@ the kernel in a fresh namespace, then answers the judge one request at a time:
   back (``launch.py``) - a correctness case;
 - ``stage``, ``measure``, ``collect``: a tune exercise's measured launch (:class:`Measurement`):
   traced counts in the simulator, CUDA-event times on a GPU (the judge holds the GPU's
-  measuring lock for ``measure`` only, ``gpu_lock.py``), every run on restored buffers and
+  measuring lock for ``measure`` only, ``platform/gpu_lock.py``), every run on restored buffers and
   judged (``exercises/timed.py``): ``stage`` brings the buffers, names the outputs to sample
   and carries the judge's seed (``sample``); ``measure`` replies with the figures;
   ``collect`` sends each run's samples (``sample:NAME``, runs x positions) and the last

@@ -1,10 +1,12 @@
-"""This machine's GPU measuring lock: timed launches of different submissions (and the
-ceilings) never overlap on one GPU.  Correctness launches do not take it.
+"""This machine's GPU locks: timed launches of different submissions (and the ceilings)
+never overlap on one GPU, and neither do two Nsight Compute sessions (``"profiler"``: a
+second one reads no counters; ``course.profile`` and a counted check's GPU count take it).
+Correctness launches take none.
 
 The lock file lies in a folder only this user can enter (mode 0700: ``$XDG_RUNTIME_DIR``
 where the session has one, else ``~/.cache/course/locks``), never in a shared ``/tmp``: no
 other user can take it, and no sandboxed worker or measurer can even see it (their file
-tree holds neither folder, ``isolate.py``).  Every wait has a deadline: a judge that cannot
+tree holds neither folder, ``grading/wall/isolate.py``).  Every wait has a deadline: a judge that cannot
 get the GPU before the submission's time is up raises :class:`LockTimeout` instead of
 waiting for ever.
 """
@@ -47,7 +49,8 @@ def lock_dir() -> Path:
 
 def lock_path(purpose: str = "") -> Path:
     """The lock file of the first GPU this process sees (``CUDA_VISIBLE_DEVICES``);
-    ``purpose``: another lock of that GPU (``"ceilings"``: its run's one measurement)."""
+    ``purpose``: another lock of that GPU (``"ceilings"``: its run's one measurement;
+    ``"profiler"``: its Nsight Compute sessions)."""
     dev = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
     dev = "".join(c for c in dev if c.isalnum() or c in "-_") or "0"  # a UUID or an index
     return lock_dir() / f"gpu-{dev}{'.' + purpose if purpose else ''}.lock"
