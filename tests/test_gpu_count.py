@@ -228,3 +228,14 @@ def test_one_profiler_at_a_time_on_a_gpu(tmp_path, monkeypatch):
         monkeypatch.setattr(ncu, "find", lambda: "/bin/true")
         with pytest.raises(ncu.NcuError, match="another profiler session"):
             ncu.run(tmp_path / "payload", 0.3, 1, "none")
+
+
+def test_a_count_slow_under_the_profiler_holds_the_lock_a_bounded_time(tmp_path, monkeypatch):
+    """The count holds the profiler lock at most PROFILE_S: past it, the exercise fails with
+    a sentence (the kernel's own slowness), and the next submission's count can start."""
+    monkeypatch.setattr(gpu_count, "PROFILE_S", 1.0)
+    slow = _fake(tmp_path, table(CLEAN), said="import time; time.sleep(30)")
+    t = time.monotonic()
+    res = _count_with(tmp_path / "a", str(slow), strict=True)
+    assert not res.passed and "the GPU count ran past its 1 s" in res.message
+    assert time.monotonic() - t < 25

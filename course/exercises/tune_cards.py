@@ -45,7 +45,9 @@ not be slower than the given kernel's (:data:`NOT_SLOWER`), and the same kernel 
 measured in the simulator - a measurer of its own started in simulator mode, its small
 launch traced and judged like a laptop's - whose count (bank-conflict replays, the spread
 and ``issued`` bounds) must meet the simulator target: the thing the lesson changes,
-counted where the card cannot time it.  A card the course never saw is graded that way for
+counted where the card cannot time it; and the GPU's own counters of the measured launch
+must agree (``grading/judging/gpu_count.py``: a kernel can tell the simulator's run from
+the GPU's and fix only the first).  A card the course never saw is graded that way for
 an exercise some known card hides, and by the lowest known speed-up otherwise.
 ``COURSE_TUNE_CARD`` (an instructor's rehearsal) judges as if on the card it names.
 """
@@ -139,7 +141,8 @@ def target_sentence(spec, target: float | None = None) -> str:
     if target is None and counted(spec, "NVIDIA H100"):  # the spec's own words: an H100's
         return (
             f"at least {NOT_SLOWER:g}x the speed of the given kernel (not slower), both timed "
-            "on the same GPU in the same run, and the simulator's count above, which decides "
+            "on the same GPU in the same run, and the simulator's count above and the GPU's own "
+            "bank-conflict counters, which decide "
             "(on an H100 or H200; the check states your card's)"
         )
     if target is None:
@@ -173,7 +176,7 @@ def target_for(spec, device: str | None) -> tuple[float, str]:
         return NOT_SLOWER, (
             f". This GPU ({card if card in cal else device or 'unknown'}): {why}, so the "
             f"time must only not be slower than the given kernel's (>= {NOT_SLOWER:g}x) and "
-            "the simulator's count of the same kernel decides"
+            "the simulator's count of the same kernel and this GPU's own counters decide"
             + ("" if card in cal else " (it has no calibration)")
         )
     if card is None or card not in cal:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import re
+import time
 from dataclasses import dataclass
 
 from ...exercises.outcome import CaseResult
@@ -40,6 +41,7 @@ from ..wall.wire import WireError
 
 SLACK = 0.25  # bank-conflict replays a shared-memory request the GPU's count forgives
 PROFILER = "profiler"  # the GPU lock every Nsight Compute session of this user takes
+PROFILE_S = 120.0  # seconds one GPU count may hold the profiler lock (its start included)
 MAX_KERNELS = 64  # launches one profiled run may show (a case launches one or a few)
 FIX = (
     "grade on a machine where Nsight Compute (ncu) is installed and the driver lets every "
@@ -136,16 +138,21 @@ def count_on_gpu(start, spec, load: dict, seed: int, deadline: float, mode: str 
 
     try:  # one profiler at a time on a GPU: a second ncu session reads nothing
         with device_lock(mode == "gpu", deadline=deadline, purpose=PROFILER):
-            return _count(start, spec, load, seed, deadline, mode)
+            # the lock is held at most PROFILE_S: a kernel slow under the profiler cannot keep
+            # every other submission's count waiting until its own deadline
+            return _count(
+                start, spec, load, seed, min(deadline, time.monotonic() + PROFILE_S), mode
+            )
     except LockTimeout:
         return "another profiler kept this GPU busy past the time limit"
 
 
-def _count(start, spec, load: dict, seed: int, deadline: float, mode: str):
+def _count(start, spec, load: dict, seed: int, until: float, mode: str):
     from .cases import measure_failed
     from .measurer_calls import judge_measure
 
     m = start()
+    m.chan.deadline = until
     try:
         try:
             first, _ = m.chan.recv()
@@ -158,13 +165,15 @@ def _count(start, spec, load: dict, seed: int, deadline: float, mode: str):
             if reply.get("error"):
                 return measure_failed(f"the GPU count could not load the kernel: {reply['error']}")
             res = judge_measure(
-                m, spec, mode=mode, seed=seed, deadline=deadline, ceilings=None, profile=True
+                m, spec, mode=mode, seed=seed, deadline=until, ceilings=None, profile=True
             )
             if not res.passed:
                 return res
             m.chan.send({"op": "bye"})
             last, _ = m.chan.recv()
         except WireError as exc:
+            if exc.timed_out:
+                return measure_failed(f"the GPU count ran past its {PROFILE_S:g} s")
             m.settle()
             return f"the measurer under Nsight Compute ended early ({m.last_words() or exc})"
         if last.get("op") != "counters":
