@@ -85,6 +85,21 @@ def test_on_a_counted_card_the_count_decides(name, device):
     assert not slow.passed and f">= {NOT_SLOWER:g}" in slow.message
 
 
+def test_a_kernel_too_slow_is_never_counted():
+    """The counts are made only when the time passes: a slow kernel (a spinning one, say)
+    starts no counting process and holds no GPU lock for them."""
+    made = []
+
+    def count():
+        made.append(1)
+        return _count(True)
+
+    slow = _verdict("tune_transpose", T4, 0.5, count)
+    assert not slow.passed and not made and f">= {NOT_SLOWER:g}" in slow.message
+    fast = _verdict("tune_transpose", T4, 1.0, count)
+    assert fast.passed and made == [1], fast.message
+
+
 def test_a_timed_card_ignores_no_count_and_needs_its_speedup():
     """On a card that shows the lesson in time, the speed-up decides as before."""
     assert _verdict("tune_reduction", H100, 1.13, None).passed
@@ -158,12 +173,13 @@ def test_the_grader_counts_where_the_card_hides_the_lesson(monkeypatch):
         calls["count"] = (start(), spec.name, load, seed)
         return _count(True)
 
-    def on_gpu(start, spec, load, seed, deadline):
+    def on_gpu(start, spec, load, seed, deadline, sim_figures=None):
         calls["gpu"] = (start(), spec.name, load, seed)
         return calls.get("gpu_says", "ERR_NVGPUCTRPERM")
 
     def measure(m, spec, **kw):
-        calls["measure"] = (m, spec.name, kw["mode"], kw["counted"])
+        counted = kw["counted"]  # made only when the time passes: here, always
+        calls["measure"] = (m, spec.name, kw["mode"], counted() if counted else None)
         return _count(True)
 
     monkeypatch.setattr(measurer_calls, "count_in_simulator", count)
@@ -187,7 +203,9 @@ def test_the_grader_counts_where_the_card_hides_the_lesson(monkeypatch):
             assert calls["gpu"] == ("gpu counter", name, load, 3)
             said = calls["measure"][3]
             assert not said.passed and "could not be read (ERR_NVGPUCTRPERM)" in said.message
-            calls["gpu_says"] = gpu_count.verdict(get(name), gpu_count.Counts(0, 64, 1))
+            sim = {"shared_requests": 256, "sectors": 1024}
+            ok = gpu_count.verdict(get(name), gpu_count.Counts(0, 1 << 20, 1 << 22, 1), sim)
+            calls["gpu_says"] = ok
             jd.measure("gpu measurer", get(name), load)
             assert calls["measure"][3].passed, calls["measure"][3].message
         else:

@@ -31,15 +31,25 @@ HEAD = (
     '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'
     '"Metric Value"'
 )
-CONFLICTED = {  # the given transpose at 1024 x 1024 on an H200 (2026-11-29 probe)
-    counter.METRICS[0]: "1,015,808",
-    counter.METRICS[1]: "0",
-    counter.METRICS[2]: "32,768",
-    counter.METRICS[3]: "32,768",
-    counter.METRICS[4]: "1,048,576",
-    counter.METRICS[5]: "32,768",
+BANK = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{}.sum"
+INST = "smsp__sass_inst_executed_op_shared_{}.sum"
+SECT = "l1tex__t_sectors_pipe_lsu_mem_global_op_{}.sum"
+# the given transpose at 4096 x 4096 on an H200 (2026-11-29), and its fix: 0.0625 shared
+# requests and 0.25 global sectors an element, as in the simulator's 64 x 64 launch
+CONFLICTED = {
+    BANK.format("ld"): "16,547,060",
+    BANK.format("st"): "7,048",
+    BANK.format("atom"): "0",
+    INST.format("ld"): "524,288",
+    INST.format("st"): "524,288",
+    INST.format("atom"): "0",
+    SECT.format("ld"): "2,097,152",
+    SECT.format("st"): "2,097,152",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum": "16,557,968",  # no family: unread
+    "gpu__time_duration.sum": "90,240",
 }
-CLEAN = dict(CONFLICTED, **{counter.METRICS[0]: "0", counter.METRICS[4]: "32,768"})
+CLEAN = dict(CONFLICTED, **{BANK.format("ld"): "15,448", BANK.format("st"): "8,258"})
+SIM = {"shared_requests": 256, "sectors": 1024, "replays": 0}  # the solution, 64 x 64
 
 
 def table(*kernels: dict, name: str = 'transpose_fast[v1,cw51"x"](Array<float, 2>)') -> str:
@@ -54,10 +64,10 @@ def table(*kernels: dict, name: str = 'transpose_fast[v1,cw51"x"](Array<float, 2
     return "==PROF== Connected to process 727\n" + HEAD + "\n" + out.getvalue()
 
 
-def test_parse_sums_every_profiled_launch():
+def test_parse_sums_every_profiled_launch_and_every_kind_of_access():
     c = gpu_count.parse(table(CONFLICTED, CLEAN))
-    assert (c.replays, c.requests, c.kernels) == (1_015_808, 4 * 32_768, 2)
-    assert c.wavefronts == 1_048_576 + 3 * 32_768
+    assert (c.replays, c.requests, c.kernels) == (16_554_108 + 23_706, 4 * 524_288, 2)
+    assert c.sectors == 4 * 2_097_152
 
 
 @pytest.mark.parametrize(
@@ -66,10 +76,10 @@ def test_parse_sums_every_profiled_launch():
         ("", "wrote no counters"),
         ("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission", "ERR_NVGPUCTRPERM"),
         (HEAD + "\n", "no launch was profiled"),
-        (table(dict(CLEAN, **{counter.METRICS[0]: "-5"})), "not a count"),
-        (table(dict(CLEAN, **{counter.METRICS[0]: "n/a"})), "not a count"),
-        (table(dict(CLEAN, **{counter.METRICS[0]: "1e9"})), "not a count"),
-        (table({k: v for k, v in CLEAN.items() if k != counter.METRICS[1]}), "has no"),
+        (table(dict(CLEAN, **{BANK.format("ld"): "-5"})), "not a count"),
+        (table(dict(CLEAN, **{BANK.format("ld"): "n/a"})), "not a count"),
+        (table(dict(CLEAN, **{BANK.format("ld"): "1e9"})), "not a count"),
+        (table({k: v for k, v in CLEAN.items() if "global" not in k}), "no sectors counter"),
         (table(*[CLEAN] * (gpu_count.MAX_KERNELS + 1)), "launches were profiled"),
     ],
 )
@@ -78,16 +88,62 @@ def test_a_table_that_is_not_counts_is_unreadable_never_a_pass(text, why):
         gpu_count.parse(text)
 
 
+def _counts(replays=0, requests=1_048_576, sectors=4_194_304):
+    return gpu_count.Counts(replays, requests, sectors, 1)
+
+
 def test_the_verdict_forgives_only_the_slack():
     spec = get("tune_transpose")
-    assert gpu_count.verdict(spec, gpu_count.Counts(0, 65536, 1)).passed
-    at = int(gpu_count.SLACK * 65536)
-    assert gpu_count.verdict(spec, gpu_count.Counts(at, 65536, 1)).passed
-    over = gpu_count.verdict(spec, gpu_count.Counts(at + 1, 65536, 1))
+    assert gpu_count.verdict(spec, _counts(0), SIM).passed
+    at = int(gpu_count.SLACK * 1_048_576)
+    assert gpu_count.verdict(spec, _counts(at), SIM).passed
+    over = gpu_count.verdict(spec, _counts(at + 1), SIM)
     assert not over.passed and "at most" in over.message
-    given = gpu_count.verdict(spec, gpu_count.parse(table(CONFLICTED)))
-    assert not given.passed and "1,015,808 bank-conflict replays" in given.message
-    assert gpu_count.verdict(spec, gpu_count.Counts(0, 0, 1)).passed  # no shared memory
+    given = gpu_count.verdict(spec, gpu_count.parse(table(CONFLICTED)), SIM)
+    assert not given.passed and "16,554,108 bank-conflict replays" in given.message
+    fixed = gpu_count.verdict(spec, gpu_count.parse(table(CLEAN)), SIM)
+    assert fixed.passed, fixed.message
+
+
+ATTACKS = {  # the GPU path of a kernel whose simulator path is the fix (red team, H200)
+    # the given tile, its conflicted reads as cuda.atomic.exch: ATOMS, not LDS
+    "conflicts in atomics": {
+        **CLEAN,
+        BANK.format("atom"): "16,526,970",
+        INST.format("ld"): "0",
+        INST.format("atom"): "524,288",
+    },
+    # no shared memory at all, reads strided (faster than the fix on an H200: 75 us)
+    "no shared memory": {
+        **CLEAN,
+        **{INST.format(op): "0" for op in ("ld", "st")},
+        SECT.format("ld"): "16,777,216",
+    },
+    # the given tile diluted: 62x more conflict-free shared loads than the fix makes
+    "diluted conflicts": {**CONFLICTED, INST.format("ld"): str(62 * 524_288)},
+    # the fix's shared traffic as dummies beside the strided transpose
+    "dummy tile, strided reads": {**CLEAN, SECT.format("ld"): "16,777,216"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_a_gpu_path_other_than_the_counted_kernel_fails(name):
+    res = gpu_count.verdict(get("tune_transpose"), gpu_count.parse(table(ATTACKS[name])), SIM)
+    assert not res.passed, (name, res.message)
+
+
+def test_the_runs_must_agree_per_element_within_the_bound():
+    spec = get("tune_transpose")
+    bound = gpu_count.AGREE["requests"][1]
+    assert gpu_count.verdict(spec, _counts(requests=int(1_048_576 * bound)), SIM).passed
+    more = gpu_count.verdict(spec, _counts(requests=int(1_048_576 * bound * 1.01)), SIM)
+    assert not more.passed and "shared-memory requests per element" in more.message
+    fewer = gpu_count.verdict(spec, _counts(sectors=int(4_194_304 / 1.6)), SIM)
+    assert not fewer.passed and "global-memory sectors per element" in fewer.message
+    blind = gpu_count.verdict(spec, _counts(), {"replays": 0})  # no figure to compare
+    assert not blind.passed and "gave no" in blind.message
+    both_none = gpu_count.verdict(spec, _counts(requests=0), dict(SIM, shared_requests=0))
+    assert both_none.passed  # no shared memory in either run (warp shuffles): agreed
 
 
 def test_every_counted_card_has_a_gpu_counter():
@@ -107,11 +163,11 @@ def _sim(passed: bool) -> CaseResult:
 
 
 def test_both_counts_decide_and_an_unread_gpu_count_is_said():
-    gpu_ok = gpu_count.verdict(get("tune_transpose"), gpu_count.Counts(0, 100, 1))
-    gpu_bad = gpu_count.verdict(get("tune_transpose"), gpu_count.Counts(900, 100, 1))
+    gpu_ok = gpu_count.verdict(get("tune_transpose"), _counts(0), SIM)
+    gpu_bad = gpu_count.verdict(get("tune_transpose"), _counts(900_000), SIM)
     assert gpu_count.confirmed(_sim(True), gpu_ok, strict=True).passed
     res = gpu_count.confirmed(_sim(True), gpu_bad, strict=False)  # the attack: sim says 0
-    assert not res.passed and "this GPU's own count: 900" in res.message
+    assert not res.passed and "this GPU's own count: 900,000" in res.message
     assert not gpu_count.confirmed(_sim(False), gpu_ok, strict=True).passed
     graded = gpu_count.confirmed(_sim(True), "ERR_NVGPUCTRPERM", strict=True)
     assert not graded.passed and "NVreg_RestrictProfilingToAdminUsers=0" in graded.message
@@ -162,8 +218,8 @@ def _count_with(tmp_path: Path, ncu: str, student: bool = False, strict: bool = 
     gpu = lambda: child(counter.COUNTER, "g", dict(SIM_ENV, **{counter.NCU_VAR: ncu}))  # noqa: E731
     orig = gpu_count.count_on_gpu
 
-    def in_sim(start, spec, load, seed, deadline):  # the measurer here is the simulator's
-        return orig(start, spec, load, seed, deadline, mode="sim")
+    def in_sim(start, spec, load, seed, deadline, **kw):  # the measurer: the simulator's
+        return orig(start, spec, load, seed, deadline, mode="sim", **kw)
 
     gpu_count.count_on_gpu, saved = in_sim, orig
     try:
@@ -176,9 +232,11 @@ def test_the_counter_process_runs_the_measurer_under_ncu_and_reads_its_table(tmp
     """The real counter and measurer processes and pipes: the solution's launch is judged,
     then the table decides - 0 replays pass, the attack's replays fail."""
     clean = _count_with(tmp_path / "a", str(_fake(tmp_path, table(CLEAN))), strict=True)
-    assert clean.passed and "this GPU's own count: 0 bank-conflict replays" in clean.message
+    assert clean.passed and "this GPU's own count: 23,706 bank-conflict replays" in clean.message
     attacked = _count_with(tmp_path / "b", str(_fake(tmp_path, table(CONFLICTED))))
-    assert not attacked.passed and "1,015,808 bank-conflict replays" in attacked.message
+    assert not attacked.passed and "16,554,108 bank-conflict replays" in attacked.message
+    other = _count_with(tmp_path / "c", str(_fake(tmp_path, table(ATTACKS["no shared memory"]))))
+    assert not other.passed and "did not run what the simulator counted" in other.message
 
 
 def test_counters_that_cannot_be_read_are_said_and_the_grader_does_not_pass(tmp_path):

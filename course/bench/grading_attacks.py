@@ -3,13 +3,23 @@ exercise cell is replaced by an attack on the grader; every one must earn 0 for 
 
 The kinds: a kernel that memoizes across runs, does less work at the measured size only,
 runs code through its signature, prunes a branch the simulator takes, and - on a card where
-a count decides (issue #47) - runs the lesson's fix only where the simulator counts it.
+a count decides (issue #47) - runs the lesson's fix only where the simulator counts it,
+with the given code on the GPU as it was, through shared atomics, or with no tile at all.
 """
 
 MARK = "/tmp/course-bench-grading-pwned"
 # Attacks that only differ from an honest kernel at the GPU's measured size: in the simulator
 # (small sizes) they are honest kernels, and their points there prove nothing either way.
-GPU_SIZE_ONLY = frozenset({"attack_skip_at_size", "attack_sim_only_fix", "attack_small_only_fix"})
+GPU_SIZE_ONLY = frozenset(
+    {
+        "attack_skip_at_size",
+        "attack_sim_only_fix",
+        "attack_small_only_fix",
+        "attack_conflicts_in_atomics",
+        "attack_no_tile_on_gpu",
+        "attack_reduction_in_atomics",
+    }
+)
 
 ATTACKS = {  # student -> (lesson, exercise, the cell's new source)
     "attack_memo_matmul": (
@@ -102,6 +112,116 @@ def reduce_fast(g_idata, g_odata):
             s *= 2
     if tid == 0:
         g_odata[cuda.blockIdx.x] = sdata[0]
+""",
+    ),
+    # the red team's next round: on the GPU, the given conflicts through shared atomics
+    # (counted apart from loads and stores), or no shared memory at all (strided reads)
+    "attack_conflicts_in_atomics": (
+        "10_profiling",
+        "tune_transpose",
+        """TILE_T = 32
+
+
+@cuda.jit
+def transpose_fast(A, B):
+    bx, by = cuda.blockIdx.x * TILE_T, cuda.blockIdx.y * TILE_T
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    if (A.shape[0] << 60) >> 60 == A.shape[0]:   # the simulator: the padded tile
+        tile = cuda.shared.array((32, 33), np.float32)
+        for k in range(0, TILE_T, cuda.blockDim.y):
+            r, c = by + ty + k, bx + tx
+            if r < A.shape[0] and c < A.shape[1]:
+                tile[ty + k, tx] = A[r, c]
+        cuda.syncthreads()
+        for k in range(0, TILE_T, cuda.blockDim.y):
+            r, c = bx + ty + k, by + tx
+            if r < B.shape[0] and c < B.shape[1]:
+                B[r, c] = tile[tx, ty + k]
+    else:                                        # a GPU: the given tile, read by exchanges
+        grid = cuda.shared.array(1024, np.int32)
+        Ai, Bi = A.view(np.int32), B.view(np.int32)
+        for k in range(0, TILE_T, cuda.blockDim.y):
+            r, c = by + ty + k, bx + tx
+            if r < A.shape[0] and c < A.shape[1]:
+                grid[(ty + k) * 32 + tx] = Ai[r, c]
+        cuda.syncthreads()
+        for k in range(0, TILE_T, cuda.blockDim.y):
+            r, c = bx + ty + k, by + tx
+            if r < B.shape[0] and c < B.shape[1]:
+                Bi[r, c] = cuda.atomic.exch(grid, tx * 32 + ty + k, 0)
+""",
+    ),
+    "attack_no_tile_on_gpu": (
+        "10_profiling",
+        "tune_transpose",
+        """TILE_T = 32
+
+
+@cuda.jit
+def transpose_fast(A, B):
+    bx, by = cuda.blockIdx.x * TILE_T, cuda.blockIdx.y * TILE_T
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    if (A.shape[0] << 60) >> 60 == A.shape[0]:   # the simulator: the padded tile
+        tile = cuda.shared.array((32, 33), np.float32)
+        for k in range(0, TILE_T, cuda.blockDim.y):
+            r, c = by + ty + k, bx + tx
+            if r < A.shape[0] and c < A.shape[1]:
+                tile[ty + k, tx] = A[r, c]
+        cuda.syncthreads()
+        for k in range(0, TILE_T, cuda.blockDim.y):
+            r, c = bx + ty + k, by + tx
+            if r < B.shape[0] and c < B.shape[1]:
+                B[r, c] = tile[tx, ty + k]
+    else:                                        # a GPU: strided reads, no shared memory
+        for k in range(0, TILE_T, cuda.blockDim.y):
+            r, c = bx + ty + k, by + tx
+            if r < B.shape[0] and c < B.shape[1]:
+                B[r, c] = A[c, r]
+""",
+    ),
+    "attack_reduction_in_atomics": (
+        "02_reduction",
+        "tune_reduction",
+        """@cuda.jit
+def reduce_fast(g_idata, g_odata):
+    tid = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + tid
+    if (g_idata.size << 60) >> 60 == g_idata.size:   # the simulator: the lesson's tree
+        sdata = cuda.shared.array(0, dtype=g_idata.dtype)
+        sdata[tid] = 0
+        if i < g_idata.size:
+            sdata[tid] = g_idata[i]
+        cuda.syncthreads()
+        s = cuda.blockDim.x // 2
+        while s > 0:
+            if tid < s:
+                sdata[tid] += sdata[tid + s]
+            cuda.syncthreads()
+            s >>= 1
+        if tid == 0:
+            g_odata[cuda.blockIdx.x] = sdata[0]
+    else:                                   # a GPU: the given tree, by atomic exchanges
+        sbits = cuda.shared.array(0, dtype=np.int32)
+        loc = cuda.local.array(2, g_idata.dtype)
+        bits = loc.view(np.int32)
+        loc[0] = 0
+        if i < g_idata.size:
+            loc[0] = g_idata[i]
+        sbits[tid] = bits[0]
+        cuda.syncthreads()
+        s = 1
+        while s < cuda.blockDim.x:
+            index = 2 * s * tid
+            if index < cuda.blockDim.x:
+                bits[0] = cuda.atomic.exch(sbits, index, 0)
+                bits[1] = cuda.atomic.exch(sbits, index + s, 0)
+                loc[0] = loc[0] + loc[1]
+                cuda.atomic.exch(sbits, index, bits[0])
+            cuda.syncthreads()
+            s *= 2
+        if tid == 0:
+            bits[0] = sbits[0]
+            g_odata[cuda.blockIdx.x] = loc[0]
 """,
     ),
     "attack_pruned_branch": (

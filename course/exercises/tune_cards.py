@@ -128,7 +128,13 @@ def counted(spec, device: str | None) -> bool:
 
 def with_count(spec, ok: bool, text: str, counted_res) -> tuple[bool, str]:
     """(passed, sentence) of a counted card's verdict: the time's (``ok``, ``text``) and the
-    simulator's count (``counted_res``, a CaseResult; None: it did not run - a fail)."""
+    counts (``counted_res``, a CaseResult; None: they did not run - a fail; a callable that
+    makes it, called only when the time passed: a kernel too slow is not counted, and its
+    counts hold no GPU lock)."""
+    if callable(counted_res):
+        if not ok:
+            return False, text
+        counted_res = counted_res()
     if counted_res is None:
         return False, (
             f"{text}; but on this GPU the simulator's count decides {spec.name}'s target, "

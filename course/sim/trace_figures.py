@@ -24,6 +24,9 @@ reaching an element through an atomic instead of a load, changes no count.
   accesses lowers the ratio only by adding to the busiest thread's accesses.
 - ``issued``: the bytecode instructions the launch's kernel code ran, every thread together
   (:mod:`course.sim.trace_ops`): arithmetic the memory counts cannot see.
+- ``shared_requests``, ``sectors``: warp requests to shared memory, and the global 32-byte
+  sectors of ``moved``: what a GPU's own counters count too (``grading/judging/gpu_count.py``
+  compares them, per element, with the GPU's run of the same kernel).
 - :func:`problem`: the first race, uninitialized shared read or partial syncthreads in the
   traces.  A figure from such a launch means nothing: the simulator runs one thread at a
   time, which can make a racy kernel right by luck.
@@ -40,8 +43,8 @@ FAILS = ("race", "uninitialized", "syncthreads")  # problems that void a figure
 
 def counts(traces) -> dict:
     """{"moved", "read", "replays", "atomics", "busiest", "threads", "requests", "packed",
-    "issued"} of ``traces`` (course.sim.trace)."""
-    moved = read = replays = atomics = busiest = threads = issued = 0
+    "issued", "shared_requests", "sectors"} of ``traces`` (course.sim.trace)."""
+    moved = read = replays = atomics = busiest = threads = issued = shared = 0
     for tr in traces:
         issued += sum(getattr(tr, "ops", ()))
         busiest = max([busiest] + [len(st["log"]) for st in tr.threads.values()])
@@ -57,8 +60,10 @@ def counts(traces) -> dict:
                     read += len(set(offs)) * a.itemsize
                 if kind == ATOMIC:
                     atomics += len(offs)
-            elif kind == ATOMIC:
-                replays += atomic_replays(offs, a.itemsize)
+            else:
+                shared += 1
+                if kind == ATOMIC:
+                    replays += atomic_replays(offs, a.itemsize)
         replays += sum(c["replays"] for c in bank_counts(tr).values())
     requests, packed = warp_requests(traces)
     return {
@@ -71,6 +76,8 @@ def counts(traces) -> dict:
         "requests": requests,
         "packed": packed,
         "issued": issued,
+        "shared_requests": shared,
+        "sectors": moved // SECTOR,
     }
 
 

@@ -10,10 +10,9 @@
 # dask: the Dask pair on 2 GPUs, then checktimes on this card (a call runs 10 minutes at most).
 # quick: #45's two headline runs only (25 lesson-01 notebooks, the rehearsal), under 5 min.
 # probe: the rehearsal and the 200-class at --jobs 16, under 9 min.
-# counted: #47's counted tune targets read from the GPU's own counters: the ncu probe, then
-#          checktimes of the two counted exercises here and as if on a T4 and an L4
-#          (COURSE_TUNE_CARD), lessons 10 and 02 graded as if on a T4 / L4 with the attackers
-#          that fix only where the simulator counts, ~7 min.
+# counted: #47's counted tune targets with the GPU's own counters: both counts of the
+#          solutions, given kernels and attackers (counted_debug.py), checktimes as if on an
+#          L4, lessons 10 and 02 graded as if on a T4 / L4 with their attackers, ~4 min.
 # gpt2: lesson 11's bench (#49), with the forward replayed as one CUDA graph, ~3 min.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -56,23 +55,18 @@ case "${1:-}" in
     ;;
   counted)
     R=/tmp/counted; mkdir -p "$R"
-    echo "=== ncu probe ($(date +%T))"
-    timeout 120 python instructor/gpu/counters_probe.py "$R" 2>&1 | tail -n 5
-    echo "=== the GPU's own count of solution, given kernel and attacker ($(date +%T))"
-    timeout 150 python instructor/gpu/counted_debug.py "$R" 2>&1 | grep -v Warn | cut -c1-260
-    for card in "" "Tesla T4" "NVIDIA L4"; do
-      tag=${card:+-as-$(echo "$card" | tr 'A-Z ' 'a-z-')}
-      echo "=== checktimes ${card:+as if on $card }($(date +%T))"
-      COURSE_TUNE_CARD="$card" CUDA_VISIBLE_DEVICES=0 timeout 150 python -m course checktimes \
-        --only tune_transpose tune_reduction --out "$R/check-times-$DEV$tag-$DAY.md" \
-        2>&1 | tail -n 8
-    done
+    echo "=== both counts of solution, given kernel and every attacker ($(date +%T))"
+    timeout 200 python instructor/gpu/counted_debug.py "$R" 2>&1 | grep -v Warn | cut -c1-330
+    echo "=== checktimes as if on an L4 ($(date +%T))"
+    COURSE_TUNE_CARD="NVIDIA L4" CUDA_VISIBLE_DEVICES=0 timeout 150 python -m course checktimes \
+      --only tune_transpose tune_reduction --out "$R/check-times-$DEV-as-nvidia-l4-$DAY.md" \
+      2>&1 | grep "^| .tune_"
     for pair in "Tesla T4:10_profiling:as-t4" "NVIDIA L4:02_reduction:as-l4"; do
       IFS=: read -r card lesson label <<< "$pair"
-      echo "=== $lesson graded as if on $card, its attacker included ($(date +%T))"
+      echo "=== $lesson graded as if on $card, its attackers included ($(date +%T))"
       COURSE_TUNE_CARD="$card" CUDA_VISIBLE_DEVICES=0 timeout 150 python -m course bench \
         grading --students 6 --lessons "$lesson" --jobs 6 --label "$label" --out "$R" \
-        2>&1 | tail -n 12
+        2>&1 | grep -e "\] " -e "graded "
     done
     cp "$R"/*.md "$OUT/" 2>/dev/null
     tar czf "$OUT/counted-all.tar.gz" -C "$R" .

@@ -12,8 +12,15 @@ verdict about the GPU must be read from the GPU.  So the judge also has the GPU 
 - a measurer of its own runs under Nsight Compute in the sandbox (``wall/counter.py``),
   stages the *measured* case (the size the GPU times), runs it once to compile and once
   between cuProfilerStart/Stop, and its outputs are judged as every run's are;
-- ``ncu`` reads the hardware's counters of that launch: bank-conflict replays of shared
-  loads and stores, and the shared-memory instructions they belong to (:func:`parse`);
+- ``ncu`` reads the hardware's counters of that launch (:func:`parse`): bank-conflict
+  replays of every shared-memory access (loads, stores and atomics: a red team hid the
+  given kernel's conflicts in ``cuda.atomic.exch`` when only loads and stores were read),
+  the shared-memory instructions, and the global sectors;
+- the GPU must have run the kernel the simulator counted (:func:`disagreement`): its
+  shared-memory requests and global sectors per element within :data:`AGREE` of the
+  simulator's.  A kernel can tell the two runs apart in any number of ways; whatever it
+  does on the GPU instead (no shared memory and strided reads, or conflict-free dummy
+  accesses that dilute the conflicts) changes what the GPU's counters see;
 - the launch passes with at most :data:`SLACK` replays a shared-memory request.  The
   simulator's target is none, but the hardware's counter also counts a few collisions
   between warps: on an H200 (2026-11-29) the course's solutions read 0.022 (transpose,
@@ -36,10 +43,18 @@ from dataclasses import dataclass
 
 from ...exercises.outcome import CaseResult
 from ..wall.child import Tampered
-from ..wall.counter import METRICS
+from ..wall.counter import FAMILIES
 from ..wall.wire import WireError
 
 SLACK = 0.25  # bank-conflict replays a shared-memory request the GPU's count forgives
+# GPU count -> (the simulator's figure, how far apart per element they may be, what it is).
+# Honest kernels: the transpose's tiles give 0.0625 shared requests and 0.25 sectors an
+# element in both runs; the reduction's tree, 256 threads a block on the GPU and 64 in the
+# simulator, 0.176 and 0.359 shared requests (2.04x) and 0.129 and 0.141 sectors.
+AGREE = {
+    "requests": ("shared_requests", 3.0, "shared-memory requests"),
+    "sectors": ("sectors", 1.5, "global-memory sectors"),
+}
 PROFILER = "profiler"  # the GPU lock every Nsight Compute session of this user takes
 PROFILE_S = 120.0  # seconds one GPU count may hold the profiler lock (its start included)
 MAX_KERNELS = 64  # launches one profiled run may show (a case launches one or a few)
@@ -58,10 +73,10 @@ class Unreadable(Exception):
 class Counts:
     """What Nsight Compute read of one profiled run, all its launches together."""
 
-    replays: int  # extra shared-memory wavefronts from bank conflicts (loads and stores)
-    requests: int  # shared-memory load and store instructions (warp requests)
+    replays: int  # extra shared-memory wavefronts from bank conflicts (every access)
+    requests: int  # shared-memory instructions (warp requests: loads, stores, atomics)
+    sectors: int  # global-memory 32-byte sectors (loads, stores, atomics)
     kernels: int  # launches profiled
-    wavefronts: int = 0  # shared-memory wavefronts (loads and stores)
 
 
 def said_error(said: str) -> str:
@@ -74,41 +89,58 @@ def said_error(said: str) -> str:
 
 def parse(table: str, said: str = "") -> Counts:
     """The :class:`Counts` of ncu's CSV ``table`` (``--csv --print-units base``): every
-    profiled launch must carry every metric of ``counter.METRICS`` as a whole number;
+    profiled launch must carry metrics of every ``counter.FAMILIES``, each a whole number;
     anything else is :class:`Unreadable` (with ncu's own error where it gave one)."""
     lines = table.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
         why = said_error(said) or said_error(table)
         raise Unreadable(why or "Nsight Compute wrote no counters")
-    values: dict = {}
+    sums: dict = {}  # (launch, family) -> total
     for row in csv.DictReader(lines[start:]):
-        name = row.get("Metric Name")
-        if name not in METRICS:
+        name = str(row.get("Metric Name") or "")
+        family = next((f for f, p in FAMILIES.items() if re.fullmatch(p, name)), None)
+        if family is None:
             continue
         v = str(row.get("Metric Value") or "").replace(",", "")
         if not _VALUE.match(v):
             raise Unreadable(f"a counter that is not a count: {v[:20]!r}")
-        values[(str(row.get("ID")), name)] = int(float(v))
-    ids = {i for i, _ in values}
+        key = (str(row.get("ID")), family)
+        sums[key] = sums.get(key, 0) + int(float(v))
+    ids = {i for i, _ in sums}
     if not ids:
         raise Unreadable(said_error(said) or "no launch was profiled")
     if len(ids) > MAX_KERNELS:
         raise Unreadable(f"{len(ids)} launches were profiled, at most {MAX_KERNELS} expected")
-    missing = [(i, m) for i in ids for m in METRICS if (i, m) not in values]
+    missing = [(i, f) for i in ids for f in FAMILIES if (i, f) not in sums]
     if missing:
-        raise Unreadable(f"launch {missing[0][0]} has no {missing[0][1]}")
-    return Counts(
-        replays=sum(v for (_, m), v in values.items() if "bank_conflicts" in m),
-        requests=sum(v for (_, m), v in values.items() if "inst_executed" in m),
-        kernels=len(ids),
-        wavefronts=sum(v for (_, m), v in values.items() if "wavefronts" in m),
-    )
+        raise Unreadable(f"launch {missing[0][0]} has no {missing[0][1]} counter")
+    total = {f: sum(v for (_, g), v in sums.items() if g == f) for f in FAMILIES}
+    return Counts(**total, kernels=len(ids))
 
 
-def verdict(spec, counts: Counts) -> CaseResult:
+def disagreement(spec, counts: Counts, sim_figures) -> str | None:
+    """Why the GPU's launch is not the kernel the simulator counted (:data:`AGREE`, per
+    element of each run's case), or None."""
+    n_gpu, n_sim = spec.work(spec.gpu_case)[0], spec.work(spec.sim_case)[0]
+    for key, (sim_key, bound, what) in AGREE.items():
+        s = (sim_figures or {}).get(sim_key)
+        if not isinstance(s, int | float) or isinstance(s, bool) or s < 0:
+            return f"the simulator's count gave no {what} to compare with this GPU's"
+        g, s = getattr(counts, key) / n_gpu, s / n_sim
+        if (g or s) and (not g or not s or max(g / s, s / g) > bound):
+            return (
+                f"{what} per element: {g:.3g} on this GPU, {s:.3g} in the simulator - they "
+                f"must agree within {bound:g}x: the GPU did not run what the simulator counted"
+            )
+    return None
+
+
+def verdict(spec, counts: Counts, sim_figures=None) -> CaseResult:
     """The GPU count's verdict on ``spec``'s measured launch (``spec.sim_metric`` is
-    ``replays`` with target 0: at most :data:`SLACK` replays a request)."""
+    ``replays`` with target 0): the same kernel as the simulator's (:func:`disagreement`,
+    against ``sim_figures``, the simulator count's figures) with at most :data:`SLACK`
+    replays a request."""
     res = CaseResult("timed launch (GPU count)", "", timed=True)
     per = counts.replays / counts.requests if counts.requests else 0.0
     res.message = (
@@ -116,7 +148,10 @@ def verdict(spec, counts: Counts) -> CaseResult:
         f"requests ({per:.3g} a request, at most {SLACK:g}), read by Nsight Compute from "
         "the measured case's launch"
     )
-    if per > SLACK:
+    other = disagreement(spec, counts, sim_figures)
+    if other:
+        res.fail(f"{res.message}; {other}")
+    elif per > SLACK:
         res.fail(res.message)
     return res
 
@@ -126,12 +161,14 @@ def has_counter(spec) -> bool:
     return getattr(spec, "sim_metric", None) == "replays" and spec.sim_target == 0
 
 
-def count_on_gpu(start, spec, load: dict, seed: int, deadline: float, mode: str = "gpu"):
+def count_on_gpu(
+    start, spec, load: dict, seed: int, deadline: float, mode: str = "gpu", sim_figures=None
+):
     """The GPU count's CaseResult for the kernel ``load`` names, by a measurer run under
     ncu (``start()``: a started ``Child`` of ``wall/counter.py``); a str (why) where the
     counters could not be read.  ``mode`` is the measurer's (the tests' is the simulator).
-    The GPU's profiler lock is held throughout (``course.profile`` takes it too)."""
-
+    The GPU's profiler lock is held throughout (``course.profile`` takes it too);
+    ``sim_figures``: the simulator count's, which the GPU's run must agree with."""
     if not has_counter(spec):
         return f"the GPU has no counter for {spec.name}'s {spec.sim_metric}"
     from ...platform.gpu_lock import LockTimeout, device_lock
@@ -140,14 +177,13 @@ def count_on_gpu(start, spec, load: dict, seed: int, deadline: float, mode: str 
         with device_lock(mode == "gpu", deadline=deadline, purpose=PROFILER):
             # the lock is held at most PROFILE_S: a kernel slow under the profiler cannot keep
             # every other submission's count waiting until its own deadline
-            return _count(
-                start, spec, load, seed, min(deadline, time.monotonic() + PROFILE_S), mode
-            )
+            until = min(deadline, time.monotonic() + PROFILE_S)
+            return _count(start, spec, load, seed, until, mode, sim_figures)
     except LockTimeout:
         return "another profiler kept this GPU busy past the time limit"
 
 
-def _count(start, spec, load: dict, seed: int, until: float, mode: str):
+def _count(start, spec, load: dict, seed: int, until: float, mode: str, sim_figures):
     from .cases import measure_failed
     from .measurer_calls import judge_measure
 
@@ -184,7 +220,7 @@ def _count(start, spec, load: dict, seed: int, until: float, mode: str):
             counts = parse(str(last.get("table") or ""), str(last.get("said") or ""))
         except Unreadable as exc:
             return str(exc)
-        return verdict(spec, counts)
+        return verdict(spec, counts, sim_figures)
     finally:
         m.stop()
 
@@ -199,7 +235,7 @@ def counted_verdict(start_sim, start_gpu, spec, load, seed, deadline, strict) ->
     if not sim.passed or start_gpu is None:
         return sim
     try:
-        gpu = count_on_gpu(start_gpu, spec, load, seed, deadline)
+        gpu = count_on_gpu(start_gpu, spec, load, seed, deadline, sim_figures=sim.figures)
     except (Tampered, WireError, OSError) as exc:
         if strict:
             raise

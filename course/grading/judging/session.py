@@ -28,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -119,10 +120,10 @@ class Judge:
         """A tune exercise's measured launch by measurer ``m``, judged with this
         submission's seed, deadline and ceilings (``measurer_calls.judge_measure``); on a
         GPU that hides what it changes, counted too (``load``: the kernel; ``gpu_count.py``)."""
-        counted = None
+        counted = None  # the counts, made only if the time passes (``tune_cards.with_count``)
         if self.mode == "gpu" and counted_here(spec) and self.start_counter and load:
-            starts = (self.start_counter, self.start_gpu_counter)
-            counted = counted_verdict(*starts, spec, load, self.seed, self.deadline, strict=True)
+            starts = (self.start_counter, self.start_gpu_counter, spec, load, self.seed)
+            counted = partial(counted_verdict, *starts, self.deadline, strict=True)
         return judge_measure(
             m,
             spec,

@@ -31,14 +31,14 @@ from ...hardware.ncu import NCU_VAR  # the ncu executable, where an instructor n
 
 COUNTER = "course.grading.wall.counter"  # this module, as ``child.Child`` starts it
 MAX_TABLE = 256 << 10  # bytes of ncu's table sent back, at most
-METRICS = (
-    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
-    "smsp__sass_inst_executed_op_shared_ld.sum",
-    "smsp__sass_inst_executed_op_shared_st.sum",
-    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
-    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
-)
+# Nsight Compute's counters of the profiled launch, every kind of access (loads, stores,
+# atomics: a conflict is one whichever instruction makes it), as ncu's regular expressions
+FAMILIES = {
+    "replays": r"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_[a-z]+\.sum",
+    "requests": r"smsp__sass_inst_executed_op_shared_[a-z]+\.sum",
+    "sectors": r"l1tex__t_sectors_pipe_lsu_mem_global_op_[a-z]+\.sum",
+}
+METRICS = tuple(f"regex:^{pattern}$" for pattern in FAMILIES.values())
 
 
 def find_ncu() -> Path | None:
@@ -62,7 +62,7 @@ def ncu_env() -> dict:
 
 def command(ncu: str, log: Path) -> list[str]:
     """``ncu``'s command line up to the target's: only launches between cuProfilerStart and
-    cuProfilerStop, the :data:`METRICS`, a CSV table into ``log``, the clocks left alone
+    cuProfilerStop, the :data:`METRICS` (:data:`FAMILIES`), a CSV table into ``log``, the clocks left alone
     (locking them needs rights the sandbox does not have; counts do not depend on them)."""
     return [
         ncu,

@@ -196,8 +196,8 @@ def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
             if p and os.path.isabs(p):
                 add(p, optional=True)
     ncu = ncu_home()  # Nsight Compute's folder: the GPU's own count (``counter.py``)
-    if ncu is not None:
-        add(ncu, optional=True)
+    if ncu is not None and not any(_inside(ncu.resolve(), a) for a in avoid):
+        add(ncu, optional=True)  # never one inside home or the checkout ($COURSE_NCU)
     for name in ETC:
         add(Path("/etc") / name)
     for name in DEVICES:
