@@ -57,16 +57,19 @@ case "${1:-}" in
     R=/tmp/counted; mkdir -p "$R"
     echo "=== both counts of solution, given kernel and every attacker ($(date +%T))"
     timeout 200 python instructor/gpu/counted_debug.py "$R" 2>&1 | grep -v Warn | cut -c1-330
+    cp "$R"/counted-debug.json "$OUT/" 2>/dev/null  # each step's result as soon as it is made
     echo "=== checktimes as if on an L4 ($(date +%T))"
     COURSE_TUNE_CARD="NVIDIA L4" CUDA_VISIBLE_DEVICES=0 timeout 150 python -m course checktimes \
       --only tune_transpose tune_reduction --out "$R/check-times-$DEV-as-nvidia-l4-$DAY.md" \
       2>&1 | grep "^| .tune_"
+    cp "$R"/*.md "$OUT/" 2>/dev/null
     for pair in "Tesla T4:10_profiling:as-t4" "NVIDIA L4:02_reduction:as-l4"; do
       IFS=: read -r card lesson label <<< "$pair"
       echo "=== $lesson graded as if on $card, its attackers included ($(date +%T))"
       COURSE_TUNE_CARD="$card" CUDA_VISIBLE_DEVICES=0 timeout 150 python -m course bench \
         grading --students 6 --lessons "$lesson" --jobs 6 --label "$label" --out "$R" \
         2>&1 | grep -e "\] " -e "graded "
+      cp "$R"/*.md "$OUT/" 2>/dev/null
     done
     cp "$R"/*.md "$OUT/" 2>/dev/null
     tar czf "$OUT/counted-all.tar.gz" -C "$R" .
