@@ -297,3 +297,27 @@ def test_a_count_slow_under_the_profiler_holds_the_lock_a_bounded_time(tmp_path,
     res = _count_with(tmp_path / "a", str(slow), strict=True)
     assert not res.passed and "the GPU count ran past its 1 s" in res.message
     assert time.monotonic() - t < 25
+
+
+def test_the_recorded_h200_counts_pass_the_solutions_and_fail_the_rest():
+    """Nsight Compute's counts of every kernel on an H200 (``round.sh counted``, 2026-11-29):
+    with the simulator's figures of the same kernels (their simulator path is the lesson's
+    tiling), only the course's solutions pass - the given kernels and every attacker fail.
+    A SLACK or AGREE loosened past what the hardware shows fails here."""
+    import json
+
+    from course.platform.resources import path
+
+    rec = json.loads(
+        path("assets", "profiles", "gpu-count-nvidia-h200-2026-11-29.json").read_text()
+    )
+    sim = {  # the simulator's counts of the fix (and of the given tile: the same traffic)
+        "tune_transpose": {"shared_requests": 256, "sectors": 1024},
+        "tune_reduction": {"shared_requests": 368, "sectors": 144},
+    }
+    assert len(rec) == 9
+    for key, entry in rec.items():
+        name, which = key.split(" ", 1)
+        (counts,) = entry["counts"]
+        res = gpu_count.verdict(get(name), gpu_count.Counts(**counts), sim[name])
+        assert res.passed is (which == "solution"), (key, res.message)
