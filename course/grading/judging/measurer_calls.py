@@ -11,6 +11,7 @@ and everything else a verdict depends on, is ``session.py``'s.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 
 from ... import exercises
@@ -81,7 +82,7 @@ def judge_measure(
     ceilings: dict | None,
     phases=None,
     shared: bool = False,
-    counted: CaseResult | None = None,
+    counted: CaseResult | Callable[[], CaseResult] | None = None,
     profile: bool = False,
 ) -> CaseResult:
     """A tune exercise's figure: the measured launch's inputs made and its outputs judged
@@ -92,7 +93,8 @@ def judge_measure(
     held, figures back) and ``collect`` (after the lock: the last run's arrays and every
     run's samples, which may be only what was sent plus the samples).  ``shared``: the
     inputs and reference from the run's store (``preps.py``); ``counted``: the simulator's
-    verdict on the same kernel, for a card that hides the lesson (:func:`count_in_simulator`);
+    verdict on the same kernel, for a card that hides the lesson (:func:`count_in_simulator`;
+    a callable that makes it once the time passed, ``tune_cards.with_count``);
     ``profile``: one launch for a profiler, its outputs judged and nothing timed
     (``gpu_count.py``)."""
     from ...platform.gpu_lock import LockTimeout, device_lock
