@@ -204,3 +204,27 @@ def test_a_stop_raises_only_inside_a_kernel_and_reads_no_other_threads_frames(mo
     for t in threads:
         t.join(5)
     assert got == {"inside": "stopped", "left": "finished"}, got
+
+
+def test_a_stop_never_waits_on_a_barrier_lock_a_dead_thread_left_held():
+    """A thread ended by the stopper's exception inside its barrier event's own lock leaves
+    it held for ever; ``Event.set`` then blocked the stopper for good (a CI run hung in
+    test_window).  The stopper now gives up on that lock and returns within its patience."""
+    import time
+
+    class Simulated(threading.Thread):  # alive, its event's lock held by nobody who lives
+        abort = syncthreads_blocked = False
+
+    t = Simulated(target=time.sleep, args=(1.0,), daemon=True)
+    t.syncthreads_event = threading.Event()
+    t.syncthreads_event._cond.acquire()  # as an ended thread left it
+    t.start()
+    done = threading.Event()
+    stopper = threading.Thread(
+        target=lambda: (scheduler.stop_threads([t], patience=0.2), done.set()), daemon=True
+    )
+    stopper.start()
+    assert done.wait(5), "stop_threads waited on a lock nobody will release"
+    free = threading.Event()
+    scheduler._wake(type("T", (), {"syncthreads_event": free})())
+    assert free.is_set()  # an unheld event is set as before

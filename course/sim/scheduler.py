@@ -122,7 +122,7 @@ def _run(self, grid_point, *args):
             if live == blocked:  # everyone at the barrier: release them
                 for t in blocked:
                     t.syncthreads_blocked = False
-                    t.syncthreads_event.set()
+                    _wake(t)
                 blocked = set()
             live = {t for t in live if t.is_alive()}
     except BaseException:  # a thread's error, or Stop (KeyboardInterrupt)
@@ -206,12 +206,29 @@ def stop_threads(threads, patience: float = 1.0, exc=Stopped, once: bool = False
                 t.abort = True
                 t.syncthreads_blocked = False
                 _raise_in_kernel(t, exc)
-                t.syncthreads_event.set()
+                _wake(t, timeout=0.05)
             if once or not alive or time.monotonic() > deadline:
                 return
             time.sleep(0.005)
     finally:
         sys.setswitchinterval(old)
+
+
+def _wake(t, timeout: float = 1.0) -> None:
+    """Set simulated thread ``t``'s barrier event, waiting at most ``timeout`` for the
+    event's lock.  A thread that :func:`stop_threads`' exception ended inside the event's
+    own ``with`` block (numba's ``wait``/``clear``) leaves that lock held for ever, and
+    ``Event.set`` would then wait for ever (a CI run hung there); an ended thread needs no
+    waking, and a live one is tried again on the stopper's next round."""
+    event = t.syncthreads_event
+    cond = event._cond  # threading.Event's own condition and flag (CPython 3.8-3.13)
+    if not cond.acquire(timeout=timeout):
+        return
+    try:
+        event._flag = True
+        cond.notify_all()
+    finally:
+        cond.release()
 
 
 def _in_kernel(run) -> None:
