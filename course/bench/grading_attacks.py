@@ -21,6 +21,27 @@ GPU_SIZE_ONLY = frozenset(
     }
 )
 
+# a transpose whose simulator path is the lesson's padded tile; an attack adds its GPU path
+SIM_TILE = """TILE_T = 32
+
+
+@cuda.jit
+def transpose_fast(A, B):
+    bx, by = cuda.blockIdx.x * TILE_T, cuda.blockIdx.y * TILE_T
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    if (A.shape[0] << 60) >> 60 == A.shape[0]:   # the simulator: the padded tile
+        tile = cuda.shared.array((32, 33), np.float32)
+        for k in range(0, TILE_T, cuda.blockDim.y):
+            r, c = by + ty + k, bx + tx
+            if r < A.shape[0] and c < A.shape[1]:
+                tile[ty + k, tx] = A[r, c]
+        cuda.syncthreads()
+        for k in range(0, TILE_T, cuda.blockDim.y):
+            r, c = bx + ty + k, by + tx
+            if r < B.shape[0] and c < B.shape[1]:
+                B[r, c] = tile[tx, ty + k]
+"""
+
 ATTACKS = {  # student -> (lesson, exercise, the cell's new source)
     "attack_memo_matmul": (
         "04_matmul",
@@ -119,25 +140,8 @@ def reduce_fast(g_idata, g_odata):
     "attack_conflicts_in_atomics": (
         "10_profiling",
         "tune_transpose",
-        """TILE_T = 32
-
-
-@cuda.jit
-def transpose_fast(A, B):
-    bx, by = cuda.blockIdx.x * TILE_T, cuda.blockIdx.y * TILE_T
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    if (A.shape[0] << 60) >> 60 == A.shape[0]:   # the simulator: the padded tile
-        tile = cuda.shared.array((32, 33), np.float32)
-        for k in range(0, TILE_T, cuda.blockDim.y):
-            r, c = by + ty + k, bx + tx
-            if r < A.shape[0] and c < A.shape[1]:
-                tile[ty + k, tx] = A[r, c]
-        cuda.syncthreads()
-        for k in range(0, TILE_T, cuda.blockDim.y):
-            r, c = bx + ty + k, by + tx
-            if r < B.shape[0] and c < B.shape[1]:
-                B[r, c] = tile[tx, ty + k]
-    else:                                        # a GPU: the given tile, read by exchanges
+        SIM_TILE
+        + """    else:                                        # a GPU: the given tile, read by exchanges
         grid = cuda.shared.array(1024, np.int32)
         Ai, Bi = A.view(np.int32), B.view(np.int32)
         for k in range(0, TILE_T, cuda.blockDim.y):
@@ -154,25 +158,8 @@ def transpose_fast(A, B):
     "attack_no_tile_on_gpu": (
         "10_profiling",
         "tune_transpose",
-        """TILE_T = 32
-
-
-@cuda.jit
-def transpose_fast(A, B):
-    bx, by = cuda.blockIdx.x * TILE_T, cuda.blockIdx.y * TILE_T
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    if (A.shape[0] << 60) >> 60 == A.shape[0]:   # the simulator: the padded tile
-        tile = cuda.shared.array((32, 33), np.float32)
-        for k in range(0, TILE_T, cuda.blockDim.y):
-            r, c = by + ty + k, bx + tx
-            if r < A.shape[0] and c < A.shape[1]:
-                tile[ty + k, tx] = A[r, c]
-        cuda.syncthreads()
-        for k in range(0, TILE_T, cuda.blockDim.y):
-            r, c = bx + ty + k, by + tx
-            if r < B.shape[0] and c < B.shape[1]:
-                B[r, c] = tile[tx, ty + k]
-    else:                                        # a GPU: strided reads, no shared memory
+        SIM_TILE
+        + """    else:                                        # a GPU: strided reads, no shared memory
         for k in range(0, TILE_T, cuda.blockDim.y):
             r, c = bx + ty + k, by + tx
             if r < B.shape[0] and c < B.shape[1]:

@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ...hardware.ncu import NCU_VAR  # the ncu executable, where an instructor names one
+from ...hardware.ncu import NCU_VAR, find  # NCU_VAR: the ncu an instructor names
 
 COUNTER = "course.grading.wall.counter"  # this module, as ``child.Child`` starts it
 MAX_TABLE = 256 << 10  # bytes of ncu's table sent back, at most
@@ -43,8 +43,6 @@ METRICS = tuple(f"regex:^{pattern}$" for pattern in FAMILIES.values())
 
 def find_ncu() -> Path | None:
     """The ``ncu`` the counter runs (``course.hardware.ncu.find``), or None."""
-    from ...hardware.ncu import find
-
     found = find()
     return Path(found) if found else None
 
@@ -62,8 +60,9 @@ def ncu_env() -> dict:
 
 def command(ncu: str, log: Path) -> list[str]:
     """``ncu``'s command line up to the target's: only launches between cuProfilerStart and
-    cuProfilerStop, the :data:`METRICS` (:data:`FAMILIES`), a CSV table into ``log``, the clocks left alone
-    (locking them needs rights the sandbox does not have; counts do not depend on them)."""
+    cuProfilerStop, the :data:`METRICS` (:data:`FAMILIES`), a CSV table into ``log``, the
+    clocks left alone (locking them needs rights the sandbox does not have; counts do not
+    depend on them)."""
     return [
         ncu,
         "--profile-from-start",
