@@ -40,6 +40,18 @@ CANDIDATES = [
     ((64, 64, 16, 8, 8), 8, 3, 16),
 ]
 SPLITS_T64 = (1, 2, 3, 4)
+# --narrow: the second sweep, around the first one's winner, at the narrow T 1024 shapes
+# (4096 x 768 x 768 fills 0.73 of a wave with 64 x 128 tiles at 4 an SM): more warps an SM
+NARROW = [
+    ((64, 128, 16, 8, 8), 4, 3, 16),
+    ((64, 128, 16, 8, 8), 4, 2, 16),
+    ((64, 128, 16, 8, 8), 4, 4, 16),
+    ((64, 128, 16, 8, 8), 4, 3, 8),
+    ((64, 128, 16, 4, 8), 3, 3, 16),
+    ((32, 128, 16, 4, 8), 6, 3, 16),
+    ((64, 64, 16, 4, 8), 6, 3, 16),
+]
+NARROW_SHAPES = ("qkv", "attention proj", "MLP fc")
 
 
 def key(tile, per_sm, stages, steps, split) -> str:
@@ -52,7 +64,8 @@ def tflops(fl: float, ms: float | None) -> float:
 
 def main() -> int:
     smoke = "--smoke" in sys.argv  # the simulator: one small shape, one small tile
-    args = [a for a in sys.argv[1:] if a != "--smoke"]
+    narrow = "--narrow" in sys.argv
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
     out = Path(args[0] if args else "/tmp/matmul-v6")
     out.mkdir(parents=True, exist_ok=True)
     from course.platform import runtime  # first: it picks the simulator where there is no GPU
@@ -70,7 +83,9 @@ def main() -> int:
     start = time.time()
     rng = np.random.default_rng(49)
     shapes = {"smoke": (40, 36, 42)} if smoke else {**SHAPES, **SHAPES_T64}
-    candidates = [((16, 16, 4, 4, 4), 1, 3, 4)] if smoke else CANDIDATES
+    candidates = [((16, 16, 4, 4, 4), 1, 3, 4)] if smoke else NARROW if narrow else CANDIDATES
+    if narrow:
+        shapes = {k: v for k, v in shapes.items() if k in NARROW_SHAPES}
     for sname, (M, K, N) in shapes.items():
         Np = -(-N // 4) * 4
         A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
@@ -99,6 +114,7 @@ def main() -> int:
         row["v5_setting"] = S.key(tile, per_sm, split, steps)
         row["v5"] = timed("v5", partial(v5.launch, dA, dB, dC, tile, per_sm, split, steps=steps))
         splits = (1, 2) if smoke else SPLITS_T64 if M <= 256 else (1, 2) if N <= 768 else (1,)
+        splits = (1,) if narrow else splits
         for tile, per_sm, stages, steps in candidates:
             for split in splits:
                 if split > 1 and K // split < (16 if smoke else 256):
@@ -122,7 +138,9 @@ def main() -> int:
             + (f"  WRONG: {row['wrong']}" if row.get("wrong") else ""),
             flush=True,
         )
-        (out / "matmul-v6-sweep.json").write_text(json.dumps(result, indent=1))
+        (out / f"matmul-v6-sweep{'-narrow' if narrow else ''}.json").write_text(
+            json.dumps(result, indent=1)
+        )
         dA = dB = dC = None
     return 0
 
