@@ -101,7 +101,7 @@ LESSONS = (
     ),
     Lesson(
         "04_matmul",
-        kernels=("matmul", "matmul_tuned", "matmul_shapes", "matmul_v5"),
+        kernels=("matmul", "matmul_tuned", "matmul_shapes", "matmul_v5", "matmul_v6"),
         exercises=_ex(
             "matmul",
             "matmul_tiled",

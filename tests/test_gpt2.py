@@ -117,10 +117,13 @@ def test_matmul_v4_with_each_fused_epilogue_at_odd_sizes():
         mt.kernel("v3_tuned", mt.TUNED_DEFAULT, 1, G.store_bias)
 
 
-def test_matmul_v5_with_each_fused_epilogue_and_split_k_at_odd_sizes():
-    """v5 with GPT-2's epilogues, whole and split in K: slice 0 stores through the epilogue
-    (adding the bias), the other slices add their sums (``add_part``)."""
-    from course.kernels import matmul_v5 as v5
+@pytest.mark.parametrize("version", ["matmul_v5", "matmul_v6"])
+def test_matmul_v5_v6_with_each_fused_epilogue_and_split_k_at_odd_sizes(version):
+    """v5 and v6 with GPT-2's epilogues, whole and split in K: slice 0 stores through the
+    epilogue (adding the bias), the other slices add their sums (``add_part``)."""
+    import importlib
+
+    mod = importlib.import_module(f"course.kernels.{version}")
 
     M, K, N = 19, 13, 21  # edges inside a 16 x 16 tile both ways
     A = RNG.normal(0, 1, (M, K)).astype(np.float32)
@@ -137,7 +140,7 @@ def test_matmul_v5_with_each_fused_epilogue_and_split_k_at_odd_sizes():
     ]  # qkv split: zeroed first
     for store, add, split, zero, expected in cases:
         out = cuda.to_device(x)
-        v5.launch(
+        mod.launch(
             cuda.to_device(A),
             cuda.to_device(W),
             (out, cuda.to_device(bias)),
@@ -147,12 +150,13 @@ def test_matmul_v5_with_each_fused_epilogue_and_split_k_at_odd_sizes():
             store=store,
             add=add,
             zero=zero,
+            steps=4,
         )
         assert np.allclose(out.copy_to_host(), expected, rtol=1e-5, atol=1e-5), (store, split)
 
     # mutant: later slices that add the bias again (store for every slice)
     out = cuda.to_device(x)
-    v5.launch(
+    mod.launch(
         cuda.to_device(A),
         cuda.to_device(W),
         (out, cuda.to_device(bias)),
@@ -161,6 +165,7 @@ def test_matmul_v5_with_each_fused_epilogue_and_split_k_at_odd_sizes():
         3,
         store=G.store_bias_residual,
         add=G.store_bias_residual,
+        steps=4,
     )
     assert not np.allclose(out.copy_to_host(), x + y, rtol=1e-5, atol=1e-5)
 
@@ -198,18 +203,18 @@ def test_micro_gpt2_matches_an_independent_float64_forward():
     got = model(model.tokens(tokens), run=tl.run).copy_to_host().reshape(want.shape)
     err = np.abs(got - want).max() / np.abs(want).max()
     assert err < 2e-6, err
-    # v5 reads the tied wte^T in 16-byte runs: padded from 37 to 40 columns, logits are not
+    # v6 copies the tied wte^T in 16-byte runs: padded from 37 to 40 columns, logits are not
     assert model.p["wte.T"].shape == (MICRO.n_embd, 40) and model.logits.shape == (9, 37)
     assert np.allclose(G.reference(tokens, params, MICRO), want, rtol=1e-12, atol=1e-12)
     rows = {r["kernel"]: r for r in tl.table()}
     L = MICRO.n_layer
     assert rows["layernorm_forward_kernel"]["launches"] == 2 * L + 1
-    # v5 in the simulator: split-K in two where the epilogue adds (qkv's bias, the residual)
+    # v6 in the simulator: split-K in two where the epilogue adds (qkv's bias, the residual)
     assert {k: r["launches"] for k, r in rows.items() if k.startswith("matmul")} == {
-        "matmul_v5 + bias (fused, split-K)": L,
-        "matmul_v5 + bias + GELU (fused)": L,
-        "matmul_v5 + bias + residual (fused)": 2 * L,
-        "matmul_v5": 1,
+        "matmul_v6 + bias (fused, split-K)": L,
+        "matmul_v6 + bias + GELU (fused)": L,
+        "matmul_v6 + bias + residual (fused)": 2 * L,
+        "matmul_v6": 1,
     }
     assert "residual_forward_kernel" not in rows and not any("bias_gelu" in k for k in rows)
     assert abs(sum(r["percent"] for r in rows.values()) - 100) < 1e-6

@@ -48,18 +48,18 @@ def test_a_graph_models_launches_all_go_to_its_stream_and_match_the_eager_logits
 
 
 def test_a_launcher_that_drops_the_stream_is_caught(monkeypatch):
-    # mutant: v5's launcher ignores the stream it is given (its launches go to stream 0)
+    # mutant: v6's launcher ignores the stream it is given (its launches go to stream 0)
     params = G.init_params(G.MICRO, seed=23)
     tokens = RNG.integers(0, G.MICRO.vocab_size, (1, 3))
-    original = G.v5.launch
-    monkeypatch.setattr(G.v5, "launch", lambda *a, stream=0, **k: original(*a, **k))
+    original = G.v6.launch
+    monkeypatch.setattr(G.v6, "launch", lambda *a, stream=0, **k: original(*a, **k))
     model = G.Model(params, G.MICRO, 1, 3, graph=True)
     seen = _launch_streams(monkeypatch)
     model(model.tokens(tokens))
     assert any(s is not model.stream for s in seen)
 
 
-def test_graph_needs_the_v5_and_flash_build():
+def test_graph_needs_the_v6_and_flash_build():
     params = G.init_params(G.MICRO)
     for opts in ({"matmul": "v4"}, {"attention": "naive"}, {"matmul": "v1_naive"}):
         with pytest.raises(ValueError, match="graph=True needs"):

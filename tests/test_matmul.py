@@ -432,3 +432,121 @@ def test_bench_matmul_runs_in_the_simulator_with_the_shapes_section(tmp_path):
         "v5 waves (fill)",
     ):
         assert text in md, text
+
+
+# ---------------------------------------------------------------------------------------
+# v6: v5's tile and inner loop, tiles copied by cp.async into shared stages
+
+V6_CASES = [  # (M, K, N), tile, split, steps, stages
+    ((13, 21, 9), (16, 16, 4, 4, 4), 1, 4, 3),  # N not a multiple of 4: 4-byte copies of B
+    ((13, 21, 9), (16, 16, 4, 4, 4), 3, 2, 2),
+    ((33, 40, 20), (16, 16, 8, 4, 4), 2, 8, 4),
+    ((17, 12, 16), (32, 16, 4, 8, 4), 1, 1, 3),
+    ((16, 16, 16), (16, 16, 4, 4, 4), 5, 4, 3),  # more slices than K tiles
+    ((19, 24, 24), (16, 16, 8, 4, 4), 1, 8, 5),  # more stages than K tiles
+    ((35, 44, 36), (32, 32, 8, 8, 8), 1, 4, 3),  # whole tiles: the copies without tests
+]
+
+
+def _v6_errors(make=None):
+    from course.kernels import matmul_v6 as v6
+
+    rng = np.random.default_rng(13)
+    errs = []
+    for (m, k, n), tile, split, steps, stages in V6_CASES:
+        A = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        B = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        if make is None:
+            C = v6.host(A, B, tile, 1, split, steps=steps, stages=stages)
+        else:  # a mutant build, launched as v6.launch does
+            d_C = cuda.to_device(np.zeros((m, n), np.float32))
+            kern = make(*tile, 1, stages, n % 4 == 0, STORE=v6.add_c, STEPS=steps)
+            kern[
+                ((n + tile[1] - 1) // tile[1], (m + tile[0] - 1) // tile[0], split),
+                (tile[1] // tile[4], tile[0] // tile[3]),
+                0,
+                kern.shared_bytes,
+            ](cuda.to_device(A), cuda.to_device(B), d_C)
+            C = d_C.copy_to_host()
+        assert C.dtype == np.float32 and C.shape == (m, n)
+        errs.append(np.abs(C - matmul.reference(A, B)).max())
+    return errs
+
+
+def test_v6_matches_float64_at_odd_sizes_splits_steps_and_stages():
+    rtol, atol = matmul.tolerance(44)
+    assert max(_v6_errors()) < atol
+
+
+def _v6_mutant(maker: str, old: str, new: str):
+    """A v6 maker with one line of its source changed (the float64 check must catch it)."""
+    import inspect
+    import textwrap
+
+    from course.kernels import matmul_v6 as v6
+
+    src = textwrap.dedent(inspect.getsource(getattr(v6, maker)))
+    assert old in src, old
+    scope = dict(vars(v6))
+    exec(compile(src.replace(old, new, 1), "<mutant>", "exec"), scope)
+    if maker == "make_v6":
+        return scope["make_v6"]
+    mutant_fetch = scope["make_fetch"]
+
+    def make(*args, **kw):  # make_v6 with the mutant fetch
+        scope6 = dict(vars(v6), make_fetch=mutant_fetch)
+        exec(compile(textwrap.dedent(inspect.getsource(v6.make_v6)), "<v6>", "exec"), scope6)
+        return scope6["make_v6"](*args, **kw)
+
+    return make
+
+
+@pytest.mark.parametrize(
+    "maker,old,new",
+    [
+        ("make_v6", "rd = rd + 1 if rd + 1 < STAGES else 0", "rd = rd"),  # reads one stage
+        ("make_v6", "nxt = t + STAGES - 1", "nxt = t + STAGES - 2"),  # a tile skipped
+        ("make_v6", "t0 + s < t1, s, row0", "t0 + s < t1, 0, row0"),  # first tiles one stage
+        (
+            "make_fetch",
+            "base + ak * PA + ar + f * RA, A, ea + f * RA * K, True",
+            "base + ar * PA + ak + f * RA, A, ea + f * RA * K, True",
+        ),  # A not transposed
+        ("make_fetch", "ok = row0 + ar + f * RA < M and ko + ak < K", "ok = True"),  # no edges
+        ("make_fetch", "ea = int64(row0 + ar) * K + ko + ak", "ea = int64(row0 + ar) * K + ak"),
+    ],
+)
+def test_v6_mutants_are_caught(maker, old, new):
+    try:
+        errors = _v6_errors(_v6_mutant(maker, old, new))
+    except IndexError:  # read past A or B: caught too
+        return
+    assert any(not np.isfinite(e) or e > 1e-3 for e in errors), errors
+
+
+def test_v6_settings_and_table_are_checked():
+    from course.kernels import matmul_shapes as S
+    from course.kernels import matmul_v6 as v6
+
+    assert v6.v6_invalid(*v6.V6_DEFAULT) is None
+    assert "multiples of 4" in v6.v6_invalid(128, 128, 6, 8, 8)
+    assert "1024" in v6.v6_invalid(256, 256, 8, 4, 4)
+    assert "whole rows" in v6.v6_invalid(96, 128, 16, 8, 8)
+    assert "stages must be" in v6.v6_invalid(64, 128, 16, 8, 8, 1)
+    assert "227 KiB" in v6.v6_invalid(128, 128, 64, 8, 8, 4)
+    one = np.ones((4, 4), np.float32)
+    with pytest.raises(ValueError, match="invalid v6 tile"):
+        v6.host(one, one, (16, 16, 6, 4, 4))
+    with pytest.raises(ValueError, match="stages"):
+        v6.host(one, one, (16, 16, 4, 4, 4), 1, 1, steps=4, stages=1)
+    with pytest.raises(ValueError, match="split"):
+        v6.host(one, one, (16, 16, 4, 4, 4), 1, 0, steps=4)
+    # every table setting is a valid v6 launch, at most 227 KiB of shared memory an SM
+    for (_m, K, _n), settings in S.V6_TABLE.items():
+        for tile, per_sm, split, steps, stages in settings:
+            assert v6.v6_invalid(*tile, stages) is None and tile[2] % steps == 0
+            assert per_sm * 4 * stages * tile[2] * (tile[0] + 4 + tile[1]) <= 227 * 1024
+            assert split == 1 or K // split >= 256
+    assert S.choose_v6(4096, 768, 768) == S.V6_TABLE[(4096, 768, 768)][0]
+    tile, per_sm, split, steps, stages = S.choose_v6(1000, 3000, 500, atomic=False)
+    assert split == 1 and v6.v6_invalid(*tile, stages) is None

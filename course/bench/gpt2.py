@@ -1,8 +1,8 @@
 """Lesson 11 benchmark: GPT-2 124M's forward pass from the course's kernels, beside PyTorch.
 
 At the CS 483 report's attention shape (B 4, T 64, 12 heads of 64) and at B 4, T 1024: the
-whole forward timed (CUDA events) for the optimized build (lesson 04's ``matmul_v5`` with the
-tile, blocks per SM and split-K chosen per shape, bias, GELU and the residual add fused into
+whole forward timed (CUDA events) for the optimized build (lesson 04's ``matmul_v6`` with the
+tile, blocks per SM, split-K and stages chosen per shape, bias, GELU and the residual add fused into
 its store; lesson 08's causal flash kernel), the same with ``matmul_v4``'s one tile, v4
 without fusion (the epilogues as passes of their own: what fusion saves), and the naive one
 (lesson 04's v1, three-kernel attention), on a GPU the optimized build replayed as one CUDA
@@ -24,7 +24,7 @@ from ..platform import runtime
 
 TITLE = "11 GPT-2 forward pass (CS 483 final report)"
 BUILDS = {
-    "optimized (matmul_v5 tiled per shape, fused epilogues, flash attention)": {},
+    "optimized (matmul_v6 tiled per shape, fused epilogues, flash attention)": {},
     "matmul_v4 (one tile for every shape), fused epilogues": {"matmul": "v4"},
     "unfused (matmul_v4, then bias/GELU and residual passes)": {"matmul": "v4", "fuse": False},
     "naive (matmul_v1, three-kernel attention)": {"matmul": "v1_naive", "attention": "naive"},
@@ -96,11 +96,11 @@ def run(report) -> None:
         entry["naive_vs_optimized"] = _rel(naive, opt)
         entry["unfused_vs_fused"] = _rel(logits[UNFUSED], logits[FUSED_V4])
         fused, unfused = entry["builds"][FUSED_V4], entry["builds"][UNFUSED]
-        v5 = entry["builds"][OPTIMIZED]
+        v6 = entry["builds"][OPTIMIZED]
         entry["v4_vs_optimized"] = _rel(logits[FUSED_V4], opt)
         report.note(
-            f"{size}: matmul_v5 with the tile chosen per shape instead of v4's one tile: "
-            f"{fused['median_ms']:.3g} -> {v5['median_ms']:.3g} ms; logits agree to "
+            f"{size}: matmul_v6 with the tile chosen per shape instead of v4's one tile: "
+            f"{fused['median_ms']:.3g} -> {v6['median_ms']:.3g} ms; logits agree to "
             f"{entry['v4_vs_optimized']:.1e}"
         )
         report.note(

@@ -22,7 +22,8 @@ from .matmul_gpt2 import (  # noqa: F401 - SHAPES and sweep_shapes: notebook 04 
 )
 
 TITLE = (
-    "Lesson 04 - matmul v1 -> v3, v4 and v5, N = 4096 and GPT-2's shapes, float32 (no tensor cores)"
+    "Lesson 04 - matmul v1 -> v3, v4, v5 and v6, N = 4096 and GPT-2's shapes, float32 "
+    "(no tensor cores)"
 )
 SWEEP = {"L": (32, 64, 128, 256), "V": (2, 4, 8), "S": (4, 8, 16, 32)}
 

@@ -1,4 +1,4 @@
-"""Lesson 04's matmul at every GPT-2 shape: v5 swept per shape beside cuBLAS, Triton and v4.
+"""Lesson 04's matmul at every GPT-2 shape: v5 and v6 per shape beside cuBLAS, Triton and v4.
 
 ``SHAPES`` are the matrix products of one GPT-2 small forward pass at 4,096 tokens (and
 ``SHAPES_T64`` at 256), ``sweep_shapes`` times every v5 setting (tile, blocks per SM,
@@ -211,57 +211,59 @@ def sweep_shapes(shapes: dict | None = None, repeat: int = 10) -> dict:
 
 
 def shapes_section(report) -> None:
-    """v4 and v5 (the setting matmul_shapes.TABLE holds) at every GPT-2 shape beside cuBLAS
-    and Triton, with each shape's floor and v5's waves; in the simulator, a 19 x 13 x 21
-    stand-in (CPU times)."""
+    """v4, v5 and v6 (the settings matmul_shapes.TABLE and V6_TABLE hold) at every GPT-2 shape
+    beside cuBLAS and Triton, with each shape's floor and v6's waves; in the simulator, a
+    19 x 13 x 21 stand-in (CPU times)."""
     from ..kernels import matmul_shapes as S
     from ..kernels import matmul_tuned as mt
     from ..kernels import matmul_v5 as v5
+    from ..kernels import matmul_v6 as v6
 
     gpu = runtime.MODE == "gpu"
     shapes = SHAPES if gpu else {"odd stand-in": (19, 13, 21)}
     lines = [
-        "| shape (M x K x N) | floor ms | cuBLAS | Triton | v4 | v5 | v5 setting | "
-        "v5 waves (fill) | v5 / Triton |",
-        "|---|---:|---:|---:|---:|---:|---|---|---:|",
+        "| shape (M x K x N) | floor ms | cuBLAS | Triton | v4 | v5 | v6 | v6 setting | "
+        "v6 waves (fill) | v6 / Triton |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---:|",
     ]
     report.data["shapes"] = {}
+    sim_tile = (16, 16, 4, 4, 4)
     for name, (M, K, N) in shapes.items():
         A, B, d_A, d_B, d_C = matmul.inputs(M, K, N)
         fl, nb = 2 * M * K * N, 4 * (M * K + K * N + M * N)
         size = f"{name} {M}x{K}x{N}"
-        tile, per_sm, split, steps = (
-            S.choose(M, K, N, atomic=True) if gpu else ((16, 16, 4, 4, 4), 1, 2, 4)
+        tile, per_sm, split, steps = S.choose(M, K, N, atomic=True) if gpu else (sim_tile, 1, 2, 4)
+        tile6, per_sm6, split6, steps6, stages = (
+            S.choose_v6(M, K, N, atomic=True) if gpu else (sim_tile, 1, 2, 4, 3)
         )
+        setting6 = f"{tile6} {per_sm6}/SM split {split6} steps {steps6} stages {stages}"
         rows = {}
-        sim = {} if gpu else {"tile": (16, 16, 4, 4, 4)}
-        t = benchmark(
-            lambda: mt.launch("v4", d_A, d_B, d_C, **sim),
-            repeat=20 if gpu else 1,
-            warmup=2 if gpu else 0,
-        )
-        rows["v4"] = report.add(
-            f"v4 at {name}",
-            t,
-            flops=fl,
-            nbytes=nb,
-            size=size,
-            note=f"rel. error {_rel_err(d_C.copy_to_host(), A, B):.1e}",
-        )
-        t = benchmark(
-            lambda: v5.launch(d_A, d_B, d_C, tile, per_sm, split, steps=steps),
-            repeat=20 if gpu else 1,
-            warmup=2 if gpu else 0,
-        )
-        setting = f"{tile} {per_sm}/SM split {split} steps {steps}"
-        rows["v5"] = report.add(
-            f"v5 at {name}",
-            t,
-            flops=fl,
-            nbytes=nb,
-            size=size,
-            note=f"{setting}; rel. error {_rel_err(d_C.copy_to_host(), A, B):.1e}",
-        )
+        kernels = {
+            "v4": (
+                "",
+                lambda: mt.launch("v4", d_A, d_B, d_C, **({} if gpu else {"tile": sim_tile})),
+            ),
+            "v5": (
+                f"{tile} {per_sm}/SM split {split} steps {steps}; ",
+                lambda: v5.launch(d_A, d_B, d_C, tile, per_sm, split, steps=steps),
+            ),
+            "v6": (
+                setting6 + "; ",
+                lambda: v6.launch(
+                    d_A, d_B, d_C, tile6, per_sm6, split6, steps=steps6, stages=stages
+                ),
+            ),
+        }
+        for variant, (what, fn) in kernels.items():
+            t = benchmark(fn, repeat=20 if gpu else 1, warmup=2 if gpu else 0)
+            rows[variant] = report.add(
+                f"{variant} at {name}",
+                t,
+                flops=fl,
+                nbytes=nb,
+                size=size,
+                note=f"{what}rel. error {_rel_err(d_C.copy_to_host(), A, B):.1e}",
+            )
         peers = peers_at(M, K, N, repeat=20) if gpu else {}
         for lib, label in (
             ("cublas", "cuBLAS SGEMM via PyTorch (TF32 off)"),
@@ -283,26 +285,36 @@ def shapes_section(report) -> None:
                     note=f"rel. error {peers[lib]['err']:.1e}"
                     + (f"; config {peers[lib]['config']}" if lib == "triton" else ""),
                 )
-        w = S.waves(M, N, tile[0], tile[1], per_sm, split)
+        w = S.waves(M, N, tile6[0], tile6[1], per_sm6, split6)
         tf = {k: r["tflops"] for k, r in rows.items()}
-        ratio = rows["triton"]["median_ms"] / rows["v5"]["median_ms"] if "triton" in rows else None
+        ratio = rows["triton"]["median_ms"] / rows["v6"]["median_ms"] if "triton" in rows else None
         report.data["shapes"][name] = {
             "mkn": [M, K, N],
             "tflops": tf,
             "ms": {k: r["median_ms"] for k, r in rows.items()},
-            "floor_ms": rows["v5"]["floor_ms"],
-            "setting": setting,
+            "floor_ms": rows["v6"]["floor_ms"],
+            "setting": setting6,
+            "v5_setting": f"{tile} {per_sm}/SM split {split} steps {steps}",
             "waves": w,
         }
         f = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
         lines.append(
-            f"| {name} {M} x {K} x {N} | {rows['v5']['floor_ms']:.3g} | "
+            f"| {name} {M} x {K} x {N} | {rows['v6']['floor_ms']:.3g} | "
             f"{f(tf.get('cublas'))} | {f(tf.get('triton'))} | {f(tf['v4'])} | "
-            f"{f(tf['v5'])} | {setting} | {w['waves']:.2f} ({w['fill']:.0%}) | "
+            f"{f(tf['v5'])} | {f(tf['v6'])} | {setting6} | {w['waves']:.2f} ({w['fill']:.0%}) | "
             f"{'-' if ratio is None else f'{ratio:.2f}'} |"
         )
+    behind = [
+        n for n, d in report.data["shapes"].items() if d["ms"].get("triton", 1e9) < d["ms"]["v6"]
+    ]
+    if gpu and "square 4096" in report.data["shapes"]:
+        report.note(
+            f"v6 at 4096 cubed: {report.data['shapes']['square 4096']['tflops']['v6']:.1f} "
+            f"TFLOP/s (target >= 44); v6 at or past Triton at every GPT-2 shape: "
+            + ("yes" if not behind else f"no - behind at {', '.join(behind)}")
+        )
     report.section(
-        "every GPT-2 shape: TFLOP/s (v5 / Triton > 1: v5 faster; floor = max(FLOPs "
+        "every GPT-2 shape: TFLOP/s (v6 / Triton > 1: v6 faster; floor = max(FLOPs "
         "/ FP32 rate, bytes / copy bandwidth))",
         "\n".join(lines),
     )

@@ -286,15 +286,15 @@ def aligned(d_A, d_B) -> bool:
     return all(x.device_ctypes_pointer.value % 16 == 0 for x in (d_A, d_B))
 
 
-def launch(d_A, d_B, d_C, tile: tuple = V5_DEFAULT, min_blocks: int = 2, split: int = 1,
-           store=None, add=None, zero: bool | None = None, steps: int = 4, stream=0):
-    """C = A @ B by v5 on device arrays (``d_C`` whatever ``store`` takes).  ``split`` > 1
-    slices K: every slice adds into C, so C is zeroed first (``zero``, the default for the
-    plain store) and ``store`` must add too (an atomic epilogue).  Every launch goes to
-    ``stream`` (0: numba's default)."""
-    why = v5_invalid(*tile)
+def prepare(d_A, d_B, d_C, tile: tuple, split: int, steps: int, store, add, zero, stream,
+            name: str = "v5", invalid=v5_invalid) -> tuple:
+    """What v5's and v6's launches share: check the tile, split and steps; pick the epilogue
+    pair (``split`` > 1: every slice adds into C, so C is zeroed first - ``zero``, the
+    default for the plain store - and ``store`` must add too); zero C on ``stream``.
+    Returns (store, add, grid, block)."""
+    why = invalid(*tile)
     if why:
-        raise ValueError(f"invalid v5 tile {tuple(tile)}: {why}")
+        raise ValueError(f"invalid {name} tile {tuple(tile)}: {why}")
     if split < 1:
         raise ValueError(f"split must be >= 1, got {split}")
     BM, BN, BK, TM, TN = tile
@@ -309,9 +309,19 @@ def launch(d_A, d_B, d_C, tile: tuple = V5_DEFAULT, min_blocks: int = 2, split: 
     if zero:                          # C, or the output of an epilogue's (out, ...)
         zero_kernel[(-(-N // 256), min(M, 1024)), 256, stream](
             d_C[0] if isinstance(d_C, tuple) else d_C)
+    return store, add, ((N + BN - 1) // BN, (M + BM - 1) // BM, split), (BN // TN, BM // TM)
+
+
+def launch(d_A, d_B, d_C, tile: tuple = V5_DEFAULT, min_blocks: int = 2, split: int = 1,
+           store=None, add=None, zero: bool | None = None, steps: int = 4, stream=0):
+    """C = A @ B by v5 on device arrays (``d_C`` whatever ``store`` takes).  ``split`` > 1
+    slices K: every slice adds into C, so C is zeroed first (``zero``, the default for the
+    plain store) and ``store`` must add too (an atomic epilogue).  Every launch goes to
+    ``stream`` (0: numba's default)."""
+    store, add, grid, block = prepare(d_A, d_B, d_C, tile, split, steps, store, add, zero,
+                                      stream)
     k = kernel(tuple(tile), min_blocks, aligned(d_A, d_B), store, add, steps)
-    k[((N + BN - 1) // BN, (M + BM - 1) // BM, split), (BN // TN, BM // TM), stream](
-        d_A, d_B, d_C)
+    k[grid, block, stream](d_A, d_B, d_C)
 
 
 def host(A, B, tile: tuple = V5_DEFAULT, min_blocks: int = 2, split: int = 1, steps: int = 4):

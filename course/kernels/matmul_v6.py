@@ -29,12 +29,11 @@ import numpy as np
 from numba import config, cuda, float32, int64, uint64
 
 from .matmul_tuned import bounds, store_c
-from .matmul_v5 import add_c, aligned, make_steps, zero_kernel
+from .matmul_v5 import add_c, make_steps, prepare
 
 NOT_SHOWN: set = set()
 
 if config.ENABLE_CUDASIM:
-
     def copy4(dst, d, src, e, ok):
         """dst[d] = element e of src (row-major) if ok else 0 (on a GPU: a 4-byte cp.async)."""
         i, j = divmod(e, src.shape[1])
@@ -49,10 +48,10 @@ if config.ENABLE_CUDASIM:
     def commit():
         """Close this thread's copies issued so far into one group (nothing to do here)."""
 
-    def _waiter(n):
+    def waiter(n):
+        """cp.async.wait_group n (here the copies are done when issued: nothing to wait for)."""
         def wait_group():
-            """Wait until at most n groups are in flight (the simulator's copies are done)."""
-
+            pass
         return wait_group
 
 else:
@@ -67,87 +66,66 @@ else:
         @intrinsic
         def copy(typingctx, dst, d, src, e, ok):
             """cp.async of ``nbytes`` from element ``e`` (row-major) of src, a C-contiguous
-            float32 matrix, to dst[d] (a shared float32 array); zeros where ``ok`` is false."""
-            if not (
-                isinstance(dst, types.Array)
-                and dst.ndim == 1
-                and isinstance(src, types.Array)
-                and src.ndim == 2
-                and src.dtype == dst.dtype == types.float32
-                and isinstance(d, types.Integer)
-                and isinstance(e, types.Integer)
-                and isinstance(ok, types.Boolean)
-            ):
+            float32 matrix, to dst[d] (a shared float32 array); zeros where ``ok`` is false
+            (the copy asks for 0 bytes of the source: e may then be anything in range)."""
+            if not (isinstance(dst, types.Array) and dst.ndim == 1
+                    and isinstance(src, types.Array) and src.ndim == 2
+                    and src.dtype == dst.dtype == types.float32
+                    and isinstance(d, types.Integer) and isinstance(e, types.Integer)
+                    and isinstance(ok, types.Boolean)):
                 return None
 
             def codegen(context, builder, signature, args):
                 i32, i64 = ir.IntType(32), ir.IntType(64)
-                d_ = context.cast(builder, args[1], signature.args[1], types.intp)
-                e_ = context.cast(builder, args[3], signature.args[3], types.int64)
+                index = context.cast(builder, args[1], signature.args[1], types.intp)
+                elem = context.cast(builder, args[3], signature.args[3], types.int64)
                 darr = context.make_array(dst)(context, builder, value=args[0])
                 sarr = context.make_array(src)(context, builder, value=args[2])
-                target = cgutils.get_item_pointer(
-                    context, builder, dst, darr, [d_], wraparound=False
-                )
+                target = cgutils.get_item_pointer(context, builder, dst, darr, [index],
+                                                  wraparound=False)
                 shared = builder.addrspacecast(target, ir.PointerType(ir.FloatType(), SHARED))
-                source = builder.add(
-                    builder.ptrtoint(sarr.data, i64), builder.shl(e_, ir.Constant(i64, 2))
-                )
+                source = builder.add(builder.ptrtoint(sarr.data, i64),
+                                     builder.shl(elem, ir.Constant(i64, 2)))
                 size = builder.select(args[4], ir.Constant(i32, nbytes), ir.Constant(i32, 0))
-                asm = ir.FunctionType(ir.VoidType(), [i32, i64, i32])
-                builder.asm(
-                    asm,
-                    f"cp.async.{cache}.shared.global [$0], [$1], {nbytes}, $2;",
-                    "r,l,r,~{memory}",
-                    [builder.ptrtoint(shared, i32), source, size],
-                    side_effect=True,
-                )
+                builder.asm(ir.FunctionType(ir.VoidType(), [i32, i64, i32]),
+                            f"cp.async.{cache}.shared.global [$0], [$1], {nbytes}, $2;",
+                            "r,l,r,~{memory}", [builder.ptrtoint(shared, i32), source, size],
+                            side_effect=True)
                 return context.get_dummy_value()
 
             return types.none(dst, d, src, e, ok), codegen
-
         return copy
 
-    copy4 = _copier(4, "ca")
-    copy16 = _copier(16, "cg")
+    copy4 = _copier(4, "ca")           # one float (.ca: through L1)
+    copy16 = _copier(16, "cg")         # a run of four (.cg: L2 only; 16 bytes is all it takes)
 
     def _asm(text: str):
         @intrinsic
         def emit(typingctx):
             def codegen(context, builder, signature, args):
-                builder.asm(
-                    ir.FunctionType(ir.VoidType(), []), text, "~{memory}", [], side_effect=True
-                )
+                builder.asm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}", [],
+                            side_effect=True)
                 return context.get_dummy_value()
-
             return types.none(), codegen
-
         return emit
 
     commit = _asm("cp.async.commit_group;")
 
-    def _waiter(n):
+    def waiter(n):
+        """cp.async.wait_group n: wait until at most n of this thread's groups are in flight."""
         return _asm(f"cp.async.wait_group {n};")
 
 
-def make_v6(
-    BM, BN, BK, TM, TN, min_blocks=1, STAGES=3, VEC=True, STORE=store_c, ADD=add_c, STEPS=4
-):
-    """v6: v5's tile, thread layout, inner loop and split-K; tiles copied by cp.async into
-    ``STAGES`` shared buffers (dynamic shared memory: ``shared_bytes`` of the result).
-    ``VEC``: B's rows are 16-byte aligned (16-byte copies; 4-byte copies otherwise)."""
-    TY, TX = BM // TM, BN // TN  # threads along rows / columns of the block tile
-    NT = TX * TY  # threads per block
-    RY, RX = 4 * TY, 4 * TX  # rows / columns between a thread's runs of four
-    PA = BM + 4  # sA row length (sA holds the A tile transposed)
-    SA, SB = BK * PA, BK * BN  # floats of one stage's A / B tile
-    ST = SA + SB  # floats a stage
-    LA, RA = BM * BK // NT, NT // BK  # A floats a thread copies / rows a round
-    QB = BN // 4  # runs of four along a row of the B tile
-    LB, RB = BK * QB // NT, NT // QB  # B runs a thread copies / rows a round
-    steps = make_steps(TM, TN, PA, BN, RY, RX, STEPS)
-    wait_group = _waiter(STAGES - 2)
-    wait_all = _waiter(0)
+def make_fetch(BM, BN, BK, NT, VEC=True):
+    """The device function that copies K tile t into one shared stage: each of the block's NT
+    threads issues its cp.async copies (A transposed, a float each; B in runs of four where
+    ``VEC``, else a float each) and closes them into one group."""
+    PA = BM + 4                    # sA row length (sA holds the A tile transposed)
+    SA = BK * PA                   # floats of a stage's A tile; its B tile follows
+    ST = SA + BK * BN              # floats a stage
+    LA, RA = BM * BK // NT, NT // BK            # A floats a thread copies / rows a round
+    QB = BN // 4                   # runs of four along a row of the B tile
+    LB, RB = BK * QB // NT, NT // QB            # B runs a thread copies / rows a round
 
     @cuda.jit(device=True, inline=True)
     def fetch(sm, A, B, t, live, stage, row0, col0, tid):
@@ -163,7 +141,7 @@ def make_v6(
             ko = t * BK
             ea = int64(row0 + ar) * K + ko + ak
             eb = int64(ko + bk) * N + col0 + bc
-            if row0 + BM <= M and col0 + BN <= N and ko + BK <= K:  # all inside: no tests
+            if row0 + BM <= M and col0 + BN <= N and ko + BK <= K:   # all inside: no tests
                 for f in range(LA):
                     copy4(sm, base + ak * PA + ar + f * RA, A, ea + f * RA * K, True)
                 for f in range(LB):
@@ -173,7 +151,7 @@ def make_v6(
                     else:
                         for q in range(4):
                             copy4(sm, at + q, B, eb + f * RB * N + q, True)
-            else:  # an edge: zeros outside A and B
+            else:                                   # an edge: zeros outside A and B
                 for f in range(LA):
                     ok = row0 + ar + f * RA < M and ko + ak < K
                     copy4(sm, base + ak * PA + ar + f * RA, A, ea + f * RA * K if ok else 0, ok)
@@ -188,6 +166,25 @@ def make_v6(
                             ok = ko + bk + f * RB < K and col0 + bc + q < N
                             copy4(sm, at + q, B, e + q if ok else 0, ok)
         commit()
+
+    return fetch
+
+
+def make_v6(BM, BN, BK, TM, TN, min_blocks=1, STAGES=3, VEC=True, STORE=store_c, ADD=add_c,
+            STEPS=4):
+    """v6: v5's tile, thread layout, inner loop and split-K; tiles copied by cp.async into
+    ``STAGES`` shared buffers (dynamic shared memory: ``shared_bytes`` of the result).
+    ``VEC``: B's rows are 16-byte aligned (16-byte copies; 4-byte copies otherwise)."""
+    TY, TX = BM // TM, BN // TN    # threads along rows / columns of the block tile
+    NT = TX * TY                   # threads per block
+    RY, RX = 4 * TY, 4 * TX        # rows / columns between a thread's runs of four
+    PA = BM + 4                    # sA row length (sA holds the A tile transposed)
+    SA = BK * PA                   # floats of a stage's A tile; its B tile follows
+    ST = SA + BK * BN              # floats a stage
+    steps = make_steps(TM, TN, PA, BN, RY, RX, STEPS)   # STEPS k steps of c += a b^T
+    fetch = make_fetch(BM, BN, BK, NT, VEC)             # K tile t -> one stage
+    wait_group = waiter(STAGES - 2)
+    wait_all = waiter(0)
 
     @cuda.jit(**bounds(NT, min_blocks))
     def matmul_v6(A, B, C):
@@ -208,20 +205,20 @@ def make_v6(
         per = (ntiles + cuda.gridDim.z - 1) // cuda.gridDim.z
         t0 = cuda.blockIdx.z * per
         t1 = min(ntiles, t0 + per)
-        for s in range(STAGES - 1):  # the first tiles on their way
+        for s in range(STAGES - 1):                 # the first tiles on their way
             fetch(sm, A, B, t0 + s, t0 + s < t1, s, row0, col0, tid)
-        rd, wr = 0, STAGES - 1  # the stages read and filled next
+        rd, wr = 0, STAGES - 1                      # the stages read and filled next
         for t in range(t0, t1):
-            wait_group()  # my copies of tile t have landed ...
-            cuda.syncthreads()  # ... and everyone's; stage wr is free
+            wait_group()                            # my copies of tile t have landed ...
+            cuda.syncthreads()                      # ... and everyone's; stage wr is free
             nxt = t + STAGES - 1
             fetch(sm, A, B, nxt, nxt < t1, wr, row0, col0, tid)
             abase, bbase = uint64(rd * ST + ty * 4), uint64(rd * ST + SA + tx * 4)
             for k0 in range(0, BK, STEPS):
                 steps(sm, sm, c, a, b, abase + uint64(k0 * PA), bbase + uint64(k0 * BN))
-            rd = rd + 1 if rd + 1 < STAGES else 0  # no modulo: a compare and a select
+            rd = rd + 1 if rd + 1 < STAGES else 0   # no modulo: a compare and a select
             wr = wr + 1 if wr + 1 < STAGES else 0
-        wait_all()  # nothing left in flight at exit
+        wait_all()                                  # nothing left in flight at exit
         first = cuda.blockIdx.z == 0
         for y in range(TM):
             for x in range(TN):
@@ -248,10 +245,8 @@ def v6_invalid(BM: int, BN: int, BK: int, TM: int, TN: int, stages: int = 3) -> 
         return f"{nt} threads per block > 1024, the hardware limit"
     qb = BN // 4
     if nt % BK or (BM * BK) % nt or nt % qb or (BK * qb) % nt:
-        return (
-            f"{nt} threads must split the {BM} x {BK} A tile into whole rows of floats and "
-            f"the {BK} x {BN} B tile into whole rows of runs of four"
-        )
+        return (f"{nt} threads must split the {BM} x {BK} A tile into whole rows of floats "
+                f"and the {BK} x {BN} B tile into whole rows of runs of four")
     if stages < 2:
         return f"stages must be >= 2 (one tile in use, one on its way), got {stages}"
     if 4 * stages * BK * (BM + 4 + BN) > 227 * 1024:
@@ -260,96 +255,49 @@ def v6_invalid(BM: int, BN: int, BK: int, TM: int, TN: int, stages: int = 3) -> 
 
 
 _SIG = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
-V6_DEFAULT = ((128, 128, 16, 8, 8), 2, 3)  # tile, blocks per SM, stages
-matmul_v6 = make_v6(*V6_DEFAULT[0], V6_DEFAULT[1], V6_DEFAULT[2])
+V6_DEFAULT = (64, 128, 16, 8, 8)      # the tile the H200 sweep found fastest at every shape
+matmul_v6 = make_v6(*V6_DEFAULT, 4, 3, STEPS=16)
 PTX_SIGNATURES = {"matmul_v6": _SIG}
 STEPS = (1, 2, 4, 8, 16)
 
 
 @functools.cache
-def kernel(
-    tile: tuple, min_blocks: int, stages: int, vec: bool, store=None, add=None, steps: int = 4
-):
+def kernel(tile: tuple, min_blocks: int, stages: int, vec: bool, store=None, add=None,
+           steps: int = 4):
     """The compiled v6 for one tile, launch bound, stage count, copy width, epilogue, steps."""
-    return make_v6(
-        *tile,
-        min_blocks,
-        STAGES=stages,
-        VEC=vec,
-        STORE=store or store_c,
-        ADD=add or add_c,
-        STEPS=steps,
-    )
+    return make_v6(*tile, min_blocks, STAGES=stages, VEC=vec, STORE=store or store_c,
+                   ADD=add or add_c, STEPS=steps)
 
 
-def launch(
-    d_A,
-    d_B,
-    d_C,
-    tile: tuple = V6_DEFAULT[0],
-    min_blocks: int = 2,
-    split: int = 1,
-    store=None,
-    add=None,
-    zero: bool | None = None,
-    steps: int = 4,
-    stream=0,
-    stages: int = 3,
-):
-    """C = A @ B by v6 on device arrays, as ``matmul_v5.launch`` (same epilogues, split-K
-    and stream), with ``stages`` tiles in shared memory."""
-    why = v6_invalid(*tile, stages)
-    if why:
-        raise ValueError(f"invalid v6 tile {tuple(tile)}: {why}")
-    if split < 1:
-        raise ValueError(f"split must be >= 1, got {split}")
-    BM, BN, BK, TM, TN = tile
-    if steps not in STEPS or BK % steps:
-        raise ValueError(f"steps must be one of {STEPS} and divide BK = {BK}, got {steps}")
-    M, N = d_A.shape[0], d_B.shape[1]
-    if split > 1 and store is None:
-        store, add, zero = add_c, add or add_c, True if zero is None else zero
-    if split > 1 and add is None:
-        raise ValueError("split-K needs add=: the epilogue of the slices after the first")
-    add = add or store
-    if zero:
-        zero_kernel[(-(-N // 256), min(M, 1024)), 256, stream](
-            d_C[0] if isinstance(d_C, tuple) else d_C
-        )
-    k = kernel(tuple(tile), min_blocks, stages, aligned(d_A, d_B), store, add, steps)
-    nbytes = k.shared_bytes
-    if nbytes > 48 * 1024:
+def b_aligned(d_B) -> bool:
+    """Can v6 copy B in 16-byte runs (N a multiple of 4, a 16-byte aligned base)?"""
+    if d_B.shape[1] % 4:
+        return False
+    return config.ENABLE_CUDASIM or d_B.device_ctypes_pointer.value % 16 == 0
+
+
+def launch(d_A, d_B, d_C, tile: tuple = V6_DEFAULT, min_blocks: int = 4, split: int = 1,
+           store=None, add=None, zero: bool | None = None, steps: int = 16, stream=0,
+           stages: int = 3):
+    """C = A @ B by v6 on device arrays, as ``matmul_v5.launch`` (the same epilogues,
+    split-K and stream), with ``stages`` K tiles in shared memory at once."""
+    store, add, grid, block = prepare(d_A, d_B, d_C, tile, split, steps, store, add, zero,
+                                      stream, "v6", lambda *t: v6_invalid(*t, stages))
+    k = kernel(tuple(tile), min_blocks, stages, b_aligned(d_B), store, add, steps)
+    if k.shared_bytes > 48 * 1024:     # past the default: the kernel must ask for it
         from .attention_common import allow_big_shared
-
-        allow_big_shared(k, (d_A, d_B, d_C), nbytes)
-    k[((N + BN - 1) // BN, (M + BM - 1) // BM, split), (BN // TN, BM // TM), stream, nbytes](
-        d_A, d_B, d_C
-    )
+        allow_big_shared(k, (d_A, d_B, d_C), k.shared_bytes)
+    k[grid, block, stream, k.shared_bytes](d_A, d_B, d_C)
 
 
-def host(
-    A,
-    B,
-    tile: tuple = V6_DEFAULT[0],
-    min_blocks: int = 2,
-    split: int = 1,
-    steps: int = 4,
-    stages: int = 3,
-):
+def host(A, B, tile: tuple = V6_DEFAULT, min_blocks: int = 4, split: int = 1, steps: int = 16,
+         stages: int = 3):
     """numpy in, numpy out: C = A @ B by v6."""
     A = np.ascontiguousarray(A, dtype=np.float32)
     B = np.ascontiguousarray(B, dtype=np.float32)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"cannot multiply {A.shape} by {B.shape}")
     d_C = cuda.device_array((A.shape[0], B.shape[1]), np.float32)
-    launch(
-        cuda.to_device(A),
-        cuda.to_device(B),
-        d_C,
-        tile,
-        min_blocks,
-        split,
-        steps=steps,
-        stages=stages,
-    )
+    launch(cuda.to_device(A), cuda.to_device(B), d_C, tile, min_blocks, split, steps=steps,
+           stages=stages)
     return d_C.copy_to_host()
