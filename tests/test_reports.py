@@ -16,10 +16,15 @@ REPORTS = sorted(
         (
             "notebook-memory-",  # no timings in those
             "matmul-shapes-sweep",
+            "matmul-v6-sweep",
         )
     )
 )  # raw sweeps: below
-SWEEPS = sorted((REPO / "assets" / "benchmarks").glob("matmul-shapes-sweep*.json"))
+SWEEPS = sorted(
+    p
+    for pattern in ("matmul-shapes-sweep*.json", "matmul-v6-sweep*.json")
+    for p in (REPO / "assets" / "benchmarks").glob(pattern)
+)
 FP32_PEAK = 67.0  # TFLOP/s, H100 SXM datasheet (CUDA cores, FP32); H200 the same
 SLACK = 1.02
 FP16_DENSE_PEAK = 989.4  # TFLOP/s, H100 and H200 SXM datasheets (tensor cores, no sparsity)
@@ -94,7 +99,7 @@ def _sweep_times(data: dict):
         if not isinstance(entry, dict):
             continue
         for key, val in entry.items():
-            if key.endswith("_err") or key == "mkn":  # relative errors, the shape
+            if key.endswith("_err") or key in ("mkn", "err"):  # relative errors, the shape
                 continue
             if isinstance(val, dict):
                 yield from (
