@@ -170,6 +170,32 @@ def test_matmul_v5_v6_with_each_fused_epilogue_and_split_k_at_odd_sizes(version)
     assert not np.allclose(out.copy_to_host(), x + y, rtol=1e-5, atol=1e-5)
 
 
+def test_v5_build_where_there_is_no_cp_async(monkeypatch):
+    """A GPU older than compute capability 8.0 (a T4) has no cp.async: the model's default
+    is then v5, whose logits match float64 too; v6 itself refuses with a sentence."""
+    params = G.jitter(G.init_params(MICRO, seed=7), seed=8, scale=0.2)
+    tokens = RNG.integers(0, MICRO.vocab_size, (1, 5))
+    want = G.reference(tokens, params, MICRO)
+    monkeypatch.setattr(G.v6, "supported", lambda: False)
+    tl = Timeline()
+    model = G.Model(params, MICRO, 1, 5)
+    assert model.matmul_variant == "v5"
+    got = model(model.tokens(tokens), run=tl.run).copy_to_host().reshape(want.shape)
+    assert np.abs(got - want).max() / np.abs(want).max() < 2e-6
+    names = {r["kernel"] for r in tl.table() if r["kernel"].startswith("matmul")}
+    assert names == {
+        "matmul_v5 + bias (fused, split-K)",
+        "matmul_v5 + bias + GELU (fused)",
+        "matmul_v5 + bias + residual (fused)",
+        "matmul_v5",
+    }
+    one = cuda.to_device(np.ones((4, 4), np.float32))
+    with pytest.raises(RuntimeError, match="compute capability 8.0 or newer"):
+        G.v6.launch(one, one, cuda.device_array((4, 4), np.float32), G.SIM_TILE, 1, steps=4)
+    with pytest.raises(ValueError, match="graph=True needs"):
+        G.Model(params, MICRO, 1, 5, matmul="v4", graph=True)
+
+
 def _forward64(tokens, p, cfg):
     """GPT-2's forward in float64, written apart from the module's (einsum, explicit heads)."""
     p = {k: v.astype(np.float64) for k, v in p.items()}

@@ -10,7 +10,8 @@ float32 throughout, one numba kernel per step:
 - ``layernorm_forward_kernel`` a block per row; mean and variance by shared-memory trees
   (lesson 02)
 - matmul                       lesson 04's ``matmul_v6`` (tile, blocks per SM, split-K and
-                               stages per shape: ``matmul_shapes.V6_TABLE``) or ``matmul_v4``, its store
+                               stages per shape: ``matmul_shapes.V6_TABLE``; ``matmul_v5``
+                               where there is no cp.async) or ``matmul_v4``, its store
                                swapped for an epilogue (lesson 04's ``matmul_epilogue``):
                                ``store_bias``, ``store_bias_gelu``, ``store_bias_residual``
                                (x += ...) add bias, GELU, residual while in a register;
@@ -40,6 +41,7 @@ from . import graph as gr
 from . import matmul as mm
 from . import matmul_shapes as ms
 from . import matmul_tuned as mt
+from . import matmul_v5 as v5
 from . import matmul_v6 as v6
 from .gpt2_params import (  # noqa: F401
     MICRO,
@@ -52,13 +54,15 @@ from .gpt2_params import (  # noqa: F401
     load_params,
     param_shapes,
     reference,
+    token_array,
 )
 
 NOT_SHOWN = {"gelu_tanh", "row_sum"}   # device functions, shown inside the kernels' cell
 GPU = runtime.MODE == "gpu"
 TPB = 256 if GPU else 32       # threads of the elementwise kernels (along a row)
 LN_TPB = 128 if GPU else 16    # layernorm threads per row (a power of two)
-SIM_TILE = (16, 16, 4, 4, 4)   # matmul_v4's and v6's tile in the simulator: 16 threads a block
+SIM_TILE = (16, 16, 4, 4, 4)   # matmul_v4's, v5's, v6's tile in the simulator: 16 threads
+TILED = ("v5", "v6")           # lesson 04's SGEMMs tiled per shape (epilogues always fused)
 GELU_K = float32(math.sqrt(2.0 / math.pi))
 
 
@@ -217,29 +221,29 @@ def _direct(name: str, launch) -> None:
 class Model:
     """GPT-2 on the GPU for one batch shape: parameters uploaded once (``wte`` also
     transposed, for the tied logits), every activation allocated once: a forward is launches
-    only.  ``matmul``: "v6" (lesson 04's SGEMM tiled per shape, ``matmul_shapes.V6_TABLE``),
-    "v4" (one tile) or "v1_naive"; ``attention``: "flash" (lesson 08's causal kernel) or
-    "naive" (three kernels, a T x T score matrix per head); ``fuse`` (v4; v6 always fuses):
-    bias, GELU and residual in the matmul's store.  ``run(name, launch)`` wraps every launch
-    (a timeline).  ``graph`` (v6 and flash): every launch on the model's own stream, and on a
-    GPU the forward recorded once as a CUDA graph and replayed by one call
-    (``course/kernels/graph.py``: what capture needs); the simulator launches one by one."""
+    only.  ``matmul``: "v6" (lesson 04's SGEMM tiled per shape, ``matmul_shapes.V6_TABLE``;
+    the default where cp.async exists), "v5" (the default elsewhere), "v4" (one tile) or
+    "v1_naive"; ``attention``: "flash" (lesson 08's causal kernel) or "naive" (three kernels,
+    a T x T score matrix per head); ``fuse`` (v4; v5, v6 always fuse): bias, GELU and residual
+    in the matmul's store.  ``run(name, launch)`` wraps every launch (a timeline).  ``graph``
+    (v5 or v6, and flash): every launch on the model's own stream, and on a GPU the forward
+    recorded once as a CUDA graph and replayed by one call (``course/kernels/graph.py``)."""
 
     def __init__(self, params: dict, config: Config, B: int, T: int, *,
-                 matmul: str = "v6", attention: str = "flash", fuse: bool | None = None,
+                 matmul: str | None = None, attention: str = "flash", fuse: bool | None = None,
                  graph: bool = False):
         if T > config.n_positions:
             raise ValueError(f"T = {T} is longer than the context ({config.n_positions})")
-        if matmul not in ("v6", "v4", "v1_naive") or attention not in ("flash", "naive"):
-            raise ValueError('matmul must be "v6", "v4" or "v1_naive"; attention "flash" or "naive"')
+        matmul = matmul or ("v6" if v6.supported() else "v5")
+        if matmul not in ("v6", "v5", "v4", "v1_naive") or attention not in ("flash", "naive"):
+            raise ValueError('matmul must be "v6", "v5", "v4" or "v1_naive"; attention "flash" or '
+                             '"naive"')
         if fuse and matmul == "v1_naive":
-            raise ValueError("fuse=True needs matmul=\"v4\" or \"v6\": v1 has no epilogue to "
-                             "fuse into")
-        if fuse is False and matmul == "v6":
-            raise ValueError("matmul=\"v6\" always fuses its epilogues; fuse=False needs \"v4\"")
-        if graph and (matmul, attention) != ("v6", "flash"):
-            raise ValueError('graph=True needs matmul="v6" and attention="flash": only their '
-                             "launches take the model's stream")
+            raise ValueError('fuse=True needs matmul "v4", "v5" or "v6": v1 has no epilogue')
+        if fuse is False and matmul in TILED:
+            raise ValueError(f'matmul "{matmul}" always fuses its epilogues; fuse=False needs "v4"')
+        if graph and (matmul not in TILED or attention != "flash"):
+            raise ValueError('graph=True needs matmul "v5" or "v6" and attention "flash"')
         missing = set(param_shapes(config)) - set(params)
         if missing:
             raise ValueError(f"parameters missing: {sorted(missing)[:4]} ...")
@@ -250,8 +254,8 @@ class Model:
         self.p = {k: cuda.to_device(np.ascontiguousarray(v, dtype=np.float32))
                   for k, v in params.items()}
         C, NH, V, BT = config.n_embd, config.n_head, config.vocab_size, B * T
-        wT = np.zeros((C, -(-V // 4) * 4 if matmul == "v6" else V), np.float32)
-        wT[:, :V] = params["wte.weight"].T          # v6: rows padded to 16-byte runs
+        wT = np.zeros((C, -(-V // 4) * 4 if matmul in TILED else V), np.float32)
+        wT[:, :V] = params["wte.weight"].T          # v5, v6: rows padded to 16-byte runs
         self.p["wte.T"] = cuda.to_device(wT)
         f32, hs = np.float32, C // NH
         self.x, self.ln, self.y = (cuda.device_array((BT, C), f32) for _ in range(3))
@@ -265,20 +269,22 @@ class Model:
         self.replayed = gr.Replayed(lambda tok: self.launches(tok, _direct), self.stream,
                                     keep=at.reused_buffers) if graph and GPU else None
 
-    def v6_setting(self, M: int, K: int, N: int, atomic: bool) -> tuple:
-        """(tile, blocks per SM, split-K, steps, stages) of v6 for one shape: the sweep's table
-        on a GPU; in the simulator a 16-thread tile, split in two where the epilogue can add."""
-        if GPU:
+    def tiled_setting(self, M: int, K: int, N: int, atomic: bool) -> tuple:
+        """(tile, blocks per SM, split-K, steps, stages) of v6 or v5 (stages 0) for one shape:
+        the sweeps' tables on a GPU; in the simulator a 16-thread tile, split where it adds."""
+        if not GPU:
+            return SIM_TILE, 1, 2 if atomic and K >= 8 else 1, 4, 3
+        if self.matmul_variant == "v6":
             return ms.choose_v6(M, K, N, atomic=atomic)
-        return SIM_TILE, 1, 2 if atomic and K >= 8 else 1, 4, 3
+        return (*ms.choose(M, K, N, atomic=atomic), 0)
 
-    def v6(self, out, inp, weight, bias, gelu, residual, run):
-        """out (+)= inp @ weight (+ bias, GELU) by v6 with the epilogue in its store; split-K
+    def tiled(self, out, inp, weight, bias, gelu, residual, run):
+        """out (+)= inp @ weight (+ bias, GELU) by v6 or v5, the epilogue in its store; split-K
         where the epilogue can add (bias alone, or the residual add): slice 0 adds the bias
         too, the others only their sums; a plain output is zeroed first."""
         (M, K), N = inp.shape, out.shape[1]            # weight may have padding columns
         atomic = bias is not None and not gelu
-        tile, per_sm, split, steps, stages = self.v6_setting(M, K, N, atomic)
+        tile, per_sm, split, steps, stages = self.tiled_setting(M, K, N, atomic)
         if bias is None:
             padded = weight.shape[1] != N
             store, add, C, what = store_within if padded else None, None, out, ""
@@ -289,15 +295,17 @@ class Model:
             what = " + bias + residual (fused)" if residual else " + bias (fused, split-K)"
         else:
             store, add, C, what = store_bias, None, (out, bias), " + bias (fused)"
-        run(f"matmul_v6{what}", lambda: v6.launch(
+        name = self.matmul_variant
+        more = {"stages": stages} if name == "v6" else {}
+        run(f"matmul_{name}{what}", lambda: (v6 if name == "v6" else v5).launch(
             inp, weight, C, tile, per_sm, split, store=store, add=add,
-            zero=split > 1 and not residual, steps=steps, stream=self.stream, stages=stages))
+            zero=split > 1 and not residual, steps=steps, stream=self.stream, **more))
 
     def matmul(self, out, inp, weight, bias=None, gelu=False, run=_direct):
-        """out = inp @ weight (+ bias, GELU): with ``fuse``, v6 or v4 with the epilogue in
+        """out = inp @ weight (+ bias, GELU): with ``fuse``, v6, v5 or v4 with the epilogue in
         its store; else lesson 04's kernel, then the epilogue pass."""
-        if self.matmul_variant == "v6":
-            return self.v6(out, inp, weight, bias, gelu, False, run)
+        if self.matmul_variant in TILED:
+            return self.tiled(out, inp, weight, bias, gelu, False, run)
         if self.fuse and bias is not None:
             store, what = (store_bias_gelu, "bias + GELU") if gelu else (store_bias, "bias")
             run(f"matmul_v4 + {what} (fused)", lambda: mt.launch(
@@ -314,8 +322,8 @@ class Model:
     def project(self, x, inp, weight, bias, scratch, cols, run=_direct):
         """x += inp @ weight + bias: fused into v4's store, or a matmul into ``scratch``
         followed by the residual kernel."""
-        if self.matmul_variant == "v6":
-            self.v6(x, inp, weight, bias, False, True, run)
+        if self.matmul_variant in TILED:
+            self.tiled(x, inp, weight, bias, False, True, run)
         elif self.fuse:
             run("matmul_v4 + bias + residual (fused)", lambda: mt.launch(
                 "v4", inp, weight, (x, bias), tile=self.tile, store=store_bias_residual))
@@ -374,7 +382,7 @@ class Model:
 
     def tokens(self, tokens) -> object:
         """Checked tokens (B x T ints in [0, vocab)) as an int32 device array."""
-        tokens = _token_array(tokens)
+        tokens = token_array(tokens)
         if tokens.shape != (self.B, self.T):
             raise ValueError(f"tokens are {tokens.shape}; this model was built for "
                              f"{(self.B, self.T)}")
@@ -383,18 +391,10 @@ class Model:
         return cuda.to_device(np.ascontiguousarray(tokens, dtype=np.int32))
 
 
-def _token_array(tokens) -> np.ndarray:
-    tokens = np.asarray(tokens)
-    if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
-        raise ValueError(f"tokens must be an integer array of shape (B, T), got "
-                         f"{tokens.dtype} {tokens.shape}")
-    return tokens
-
-
 def forward(tokens, params, config: Config | None = None, **options):
     """Logits (B, T, vocab) float32 of ``tokens`` (ints, B x T): numpy in, numpy out.
     ``options``: :class:`Model`'s ``matmul``, ``attention``, ``fuse`` and ``graph``."""
-    tokens = _token_array(tokens)
+    tokens = token_array(tokens)
     config = config or config_of(params)
     model = Model(params, config, *tokens.shape, **options)
     return model(model.tokens(tokens)).copy_to_host().reshape(*tokens.shape, -1)

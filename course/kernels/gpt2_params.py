@@ -134,3 +134,12 @@ def reference(tokens, params, config: Config) -> np.ndarray:
         m = 0.5 * m * (1 + np.tanh(math.sqrt(2 / math.pi) * (m + 0.044715 * m ** 3)))
         x = x + m @ h("mlp.c_proj.weight") + h("mlp.c_proj.bias")
     return ln(x, p["ln_f.weight"], p["ln_f.bias"]) @ p["wte.weight"].T
+
+
+def token_array(tokens) -> np.ndarray:
+    """``tokens`` as a numpy array, checked: integers, shape (B, T)."""
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
+        raise ValueError(f"tokens must be an integer array of shape (B, T), got "
+                         f"{tokens.dtype} {tokens.shape}")
+    return tokens

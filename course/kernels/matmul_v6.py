@@ -276,11 +276,21 @@ def b_aligned(d_B) -> bool:
     return config.ENABLE_CUDASIM or d_B.device_ctypes_pointer.value % 16 == 0
 
 
+def supported() -> bool:
+    """Can this machine run v6?  cp.async needs compute capability 8.0 (A100) or newer; the
+    simulator imitates it anywhere."""
+    return config.ENABLE_CUDASIM or cuda.get_current_device().compute_capability >= (8, 0)
+
+
 def launch(d_A, d_B, d_C, tile: tuple = V6_DEFAULT, min_blocks: int = 4, split: int = 1,
            store=None, add=None, zero: bool | None = None, steps: int = 16, stream=0,
            stages: int = 3):
     """C = A @ B by v6 on device arrays, as ``matmul_v5.launch`` (the same epilogues,
     split-K and stream), with ``stages`` K tiles in shared memory at once."""
+    if not supported():
+        cc = cuda.get_current_device().compute_capability
+        raise RuntimeError(f"matmul_v6 needs cp.async (compute capability 8.0 or newer); this "
+                           f"GPU has {cc[0]}.{cc[1]}: use matmul_v5")
     store, add, grid, block = prepare(d_A, d_B, d_C, tile, split, steps, store, add, zero,
                                       stream, "v6", lambda *t: v6_invalid(*t, stages))
     k = kernel(tuple(tile), min_blocks, stages, b_aligned(d_B), store, add, steps)
