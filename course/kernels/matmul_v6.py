@@ -276,9 +276,10 @@ def b_aligned(d_B) -> bool:
     return config.ENABLE_CUDASIM or d_B.device_ctypes_pointer.value % 16 == 0
 
 
+@functools.cache
 def supported() -> bool:
     """Can this machine run v6?  cp.async needs compute capability 8.0 (A100) or newer; the
-    simulator imitates it anywhere."""
+    simulator imitates it anywhere.  Asked once a process (every launch asks)."""
     return config.ENABLE_CUDASIM or cuda.get_current_device().compute_capability >= (8, 0)
 
 
