@@ -419,7 +419,7 @@ def test_bench_without_names_runs_every_lesson_and_no_command(monkeypatch, tmp_p
 
 @pytest.mark.e2e  # the bench command end to end
 def test_bench_matmul_runs_in_the_simulator_with_the_shapes_section(tmp_path):
-    """``python -m course bench matmul``: the lecture's rows, then v4 and v5 at the GPT-2
+    """``python -m course bench matmul``: the lecture's rows, then v4, v5 and v6 at the GPT-2
     shapes' stand-in (CPU times in the simulator; cuBLAS and Triton need a GPU)."""
     from course.bench import run
 
@@ -428,8 +428,10 @@ def test_bench_matmul_runs_in_the_simulator_with_the_shapes_section(tmp_path):
         "v4 (tile=",
         "every GPT-2 shape",
         "v5 at odd stand-in",
+        "v6 at odd stand-in",
         "split 2",
-        "v5 waves (fill)",
+        "stages 3",
+        "v6 waves (fill)",
     ):
         assert text in md, text
 

@@ -139,6 +139,45 @@ def test_v5_loads_16_bytes_from_global_and_shared_memory_and_writes_out_its_step
     assert all(v["local"] == 0 and v["atom"] > 0 for v in c.values()), c
 
 
+V6_PTX = r"""
+import json
+import course
+from numba import cuda
+from course.kernels import matmul_v6 as v6
+out = {}
+for name, tile, stages, vec in [("vec", (64, 128, 16, 8, 8), 3, True),
+                                ("scalar", (64, 128, 16, 8, 8), 2, False)]:
+    k = v6.make_v6(*tile, 4, stages, vec, STEPS=16)
+    ptx, _ = cuda.compile_ptx(k.py_func, v6._SIG, cc=(9, 0), launch_bounds=(128, 4))
+    out[name] = {"ca4": ptx.count("cp.async.ca.shared.global"),
+                 "cg16": ptx.count("cp.async.cg.shared.global"),
+                 "commit": ptx.count("cp.async.commit_group"),
+                 "waits": sorted(set(l.strip() for l in ptx.splitlines()
+                                     if "cp.async.wait_group" in l)),
+                 "lds4": ptx.count("ld.shared.v4.f32"), "fma": ptx.count("fma.rn.f32"),
+                 "ldg": ptx.count("ld.global"), "local": ptx.count(".local")}
+print("JSON" + json.dumps(out))
+"""
+
+
+def test_v6_copies_with_cp_async_and_waits_for_all_but_stages_minus_2_groups():
+    """On sm_90, v6 fetches through cp.async only (no ld.global in the loop): 4-byte copies of
+    A (8 a thread a tile at (64, 128, 16, 8, 8), twice: the whole-tile path and the edge path),
+    16-byte copies of B (2) where B is aligned and 4-byte ones (8) where not; one commit per
+    fetch; waits for all but STAGES - 2 groups in the loop and for all at the end; 16 k steps
+    of 64 FMAs from 16-byte shared loads; nothing in local memory."""
+    proc = compile_off_simulator(V6_PTX)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")]
+    assert line, proc.stderr[-2000:]
+    c = json.loads(line[-1][4:])
+    assert c["vec"]["ca4"] >= 2 * 8 and c["vec"]["cg16"] >= 2 * 2, c
+    assert c["scalar"]["cg16"] == 0 and c["scalar"]["ca4"] >= 2 * (8 + 8), c
+    assert all(v["ldg"] == 0 and v["local"] == 0 and v["commit"] >= 2 for v in c.values()), c
+    assert c["vec"]["waits"] == ["cp.async.wait_group 0;", "cp.async.wait_group 1;"], c
+    assert c["scalar"]["waits"] == ["cp.async.wait_group 0;"], c
+    assert c["vec"]["fma"] == 16 * 64 and c["vec"]["lds4"] == 16 * 4, c
+
+
 FLASH_TUNED_PTX = r"""
 import json
 from numba import cuda
