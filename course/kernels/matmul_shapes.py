@@ -84,7 +84,7 @@ def choose(M: int, K: int, N: int, *, atomic: bool = True) -> tuple:
 # matmul_v6: (M, K, N) -> (fastest setting, fastest without split-K), a setting being (tile,
 # blocks per SM, split-K, k steps, shared stages): the H200 sweeps of 2026-11-29 (every GPT-2
 # shape and 4096 cubed: 14 settings x split-K; then stages and warps at the three narrow T 1024
-# shapes).  One tile, 64 x 128 with 8 x 8 a thread at 4 blocks an SM, won at every shape.
+# shapes).  One tile, 64 x 128 with 8 x 8 a thread at 3-4 blocks an SM, won at every shape.
 V6_SWEEP_FILES = [f"matmul-v6-sweep{s}-nvidia-h200-2026-11-29.json" for s in ("", "-narrow")]
 _W = (64, 128, 16, 8, 8)
 V6_TABLE: dict = {
