@@ -13,7 +13,7 @@
 # counted: #47's counted tune targets with the GPU's own counters: both counts of the
 #          solutions, given kernels and attackers (counted_debug.py), checktimes as if on an
 #          L4, lessons 10 and 02 graded as if on a T4 / L4 with their attackers, ~4 min.
-# gpt2: lesson 11's bench (#49), with the forward replayed as one CUDA graph, ~3 min.
+# gpt2: #49's reports in one run - bench gpt2 matmul attention (~8 min on an H200).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/round-out}; mkdir -p "$OUT"
@@ -75,10 +75,15 @@ case "${1:-}" in
     tar czf "$OUT/counted-all.tar.gz" -C "$R" .
     ;;
   gpt2)
-    echo "=== bench gpt2 ($(date +%T))"
-    CUDA_VISIBLE_DEVICES=0 timeout 500 python -m course bench gpt2 --out "$OUT" 2>&1 \
-      | grep -v -e NumbaPerformanceWarning -e "warn(errors" | tail -n 40
-    grep -h -e "^- B=" "$OUT"/gpt2-*.md 2>/dev/null
+    # #49's one report from one run: lessons 11, 04 and 08 (about 8 minutes on an H200 with
+    # every compile); nine files, so the reports travel as one archive, the tables beside it
+    B=/tmp/bench; mkdir -p "$B"
+    echo "=== bench gpt2 matmul attention ($(date +%T))"
+    CUDA_VISIBLE_DEVICES=0 timeout 560 python -m course bench gpt2 matmul attention --out "$B" \
+      2>&1 | grep -v -e NumbaPerformanceWarning -e "warn(errors" | grep -e "^==" -e "wrote"
+    cp "$B"/*.md "$OUT/" 2>/dev/null
+    tar czf "$OUT/bench.tar.gz" -C "$B" .
+    grep -h -e "^- B=4 T=1024: optimized" -e "^- v6 at 4096" "$OUT"/*.md 2>/dev/null
     ;;
   checktimes) checktimes ;;
   *) echo "usage: round.sh cards|notebooks|class|quick|probe|dask|checktimes|counted|gpt2"
