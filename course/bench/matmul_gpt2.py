@@ -236,6 +236,7 @@ def shapes_section(report) -> None:
         tile6, per_sm6, split6, steps6, stages = (
             S.choose_v6(M, K, N, atomic=True) if gpu else (sim_tile, 1, 2, 4, 3)
         )
+        setting5 = f"{tile} {per_sm}/SM split {split} steps {steps}"
         setting6 = f"{tile6} {per_sm6}/SM split {split6} steps {steps6} stages {stages}"
         rows = {}
         kernels = {
@@ -244,7 +245,7 @@ def shapes_section(report) -> None:
                 lambda: mt.launch("v4", d_A, d_B, d_C, **({} if gpu else {"tile": sim_tile})),
             ),
             "v5": (
-                f"{tile} {per_sm}/SM split {split} steps {steps}; ",
+                setting5 + "; ",
                 lambda: v5.launch(d_A, d_B, d_C, tile, per_sm, split, steps=steps),
             ),
             "v6": (
@@ -294,7 +295,7 @@ def shapes_section(report) -> None:
             "ms": {k: r["median_ms"] for k, r in rows.items()},
             "floor_ms": rows["v6"]["floor_ms"],
             "setting": setting6,
-            "v5_setting": f"{tile} {per_sm}/SM split {split} steps {steps}",
+            "v5_setting": setting5,
             "waves": w,
         }
         f = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731

@@ -324,12 +324,19 @@ def launch(d_A, d_B, d_C, tile: tuple = V5_DEFAULT, min_blocks: int = 2, split: 
     k[grid, block, stream](d_A, d_B, d_C)
 
 
-def host(A, B, tile: tuple = V5_DEFAULT, min_blocks: int = 2, split: int = 1, steps: int = 4):
-    """numpy in, numpy out: C = A @ B by v5."""
+def on_device(A, B, run):
+    """numpy in, numpy out: A and B checked (2-D, inner sizes equal) and copied to the GPU as
+    float32, ``run(d_A, d_B, d_C)`` launched on them, C (M x N) copied back."""
     A = np.ascontiguousarray(A, dtype=np.float32)
     B = np.ascontiguousarray(B, dtype=np.float32)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"cannot multiply {A.shape} by {B.shape}")
     d_C = cuda.device_array((A.shape[0], B.shape[1]), np.float32)
-    launch(cuda.to_device(A), cuda.to_device(B), d_C, tile, min_blocks, split, steps=steps)
+    run(cuda.to_device(A), cuda.to_device(B), d_C)
     return d_C.copy_to_host()
+
+
+def host(A, B, tile: tuple = V5_DEFAULT, min_blocks: int = 2, split: int = 1, steps: int = 4):
+    """numpy in, numpy out: C = A @ B by v5."""
+    return on_device(A, B, lambda d_A, d_B, d_C: launch(d_A, d_B, d_C, tile, min_blocks, split,
+                                                         steps=steps))

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 from numba import config, cuda, float32, int64, uint64
 
 from .matmul_tuned import bounds, store_c
-from .matmul_v5 import add_c, make_steps, prepare
+from .matmul_v5 import add_c, make_steps, on_device, prepare
 
 NOT_SHOWN: set = set()
 
@@ -258,7 +257,6 @@ _SIG = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
 V6_DEFAULT = (64, 128, 16, 8, 8)      # the tile the H200 sweep found fastest at every shape
 matmul_v6 = make_v6(*V6_DEFAULT, 4, 3, STEPS=16)
 PTX_SIGNATURES = {"matmul_v6": _SIG}
-STEPS = (1, 2, 4, 8, 16)
 
 
 @functools.cache
@@ -304,11 +302,5 @@ def launch(d_A, d_B, d_C, tile: tuple = V6_DEFAULT, min_blocks: int = 4, split: 
 def host(A, B, tile: tuple = V6_DEFAULT, min_blocks: int = 4, split: int = 1, steps: int = 16,
          stages: int = 3):
     """numpy in, numpy out: C = A @ B by v6."""
-    A = np.ascontiguousarray(A, dtype=np.float32)
-    B = np.ascontiguousarray(B, dtype=np.float32)
-    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
-        raise ValueError(f"cannot multiply {A.shape} by {B.shape}")
-    d_C = cuda.device_array((A.shape[0], B.shape[1]), np.float32)
-    launch(cuda.to_device(A), cuda.to_device(B), d_C, tile, min_blocks, split, steps=steps,
-           stages=stages)
-    return d_C.copy_to_host()
+    return on_device(A, B, lambda d_A, d_B, d_C: launch(d_A, d_B, d_C, tile, min_blocks, split,
+                                                         steps=steps, stages=stages))
