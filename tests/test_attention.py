@@ -144,6 +144,75 @@ def test_tuned_builds_pad_the_head_dim(d, D):
         A.tuned_kernel(129)
 
 
+def gpt2_qkv(B, T, heads, hs):
+    """GPT-2's fused projection (B*T, 3C) and the per-head (B, heads, T, hs) q, k, v in it."""
+    C = heads * hs
+    qkv = rng.uniform(-1, 1, (B * T, 3 * C)).astype(np.float32)
+    per_head = [
+        qkv[:, i * C : (i + 1) * C].reshape(B, T, heads, hs).transpose(0, 2, 1, 3) for i in range(3)
+    ]
+    return qkv, per_head
+
+
+def in_place(qkv, heads, T, mutate=None):
+    """flash_in_place's launch; ``mutate(args)`` changes its arguments (a mutant)."""
+    BT, C3 = qkv.shape
+    C, d_qkv = C3 // 3, cuda.to_device(qkv)
+    y = cuda.device_array((BT, C), np.float32)
+    if mutate is None:
+        A.flash_in_place(d_qkv, y, heads, T)
+        return y.copy_to_host()
+    hs = C // heads
+    k = A.tuned_kernel(hs)
+    flat = d_qkv.reshape(BT * C3).view(np.float64)
+    args = [
+        flat,
+        flat[C // 2 :],
+        flat[C:],
+        y.reshape(BT // T, T, C),
+        cuda.device_array((BT // T * heads, T), np.float32),
+        float32(1 / math.sqrt(hs)),
+        True,
+        -1,
+        heads,
+        C3 // 2,
+    ]
+    mutate(args)
+    k[(math.ceil(T / A.Br), BT // T * heads), A.FLASH_THREADS, 0, k.shared_bytes](*args)
+    return y.copy_to_host()
+
+
+IN_PLACE_MUTANTS = {
+    "one head a row (heads 1)": lambda a: a.__setitem__(8, 1),
+    "rows D / 2 pairs apart": lambda a: a.__setitem__(9, 16),
+    "K read from Q's columns": lambda a: a.__setitem__(1, a[0]),
+}
+
+
+@pytest.mark.parametrize("mutant", [None, *IN_PLACE_MUTANTS], ids=str)
+def test_flash_in_place_reads_gpt2s_qkv_where_it_lies(mutant):
+    """GPT-2's attention straight from its qkv matmul's output (B*T, 3C), O into (B*T, C) with
+    the heads side by side: against float64 per head, at an odd T; mutants of the layout
+    arguments must miss."""
+    B, T, heads, hs = 2, 37, 2, 32
+    qkv, (q, k, v) = gpt2_qkv(B, T, heads, hs)
+    want = A.reference(q, k, v, causal=True).transpose(0, 2, 1, 3).reshape(B * T, heads * hs)
+    try:
+        got = in_place(qkv, heads, T, IN_PLACE_MUTANTS.get(mutant))
+    except IndexError:  # the simulator's bounds check caught a mutant's write
+        assert mutant is not None
+        return
+    err = A.rel_error(got, want)
+    assert (err < 1e-6) if mutant is None else (err > 1e-2), (mutant, err)
+
+
+def test_flash_in_place_refuses_a_head_size_it_cannot_read_in_place():
+    with pytest.raises(ValueError, match="head size"):
+        A.flash_in_place(
+            cuda.device_array((8, 48), np.float32), cuda.device_array((8, 16), np.float32), 1, 8
+        )  # hs 16: padded
+
+
 @pytest.mark.parametrize("dtype,d", [(np.float16, 5), (np.float32, 3), (np.float32, 4)])
 def test_as_pairs_widens_and_pads(dtype, d):
     X = rng.uniform(-1, 1, (2, 3, d)).astype(dtype)

@@ -247,6 +247,25 @@ def test_micro_gpt2_matches_an_independent_float64_forward():
     assert tl.simulated and "simulated ms" in tl.markdown()
 
 
+def test_flash_reads_q_k_v_in_place_where_the_head_size_allows():
+    """Head size 32 (a size flash_fwd_tuned is built for): no permute / unpermute launches,
+    the flash kernel reads qkv and writes y directly, and the logits still match float64;
+    MICRO's head size 16 would need padding, so it keeps the permute passes."""
+    cfg = G.Config(vocab_size=37, n_positions=9, n_embd=64, n_layer=1, n_head=2)
+    params = G.jitter(G.init_params(cfg, seed=9), seed=10, scale=0.2)
+    tokens = RNG.integers(0, cfg.vocab_size, (2, 7))
+    want = _forward64(tokens, params, cfg)
+    tl = Timeline()
+    model = G.Model(params, cfg, 2, 7)
+    got = model(model.tokens(tokens), run=tl.run).copy_to_host().reshape(want.shape)
+    assert np.abs(got - want).max() / np.abs(want).max() < 2e-6
+    rows = {r["kernel"]: r["launches"] for r in tl.table()}
+    assert rows[G.IN_PLACE] == cfg.n_layer and model.q is None
+    assert not any("permute" in k for k in rows), rows
+    micro = G.Model(G.init_params(MICRO, seed=1), MICRO, 1, 5)
+    assert not micro.in_place and micro.q.shape == (2, 5, 16)
+
+
 def test_the_unfused_and_naive_builds_agree_with_the_optimized_one(monkeypatch):
     params = G.jitter(G.init_params(MICRO, seed=7), seed=8)
     tokens = RNG.integers(0, MICRO.vocab_size, (1, 5))

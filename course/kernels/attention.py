@@ -264,12 +264,33 @@ def flash_launch(kernel, Q, K, V, O, L, scale, causal, window, stream=0):
     (> 48 KB); the tuned builds get Q, K, V as float32 pairs (``as_pairs``)."""
     bh, n, _ = Q.shape
     shared = getattr(kernel, "shared_bytes", FLASH_SHARED)
-    if hasattr(kernel, "head_dim"):
-        Q, K, V = (as_pairs(X, kernel.head_dim, slot, stream)
-                   for slot, X in enumerate((Q, K, V)))
     args = (Q, K, V, O, L, float32(scale), bool(causal), int(window))
+    if hasattr(kernel, "head_dim"):     # one head a batch, rows of D: D / 2 pairs apart
+        args = (*(as_pairs(X, kernel.head_dim, slot, stream)
+                  for slot, X in enumerate((Q, K, V))), *args[3:], 1, kernel.head_dim // 2)
     allow_big_shared(kernel, args, shared)
     kernel[(math.ceil(n / Br), bh), FLASH_THREADS, stream, shared](*args)
+
+
+def flash_in_place(qkv, y, heads: int, T: int, stream=0) -> None:
+    """GPT-2's causal attention straight from its fused projection: ``qkv`` (B*T, 3C) holds
+    q, k, v side by side (head h: columns h hs .. (h + 1) hs of each third), and O lands in
+    ``y`` (B*T, C) with the heads side by side - no permute or unpermute pass.  One
+    flash_fwd_tuned launch reads the rows in place (3C / 2 pairs apart); the head size must
+    be one it is built for (``TUNED_DIMS``): with no padding a row's D floats are its own."""
+    BT, C3 = qkv.shape
+    C = C3 // 3
+    if C3 % 3 or C % heads or C // heads not in TUNED_DIMS or BT % T or y.shape != (BT, C):
+        raise ValueError(f"flash_in_place needs qkv (B*T, 3C), y (B*T, C) and a head size in "
+                         f"{TUNED_DIMS}; got qkv {qkv.shape}, y {y.shape}, {heads} heads, T {T}")
+    hs, B = C // heads, BT // T
+    kernel = tuned_kernel(hs)
+    flat = qkv.reshape(BT * C3).view(np.float64)    # pairs; q, k, v start 0, C/2, C in
+    args = (flat, flat[C // 2:], flat[C:], y.reshape(B, T, C),
+            reused_buffer("L", (B * heads, T)), float32(1.0 / math.sqrt(hs)), True, -1,
+            heads, C3 // 2)
+    allow_big_shared(kernel, args, kernel.shared_bytes)
+    kernel[(math.ceil(T / Br), B * heads), FLASH_THREADS, stream, kernel.shared_bytes](*args)
 
 
 def _host(variant, *, causal=False, window=None):

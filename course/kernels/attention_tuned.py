@@ -52,6 +52,9 @@ def make_flash_tuned(D: int):
       float64 view, widening float16 first);
     - K and V get their own buffers, loaded together: 3 barriers a tile instead of 4;
     - scores are kept in log2 units (Q pre-scaled by log2 e), so each exponential is one exp2.
+    Later, for lesson 11: ``heads`` and ``row_pairs`` say how the rows lie, so GPT-2's q, k, v
+    are read where its qkv matmul left them (``attention.flash_in_place``); causal query
+    blocks run longest first.
     """
     D2 = D // 2                     # pairs per row
     KP = D2 + 2                     # sK row length in pairs (+2: 16-byte rows, no conflicts)
@@ -66,8 +69,11 @@ def make_flash_tuned(D: int):
     SHARED = 8 * (X_P + (Br // 2) * Bc)
 
     @cuda.jit(**_FEW_REGISTERS)
-    def flash_fwd_tuned(Qp, Kp, Vp, O, L, scale, causal, window):
-        # Qp, Kp, Vp: flat float64 views of float32 (batch*heads, N, D) arrays (as_pairs).
+    def flash_fwd_tuned(Qp, Kp, Vp, O, L, scale, causal, window, heads, row_pairs):
+        # Qp, Kp, Vp: flat float64 views of float32 rows of D, row_pairs pairs apart, batch
+        # b's rows one after another, head h's D starting h D2 pairs in: (batch*heads, N, D)
+        # arrays (as_pairs; heads 1, row_pairs D2), or GPT-2's q, k, v read in place
+        # (flash_in_place).  O (batch, N, heads * d); L (batch*heads, N).
         # Thread t: tr = t // 16, tc = t % 16.  It owns rows tr + 16a (a < RPT), score
         # columns tc + 16b (b < SPT) and output columns 2 (tc + 16c) + 0/1 (c < OPP).
         # Shared (float64 slots, two floats each), in sm:
@@ -85,17 +91,20 @@ def make_flash_tuned(D: int):
         p = cuda.local.array((RPT, 2), float32)
         t = cuda.threadIdx.x
         tr, tc = t // ROW_LANES, t % ROW_LANES
-        bh, q0 = cuda.blockIdx.y, cuda.blockIdx.x * Br
-        n, d = O.shape[1], O.shape[2]
+        bh, qb = cuda.blockIdx.y, cuda.blockIdx.x
+        if causal:                          # the longest rows first: a short block ends
+            qb = cuda.gridDim.x - 1 - qb    # the launch, not a long one started late
+        q0, batch, head = qb * Br, bh // heads, bh % heads
+        n, d = O.shape[1], O.shape[2] // heads
         lr, lk = t // D2, t % D2            # loader: tile rows lr + LR i, pair column lk
         qs = scale * float32(LOG2E)
-        src = uint64((bh * n + q0 + lr) * D2 + lk)
+        src = uint64((batch * n + q0 + lr) * row_pairs + head * D2 + lk)
         nrem = n - q0 - lr                  # rows left below this thread's first row
         i = 0
         while i < Br // LR:                 # a while loop of constant length: unrolled
             x0 = x1 = float32(0.0)
             if LR * i < nrem:
-                x0, x1 = unpack2(Qp[src + uint64(i * LR * D2)])
+                x0, x1 = unpack2(Qp[src + uint64(i * LR * row_pairs)])
             sm[uint64(X_Q + (lr + LR * i) * D2 + lk)] = pack2(x0 * qs, x1 * qs)
             i += 1
         for a in range(RPT):
@@ -110,12 +119,12 @@ def make_flash_tuned(D: int):
             lo = max(0, q0 - window) // Bc * Bc
         for j0 in range(lo, hi, Bc):
             cuda.syncthreads()              # the last tile's P V is done with sV and sP
-            src = uint64((bh * n + j0 + lr) * D2 + lk)
+            src = uint64((batch * n + j0 + lr) * row_pairs + head * D2 + lk)
             nrem = n - j0 - lr
             i = 0
             while i < Bc // LR:             # K and V tiles together (zeros past the end)
                 ok = LR * i < nrem
-                at = src + uint64(i * LR * D2)
+                at = src + uint64(i * LR * row_pairs)
                 sm[uint64(X_K + (lr + LR * i) * KP + lk)] = Kp[at] if ok else float64(0.0)
                 sm[uint64(X_V + (lr + LR * i) * D2 + lk)] = Vp[at] if ok else float64(0.0)
                 i += 1
@@ -205,7 +214,7 @@ def make_flash_tuned(D: int):
                 for c in range(OPT2):
                     col = 2 * RUN * (tc + ROW_LANES * (c // (2 * RUN))) + c % (2 * RUN)
                     if col < d:
-                        O[bh, i, col] = acc[a, c] * inv
+                        O[batch, i, head * d + col] = acc[a, c] * inv
                 if tc == 0:                 # natural-log log-sum-exp: m ln 2 + ln l
                     L[bh, i] = m[a] / float32(LOG2E) + math.log(l[a]) if l[a] > 0 else NEG_INF
 
@@ -277,6 +286,6 @@ def as_pairs(X, D: int, slot: int = 0, stream=0):
 
 PTX_SIGNATURES = {
     "flash_fwd_tuned": "void(float64[::1], float64[::1], float64[::1], float32[:, :, ::1], "
-                       "float32[:, ::1], float32, boolean, int64)",
+                       "float32[:, ::1], float32, boolean, int64, int64, int64)",
     "to_float32_padded": "void(float16[:, ::1], float32[:, ::1])",
 }

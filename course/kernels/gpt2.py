@@ -17,9 +17,10 @@ float32 throughout, one numba kernel per step:
                                (x += ...) add bias, GELU, residual while in a register;
                                unfused (``fuse=False``, naive): ``bias_gelu_kernel`` and
                                ``residual_forward_kernel`` as passes of their own
-- ``permute_kernel`` / ``unpermute_kernel``  q, k, v to (batch*heads, T, head dim) and back
-- attention                    lesson 08's causal flash kernel (``flash_tiled_causal``), or
-                               its three naive kernels (scores, softmax, P @ V)
+- attention                    lesson 08's causal flash kernel, q, k, v read where the qkv
+                               matmul left them, O written heads side by side (head sizes
+                               32, 64, 128: ``attention.flash_in_place``); else, and for the
+                               naive three kernels, ``permute_kernel`` / ``unpermute_kernel``
 - ``residual_forward_kernel``  x + f(x) (lesson 01)
 
 Contract (``course.kernels.gpt2``): :class:`Config`, :func:`init_params`, :func:`forward`,
@@ -30,9 +31,11 @@ downloaded: ``load_params`` reads a safetensors file you already have.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
-from numba import cuda, float32
+from numba import config, cuda, float32
+from numba.cuda import libdevice
 
 from ..platform import runtime
 from . import attention as attn
@@ -45,8 +48,10 @@ from . import matmul_v5 as v5
 from . import matmul_v6 as v6
 from .gpt2_params import (  # noqa: F401
     MICRO,
+    TILED,
     TINY,
     Config,
+    check_options,
     config_of,
     flops,
     init_params,
@@ -60,10 +65,15 @@ from .gpt2_params import (  # noqa: F401
 NOT_SHOWN = {"gelu_tanh", "row_sum"}   # device functions, shown inside the kernels' cell
 GPU = runtime.MODE == "gpu"
 TPB = 256 if GPU else 32       # threads of the elementwise kernels (along a row)
-LN_TPB = 128 if GPU else 16    # layernorm threads per row (a power of two)
+LN_TPB = 64 if GPU else 16     # layernorm threads per row (a power of two; 64 beat 128
+                               # on an H200: 4096 rows in one wave, 19 vs 22.5 us)
 SIM_TILE = (16, 16, 4, 4, 4)   # matmul_v4's, v5's, v6's tile in the simulator: 16 threads
-TILED = ("v5", "v6")           # lesson 04's SGEMMs tiled per shape (epilogues always fused)
 GELU_K = float32(math.sqrt(2.0 / math.pi))
+# GELU's exp and division: __expf and __fdividef (a few instructions, a few ulp) on a GPU;
+# the simulator has no libdevice, so the exact ones there
+fast_exp, fast_div = (math.exp, operator.truediv) if config.ENABLE_CUDASIM else (
+    libdevice.fast_expf, libdevice.fast_fdividef)
+IN_PLACE = "flash attention (lesson 08, q, k, v read in place)"
 
 
 # ---------------------------------------------------------------------------------------
@@ -118,8 +128,11 @@ def layernorm_forward_kernel(out, inp, weight, bias):
 
 @cuda.jit(device=True, inline=True)
 def gelu_tanh(x):
-    return float32(0.5) * x * (float32(1.0) + math.tanh(
-        GELU_K * (x + float32(0.044715) * x * x * x)))
+    # GELU's tanh form, 0.5 x (1 + tanh(u)), written as the same x / (1 + exp(-2u)): one
+    # fast exp and one fast division, so matmul_v6 keeps its 64 sums in registers through
+    # the store (with tanh the compiler rolled the store loop and moved them to memory)
+    u = GELU_K * (x + float32(0.044715) * x * x * x)
+    return fast_div(x, float32(1.0) + fast_exp(float32(-2.0) * u))
 
 
 @cuda.jit(device=True, inline=True)
@@ -232,21 +245,8 @@ class Model:
     def __init__(self, params: dict, config: Config, B: int, T: int, *,
                  matmul: str | None = None, attention: str = "flash", fuse: bool | None = None,
                  graph: bool = False):
-        if T > config.n_positions:
-            raise ValueError(f"T = {T} is longer than the context ({config.n_positions})")
         matmul = matmul or ("v6" if v6.supported() else "v5")
-        if matmul not in ("v6", "v5", "v4", "v1_naive") or attention not in ("flash", "naive"):
-            raise ValueError('matmul must be "v6", "v5", "v4" or "v1_naive"; attention "flash" or '
-                             '"naive"')
-        if fuse and matmul == "v1_naive":
-            raise ValueError('fuse=True needs matmul "v4", "v5" or "v6": v1 has no epilogue')
-        if fuse is False and matmul in TILED:
-            raise ValueError(f'matmul "{matmul}" always fuses its epilogues; fuse=False needs "v4"')
-        if graph and (matmul not in TILED or attention != "flash"):
-            raise ValueError('graph=True needs matmul "v5" or "v6" and attention "flash"')
-        missing = set(param_shapes(config)) - set(params)
-        if missing:
-            raise ValueError(f"parameters missing: {sorted(missing)[:4]} ...")
+        check_options(params, config, T, matmul, attention, fuse, graph)
         self.cfg, self.B, self.T = config, B, T
         self.matmul_variant, self.attention = matmul, attention
         self.fuse = matmul != "v1_naive" if fuse is None else fuse
@@ -260,8 +260,9 @@ class Model:
         f32, hs = np.float32, C // NH
         self.x, self.ln, self.y = (cuda.device_array((BT, C), f32) for _ in range(3))
         self.qkv, self.h4 = cuda.device_array((BT, 3 * C), f32), cuda.device_array((BT, 4 * C), f32)
-        self.q, self.k, self.v, self.o = (cuda.device_array((B * NH, T, hs), f32)
-                                          for _ in range(4))
+        self.in_place = attention == "flash" and hs in at.TUNED_DIMS   # no permute passes
+        self.q, self.k, self.v, self.o = (None,) * 4 if self.in_place else (
+            cuda.device_array((B * NH, T, hs), f32) for _ in range(4))
         self.logits = cuda.device_array((BT, V), f32)
         self.scratch = cuda.device_array((min(B * NH, 8), T, T), f32) \
             if attention == "naive" else None
@@ -356,11 +357,15 @@ class Model:
             self.layernorm(ln, x, p[h + "ln_1.weight"], p[h + "ln_1.bias"], run)
             self.matmul(self.qkv, ln, p[h + "attn.c_attn.weight"], p[h + "attn.c_attn.bias"],
                         run=run)
-            run("permute_kernel", lambda: permute_kernel[(T, B * NH), hs, s](
-                self.q, self.k, self.v, self.qkv, NH))
-            run(label, lambda: attn.launch(variant, self.q, self.k, self.v, self.o,
-                                           causal=True, scratch=self.scratch, stream=s))
-            run("unpermute_kernel", lambda: unpermute_kernel[(T, B * NH), hs, s](y, self.o, NH))
+            if self.in_place:
+                run(IN_PLACE, lambda: attn.flash_in_place(self.qkv, y, NH, T, stream=s))
+            else:
+                run("permute_kernel", lambda: permute_kernel[(T, B * NH), hs, s](
+                    self.q, self.k, self.v, self.qkv, NH))
+                run(label, lambda: attn.launch(variant, self.q, self.k, self.v, self.o,
+                                               causal=True, scratch=self.scratch, stream=s))
+                run("unpermute_kernel", lambda: unpermute_kernel[(T, B * NH), hs, s](
+                    y, self.o, NH))
             self.project(x, y, p[h + "attn.c_proj.weight"], p[h + "attn.c_proj.bias"], ln,
                          cols, run)
             self.layernorm(ln, x, p[h + "ln_2.weight"], p[h + "ln_2.bias"], run)
@@ -382,13 +387,7 @@ class Model:
 
     def tokens(self, tokens) -> object:
         """Checked tokens (B x T ints in [0, vocab)) as an int32 device array."""
-        tokens = token_array(tokens)
-        if tokens.shape != (self.B, self.T):
-            raise ValueError(f"tokens are {tokens.shape}; this model was built for "
-                             f"{(self.B, self.T)}")
-        if tokens.size and (tokens.min() < 0 or tokens.max() >= self.cfg.vocab_size):
-            raise ValueError(f"token ids must be in [0, {self.cfg.vocab_size})")
-        return cuda.to_device(np.ascontiguousarray(tokens, dtype=np.int32))
+        return cuda.to_device(token_array(tokens, (self.B, self.T), self.cfg.vocab_size))
 
 
 def forward(tokens, params, config: Config | None = None, **options):

@@ -136,10 +136,39 @@ def reference(tokens, params, config: Config) -> np.ndarray:
     return ln(x, p["ln_f.weight"], p["ln_f.bias"]) @ p["wte.weight"].T
 
 
-def token_array(tokens) -> np.ndarray:
-    """``tokens`` as a numpy array, checked: integers, shape (B, T)."""
+def token_array(tokens, shape: tuple | None = None, vocab: int | None = None) -> np.ndarray:
+    """``tokens`` as a numpy array, checked: integers, shape (B, T) (``shape`` when given),
+    ids in [0, ``vocab``) when given (int32 then, ready for the device)."""
     tokens = np.asarray(tokens)
     if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
         raise ValueError(f"tokens must be an integer array of shape (B, T), got "
                          f"{tokens.dtype} {tokens.shape}")
-    return tokens
+    if shape is not None and tokens.shape != shape:
+        raise ValueError(f"tokens are {tokens.shape}; this model was built for {shape}")
+    if vocab is None:
+        return tokens
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab):
+        raise ValueError(f"token ids must be in [0, {vocab})")
+    return np.ascontiguousarray(tokens, dtype=np.int32)
+
+
+TILED = ("v5", "v6")           # lesson 04's SGEMMs tiled per shape (epilogues always fused)
+
+
+def check_options(params: dict, config: Config, T: int, matmul: str, attention: str,
+                  fuse: bool | None, graph: bool) -> None:
+    """One clear sentence for a ``gpt2.Model`` that cannot be built as asked."""
+    if T > config.n_positions:
+        raise ValueError(f"T = {T} is longer than the context ({config.n_positions})")
+    if matmul not in ("v6", "v5", "v4", "v1_naive") or attention not in ("flash", "naive"):
+        raise ValueError('matmul must be "v6", "v5", "v4" or "v1_naive"; attention "flash" or '
+                         '"naive"')
+    if fuse and matmul == "v1_naive":
+        raise ValueError('fuse=True needs matmul "v4", "v5" or "v6": v1 has no epilogue')
+    if fuse is False and matmul in TILED:
+        raise ValueError(f'matmul "{matmul}" always fuses its epilogues; fuse=False needs "v4"')
+    if graph and (matmul not in TILED or attention != "flash"):
+        raise ValueError('graph=True needs matmul "v5" or "v6" and attention "flash"')
+    missing = set(param_shapes(config)) - set(params)
+    if missing:
+        raise ValueError(f"parameters missing: {sorted(missing)[:4]} ...")
