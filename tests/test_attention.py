@@ -192,9 +192,10 @@ IN_PLACE_MUTANTS = {
 @pytest.mark.parametrize("mutant", [None, *IN_PLACE_MUTANTS], ids=str)
 def test_flash_in_place_reads_gpt2s_qkv_where_it_lies(mutant):
     """GPT-2's attention straight from its qkv matmul's output (B*T, 3C), O into (B*T, C) with
-    the heads side by side: against float64 per head, at an odd T; mutants of the layout
-    arguments must miss."""
-    B, T, heads, hs = 2, 37, 2, 32
+    the heads side by side: against float64 per head, at an odd T past one 64-row block (two
+    query blocks, two key tiles: the reversed causal order too); B != heads, so batch and head
+    swapped would miss; mutants of the layout arguments must miss (one block is enough)."""
+    B, T, heads, hs = 3, 37 if mutant else 70, 2, 32
     qkv, (q, k, v) = gpt2_qkv(B, T, heads, hs)
     want = A.reference(q, k, v, causal=True).transpose(0, 2, 1, 3).reshape(B * T, heads * hs)
     try:
@@ -206,11 +207,17 @@ def test_flash_in_place_reads_gpt2s_qkv_where_it_lies(mutant):
     assert (err < 1e-6) if mutant is None else (err > 1e-2), (mutant, err)
 
 
-def test_flash_in_place_refuses_a_head_size_it_cannot_read_in_place():
-    with pytest.raises(ValueError, match="head size"):
+def test_flash_in_place_refuses_what_it_cannot_read_in_place():
+    with pytest.raises(ValueError, match="head size"):  # hs 16 would need padding
         A.flash_in_place(
             cuda.device_array((8, 48), np.float32), cuda.device_array((8, 16), np.float32), 1, 8
-        )  # hs 16: padded
+        )
+    for qkv, y in [(np.float64, np.float32), (np.float16, np.float32), (np.float32, np.float64)]:
+        with pytest.raises(ValueError, match="float32"):  # read as pairs of floats: wrong
+            A.flash_in_place(cuda.device_array((8, 192), qkv), cuda.device_array((8, 64), y), 2, 8)
+    wide = cuda.device_array((8, 200), np.float32)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        A.flash_in_place(wide[:, :192], cuda.device_array((8, 64), np.float32), 2, 8)
 
 
 @pytest.mark.parametrize("dtype,d", [(np.float16, 5), (np.float32, 3), (np.float32, 4)])

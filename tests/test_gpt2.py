@@ -247,20 +247,34 @@ def test_micro_gpt2_matches_an_independent_float64_forward():
     assert tl.simulated and "simulated ms" in tl.markdown()
 
 
+@cuda.jit
+def gelu_kernel(out, x):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = G.gelu_tanh(x[i])
+
+
 def test_flash_reads_q_k_v_in_place_where_the_head_size_allows():
     """Head size 32 (a size flash_fwd_tuned is built for): no permute / unpermute launches,
     the flash kernel reads qkv and writes y directly, and the logits still match float64;
     MICRO's head size 16 would need padding, so it keeps the permute passes."""
     cfg = G.Config(vocab_size=37, n_positions=9, n_embd=64, n_layer=1, n_head=2)
     params = G.jitter(G.init_params(cfg, seed=9), seed=10, scale=0.2)
-    tokens = RNG.integers(0, cfg.vocab_size, (2, 7))
+    tokens = RNG.integers(0, cfg.vocab_size, (3, 7))  # B 3, 2 heads: a swap would show
     want = _forward64(tokens, params, cfg)
     tl = Timeline()
-    model = G.Model(params, cfg, 2, 7)
+    model = G.Model(params, cfg, 3, 7)
     got = model(model.tokens(tokens), run=tl.run).copy_to_host().reshape(want.shape)
     assert np.abs(got - want).max() / np.abs(want).max() < 2e-6
     rows = {r["kernel"]: r["launches"] for r in tl.table()}
     assert rows[G.IN_PLACE] == cfg.n_layer and model.q is None
+    # GELU's exponent is bounded: a very negative input gives ~0, not an overflow
+    x = np.array([-400.0, -30.0, -10.05, -3.0, 0.0, 2.5, 40.0], np.float32)
+    out = cuda.device_array(x.shape, np.float32)
+    gelu_kernel[1, x.size](out, cuda.to_device(x))
+    x64 = x.astype(np.float64)
+    exact = 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64**3)))
+    assert np.abs(out.copy_to_host() - exact).max() < 1e-6 * 40
     assert not any("permute" in k for k in rows), rows
     micro = G.Model(G.init_params(MICRO, seed=1), MICRO, 1, 5)
     assert not micro.in_place and micro.q.shape == (2, 5, 16)

@@ -30,11 +30,16 @@ def _launch_streams(monkeypatch):
     return seen
 
 
-def test_a_graph_models_launches_all_go_to_its_stream_and_match_the_eager_logits(monkeypatch):
-    params = G.jitter(G.init_params(G.MICRO, seed=21), seed=22)
-    tokens = RNG.integers(0, G.MICRO.vocab_size, (1, 3))
-    eager = G.forward(tokens, params, G.MICRO)
-    model = G.Model(params, G.MICRO, 1, 3, graph=True)
+HS32 = G.Config(vocab_size=37, n_positions=9, n_embd=64, n_layer=1, n_head=2)  # in place
+
+
+@pytest.mark.parametrize("cfg", [G.MICRO, HS32], ids=["permute passes", "flash in place"])
+def test_a_graph_models_launches_all_go_to_its_stream_and_match_the_eager_logits(monkeypatch, cfg):
+    params = G.jitter(G.init_params(cfg, seed=21), seed=22)
+    tokens = RNG.integers(0, cfg.vocab_size, (1, 3))
+    eager = G.forward(tokens, params, cfg)
+    model = G.Model(params, cfg, 1, 3, graph=True)
+    assert model.in_place == (cfg is HS32)
     assert model.stream != 0 and model.replayed is None  # the simulator: no graph, one stream
     seen = _launch_streams(monkeypatch)
     got = model(model.tokens(tokens)).copy_to_host().reshape(eager.shape)
@@ -42,18 +47,23 @@ def test_a_graph_models_launches_all_go_to_its_stream_and_match_the_eager_logits
     assert len(seen) >= 8 and all(s is model.stream for s in seen), seen
     # the eager model launches on numba's default stream, as before
     seen.clear()
-    plain = G.Model(params, G.MICRO, 1, 3)
+    plain = G.Model(params, cfg, 1, 3)
     plain(plain.tokens(tokens))
     assert plain.stream == 0 and all(s in (0, None) for s in seen)
 
 
-def test_a_launcher_that_drops_the_stream_is_caught(monkeypatch):
-    # mutant: v6's launcher ignores the stream it is given (its launches go to stream 0)
-    params = G.init_params(G.MICRO, seed=23)
-    tokens = RNG.integers(0, G.MICRO.vocab_size, (1, 3))
-    original = G.v6.launch
-    monkeypatch.setattr(G.v6, "launch", lambda *a, stream=0, **k: original(*a, **k))
-    model = G.Model(params, G.MICRO, 1, 3, graph=True)
+@pytest.mark.parametrize(
+    "owner,name,cfg",
+    [(G.v6, "launch", G.MICRO), (G.attn, "flash_in_place", HS32)],
+    ids=["v6", "flash in place"],
+)
+def test_a_launcher_that_drops_the_stream_is_caught(monkeypatch, owner, name, cfg):
+    # mutant: a launcher ignores the stream it is given (its launches go to stream 0)
+    params = G.init_params(cfg, seed=23)
+    tokens = RNG.integers(0, cfg.vocab_size, (1, 3))
+    original = getattr(owner, name)
+    monkeypatch.setattr(owner, name, lambda *a, stream=0, **k: original(*a, **k))
+    model = G.Model(params, cfg, 1, 3, graph=True)
     seen = _launch_streams(monkeypatch)
     model(model.tokens(tokens))
     assert any(s is not model.stream for s in seen)

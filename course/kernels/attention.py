@@ -283,6 +283,10 @@ def flash_in_place(qkv, y, heads: int, T: int, stream=0) -> None:
     if C3 % 3 or C % heads or C // heads not in TUNED_DIMS or BT % T or y.shape != (BT, C):
         raise ValueError(f"flash_in_place needs qkv (B*T, 3C), y (B*T, C) and a head size in "
                          f"{TUNED_DIMS}; got qkv {qkv.shape}, y {y.shape}, {heads} heads, T {T}")
+    if any(X.dtype != np.float32 or not X.is_c_contiguous() for X in (qkv, y)) or (
+            runtime.MODE == "gpu" and qkv.device_ctypes_pointer.value % 8):
+        raise ValueError("flash_in_place reads qkv as pairs of floats: qkv and y must be "
+                         "C-contiguous float32 device arrays, qkv 8-byte aligned")
     hs, B = C // heads, BT // T
     kernel = tuned_kernel(hs)
     flat = qkv.reshape(BT * C3).view(np.float64)    # pairs; q, k, v start 0, C/2, C in
