@@ -194,8 +194,8 @@ def test_flash_in_place_reads_gpt2s_qkv_where_it_lies(mutant):
     """GPT-2's attention straight from its qkv matmul's output (B*T, 3C), O into (B*T, C) with
     the heads side by side: against float64 per head, at an odd T past one 64-row block (two
     query blocks, two key tiles: the reversed causal order too); B != heads, so batch and head
-    swapped would miss; mutants of the layout arguments must miss (one block is enough)."""
-    B, T, heads, hs = 3, 37 if mutant else 70, 2, 32
+    swapped would miss; mutants of the layout arguments must miss (one batch, one block)."""
+    B, T, heads, hs = (1, 37, 2, 32) if mutant else (3, 70, 2, 32)
     qkv, (q, k, v) = gpt2_qkv(B, T, heads, hs)
     want = A.reference(q, k, v, causal=True).transpose(0, 2, 1, 3).reshape(B * T, heads * hs)
     try:

@@ -45,7 +45,9 @@ def test_a_graph_models_launches_all_go_to_its_stream_and_match_the_eager_logits
     got = model(model.tokens(tokens)).copy_to_host().reshape(eager.shape)
     assert np.array_equal(got, eager)
     assert len(seen) >= 8 and all(s is model.stream for s in seen), seen
-    # the eager model launches on numba's default stream, as before
+    # the eager model launches on numba's default stream, as before (once is enough)
+    if cfg is HS32:
+        return
     seen.clear()
     plain = G.Model(params, cfg, 1, 3)
     plain(plain.tokens(tokens))
