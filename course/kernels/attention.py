@@ -268,6 +268,12 @@ def flash_launch(kernel, Q, K, V, O, L, scale, causal, window, stream=0):
     if hasattr(kernel, "head_dim"):     # one head a batch, rows of D: D / 2 pairs apart
         args = (*(as_pairs(X, kernel.head_dim, slot, stream)
                   for slot, X in enumerate((Q, K, V))), *args[3:], 1, kernel.head_dim // 2)
+    _start(kernel, args, n, bh, shared, stream)
+
+
+def _start(kernel, args, n: int, bh: int, shared: int, stream) -> None:
+    """One flash launch: a block per Br query rows of each of the bh heads (the tuned kernel's
+    causal order counts on gridDim.x = ceil(n / Br)), ``shared`` bytes allowed first."""
     allow_big_shared(kernel, args, shared)
     kernel[(math.ceil(n / Br), bh), FLASH_THREADS, stream, shared](*args)
 
@@ -293,8 +299,7 @@ def flash_in_place(qkv, y, heads: int, T: int, stream=0) -> None:
     args = (flat, flat[C // 2:], flat[C:], y.reshape(B, T, C),
             reused_buffer("L", (B * heads, T)), float32(1.0 / math.sqrt(hs)), True, -1,
             heads, C3 // 2)
-    allow_big_shared(kernel, args, kernel.shared_bytes)
-    kernel[(math.ceil(T / Br), B * heads), FLASH_THREADS, stream, kernel.shared_bytes](*args)
+    _start(kernel, args, T, B * heads, kernel.shared_bytes, stream)
 
 
 def _host(variant, *, causal=False, window=None):

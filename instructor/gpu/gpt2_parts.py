@@ -136,13 +136,16 @@ def main() -> int:
     mu, sd = xs.mean(1, keepdims=True), np.sqrt(xs.var(1, keepdims=True) + 1e-5)
     ref = (xs - mu) / sd * w.copy_to_host() + b.copy_to_host()
     lns = {}
+
+    def clone(f, g):        # the same function text, other globals
+        return types.FunctionType(f.__code__, g, f.__name__)
+
     for tpb in (32, 64) if smoke else (32, 64, 128, 256):
-        def clone(f, g):
-            return types.FunctionType(f.__code__, g, f.__name__)
         g = dict(G.layernorm_forward_kernel.py_func.__globals__, LN_TPB=tpb)
         g["row_sum"] = cuda.jit(device=True, inline=True)(clone(G.row_sum.py_func, g))
         k = cuda.jit(clone(G.layernorm_forward_kernel.py_func, g))
-        ms = benchmark(lambda k=k, tpb=tpb: k[B * T, tpb](y, x, w, b), repeat=None if smoke else 20).median_ms
+        ms = benchmark(lambda k=k, tpb=tpb: k[B * T, tpb](y, x, w, b),
+                       repeat=None if smoke else 20).median_ms
         lns[tpb] = {"us": 1000 * ms, "err": float(np.abs(y.copy_to_host() - ref).max())}
         keep("layernorm", lns)
 
