@@ -294,3 +294,72 @@ def test_gpt2_fused_epilogues_compile_inline_into_v4():
         assert c["v4"] == 2 * (TM + TN) // 4 and c["call"] == 0, (name, c)
         assert (c["ex2"] > 0) == (name == "store_bias_gelu"), (name, c)
         assert c["atom"] == (TM * TN if name == "store_bias_residual" else 0), (name, c)
+
+
+COLUMN_PTX = r"""
+import json, re
+import course
+from numba import cuda, types
+from course.kernels import gpt2 as G, matmul_v6 as v6
+a2 = types.float32[:, ::1]
+sig = types.void(a2, a2, types.Tuple((a2, types.float32[::1])))
+out = {}
+for name, store, add, col in [("store_gelu", G.store_gelu, None, G.column_bias),
+                              ("add_part", G.add_part, G.add_part, G.column_bias),
+                              ("store_bias", G.store_bias, None, None)]:
+    k = v6.make_v6(64, 128, 16, 8, 8, 4, 2, True, STORE=store, ADD=add or store, STEPS=4,
+                   COL=col)
+    ptx, _ = cuda.compile_ptx(k.py_func, sig, cc=(9, 0), launch_bounds=(128, 4))
+    lines = ptx.splitlines()
+    loads = [i for i, l in enumerate(lines) if "ld.global" in l]
+    stores = [i for i, l in enumerate(lines) if re.search(r"\b(st|red|atom)\.global", l)]
+    out[name] = {"loads": len(loads), "before": sum(i < min(stores) for i in loads),
+                 "stores": len(stores)}
+print("JSON" + json.dumps(out))
+"""
+
+
+def test_v6_reads_the_bias_once_a_column_before_its_stores():
+    """GPT-2's epilogues by v6 (bias by ``column_bias``; GELU, the residual add): 8 global
+    loads a thread (one a column of its 8 x 8), all issued before the first store or atomic;
+    the old epilogue that reads the bias itself loads it 64 times, each after a store (the
+    compiler cannot know the store leaves the bias alone): the case the COL hook is for."""
+    proc = compile_off_simulator(COLUMN_PTX)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")]
+    assert line, proc.stderr[-2000:]
+    c = json.loads(line[-1][4:])
+    for name in ("store_gelu", "add_part"):
+        assert c[name]["loads"] == c[name]["before"] == 8 and c[name]["stores"] >= 64, (name, c)
+    assert c["store_bias"]["loads"] == 64 and c["store_bias"]["before"] < 8, c
+
+
+FLASH_PTX = r"""
+import json
+import course
+from numba import cuda
+from course.kernels import attention_tuned as at
+out = {}
+for D in (32, 64, 128):
+    ptx, _ = cuda.compile_ptx(at.make_flash_tuned(D).py_func,
+                              at.PTX_SIGNATURES["flash_fwd_tuned"], cc=(9, 0))
+    out[D] = {"cp8": ptx.count("cp.async.ca.shared.global"), "bar": ptx.count("bar.sync"),
+              "commit": ptx.count("cp.async.commit_group"),
+              "wait": ptx.count("cp.async.wait_group 0"), "ldg": ptx.count("ld.global")}
+print("JSON" + json.dumps(out))
+"""
+
+
+def test_flash_prefetches_k_and_v_by_cp_async_at_head_dims_up_to_64():
+    """flash_fwd_tuned at D 32 and 64 copies K and V by 8-byte cp.async (2 x 64 rows of D / 2
+    pairs over 256 threads, at two places: before the loop and in it), 2 barriers a tile;
+    at D 128 (two stages would leave room for one block an SM) it loads through registers
+    with 3 barriers, no cp.async."""
+    proc = compile_off_simulator(FLASH_PTX)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")]
+    assert line, proc.stderr[-2000:]
+    c = json.loads(line[-1][4:])
+    for D in ("32", "64"):
+        per_fetch = 2 * 64 * (int(D) // 2) // 256
+        assert c[D]["cp8"] == 2 * per_fetch and c[D]["commit"] == 2, (D, c)
+        assert c[D]["wait"] >= 1 and c[D]["bar"] == 2, (D, c)
+    assert c["128"]["cp8"] == 0 and c["128"]["bar"] == 3, c
