@@ -27,7 +27,6 @@ from .attention_common import (
     visible,
 )
 from .matmul_tuned import load4
-from .matmul_v6 import commit, copy8, waiter
 
 NOT_SHOWN = {"flash_fwd_tuned",   # the notebook prints its source (section 4b) instead
              "to_float32_padded"}
@@ -38,7 +37,7 @@ NOT_SHOWN = {"flash_fwd_tuned",   # the notebook prints its source (section 4b) 
 _FEW_REGISTERS = {"max_registers": 128} if runtime.MODE == "gpu" else {}
 
 
-def make_flash_tuned(D: int, prefetch: bool | None = None):
+def make_flash_tuned(D: int):
     """flash_fwd tuned by counting instructions (notebook section 4b), for head dim D.
 
     Same block (256 threads, Br = Bc = 64), same rows and columns per thread, same online
@@ -55,10 +54,7 @@ def make_flash_tuned(D: int, prefetch: bool | None = None):
     - scores are kept in log2 units (Q pre-scaled by log2 e), so each exponential is one exp2.
     Later, for lesson 11: ``heads`` and ``row_pairs`` say how the rows lie, so GPT-2's q, k, v
     are read where its qkv matmul left them (``attention.flash_in_place``); causal query
-    blocks run longest first; and for D <= 64 (``PREFETCH``: two K, V stages still leave room
-    for two blocks an SM) the next K and V tiles are copied by cp.async (lesson 04's v6) while
-    this one is used: 2 barriers a tile instead of 3, and no wait for global memory
-    (``prefetch`` False: the register loads, as at D = 128).
+    blocks run longest first.
     """
     D2 = D // 2                     # pairs per row
     KP = D2 + 2                     # sK row length in pairs (+2: 16-byte rows, no conflicts)
@@ -66,29 +62,11 @@ def make_flash_tuned(D: int, prefetch: bool | None = None):
     RUN = 2 if OPP % 2 == 0 else 1  # output pairs a thread owns side by side (V loads)
     OPT2 = 2 * OPP                  # output columns per thread
     LR = FLASH_THREADS // D2        # tile rows one loader round covers
-    PREFETCH = D <= 64 if prefetch is None else prefetch   # K, V in two stages, by cp.async
-    X_Q = 0                         # offsets (float64 slots): sQ, then stages of sK and sV,
-    X_K = X_Q + Br * D2             # then sP (sQ rows unpadded: a half warp reads one address)
-    KV = Bc * KP + Bc * D2          # slots of one stage: sK at X_K + stage KV, sV after it
-    X_P = X_K + (2 if PREFETCH else 1) * KV
+    X_Q = 0                         # offsets (float64 slots): sQ, sK, sV, sP
+    X_K = X_Q + Br * D2             # sQ rows unpadded: a half warp reads one address
+    X_V = X_K + Bc * KP
+    X_P = X_V + Bc * D2
     SHARED = 8 * (X_P + (Br // 2) * Bc)
-    wait_all = waiter(0)
-
-    @cuda.jit(device=True, inline=True)
-    def fetch_kv(sm, Kp, Vp, j0, stage, batch, head, n, row_pairs, lr, lk):
-        # cp.async copies of K and V rows j0 .. j0 + Bc (zeros past n) into stage ``stage``,
-        # closed into one group: tile rows lr + LR i, pair column lk, as the register loader.
-        src = uint64((batch * n + j0 + lr) * row_pairs + head * D2 + lk)
-        nrem = n - j0 - lr
-        xk = X_K + stage * KV
-        i = 0
-        while i < Bc // LR:
-            ok = LR * i < nrem
-            at = src + uint64(i * LR * row_pairs) if ok else uint64(0)
-            copy8(sm, uint64(xk + (lr + LR * i) * KP + lk), Kp, at, ok)
-            copy8(sm, uint64(xk + Bc * KP + (lr + LR * i) * D2 + lk), Vp, at, ok)
-            i += 1
-        commit()
 
     @cuda.jit(**_FEW_REGISTERS)
     def flash_fwd_tuned(Qp, Kp, Vp, O, L, scale, causal, window, heads, row_pairs):
@@ -100,8 +78,8 @@ def make_flash_tuned(D: int, prefetch: bool | None = None):
         # columns tc + 16b (b < SPT) and output columns 2 (tc + 16c) + 0/1 (c < OPP).
         # Shared (float64 slots, two floats each), in sm:
         #   sQ[r, k2]  = (Q[r, 2 k2], Q[r, 2 k2 + 1]) * scale * log2 e   at X_Q + r D2 + k2
-        #   sK[r, k2]  = (K[r, 2 k2], K[r, 2 k2 + 1])          at X_K + stage KV + r KP + k2
-        #   sV[j, c2]  = (V[j, 2 c2], V[j, 2 c2 + 1])      at X_K + stage KV + Bc KP + j D2 + c2
+        #   sK[r, k2]  = (K[r, 2 k2], K[r, 2 k2 + 1])                    at X_K + r KP + k2
+        #   sV[j, c2]  = (V[j, 2 c2], V[j, 2 c2 + 1])                    at X_V + j D2 + c2
         #   sP[g, col] = (P[tr + 32 g', col], P[tr + 32 g' + 16, col])   at X_P + g Bc + col
         #                with g = 16 g' + tr
         sm = cuda.shared.array(0, float64)
@@ -139,30 +117,18 @@ def make_flash_tuned(D: int, prefetch: bool | None = None):
             hi = min(n, q0 + Br)
         if window >= 0:
             lo = max(0, q0 - window) // Bc * Bc
-        stage = 0
-        if PREFETCH and lo < hi:            # the first K, V tile on its way
-            fetch_kv(sm, Kp, Vp, lo, 0, batch, head, n, row_pairs, lr, lk)
         for j0 in range(lo, hi, Bc):
-            if PREFETCH:
-                wait_all()                  # my copies of this tile have landed ...
-                cuda.syncthreads()          # ... and everyone's; the last P V is done
-                if j0 + Bc < hi:            # the next tile into the other stage
-                    fetch_kv(sm, Kp, Vp, j0 + Bc, 1 - stage, batch, head, n, row_pairs, lr, lk)
-            else:
-                cuda.syncthreads()          # the last tile's P V is done with sV and sP
-                src = uint64((batch * n + j0 + lr) * row_pairs + head * D2 + lk)
-                nrem = n - j0 - lr
-                i = 0
-                while i < Bc // LR:         # K and V tiles together (zeros past the end)
-                    ok = LR * i < nrem
-                    at = src + uint64(i * LR * row_pairs)
-                    sm[uint64(X_K + (lr + LR * i) * KP + lk)] = Kp[at] if ok else float64(0.0)
-                    sm[uint64(X_K + Bc * KP + (lr + LR * i) * D2 + lk)] = (
-                        Vp[at] if ok else float64(0.0))
-                    i += 1
-                cuda.syncthreads()          # K and V tiles loaded before anyone reads them
-            xk = X_K + stage * KV           # this tile's sK; its sV follows
-            xv = xk + Bc * KP
+            cuda.syncthreads()              # the last tile's P V is done with sV and sP
+            src = uint64((batch * n + j0 + lr) * row_pairs + head * D2 + lk)
+            nrem = n - j0 - lr
+            i = 0
+            while i < Bc // LR:             # K and V tiles together (zeros past the end)
+                ok = LR * i < nrem
+                at = src + uint64(i * LR * row_pairs)
+                sm[uint64(X_K + (lr + LR * i) * KP + lk)] = Kp[at] if ok else float64(0.0)
+                sm[uint64(X_V + (lr + LR * i) * D2 + lk)] = Vp[at] if ok else float64(0.0)
+                i += 1
+            cuda.syncthreads()              # K and V tiles loaded before anyone reads them
             for a in range(RPT):
                 for b in range(SPT):
                     s[a, b] = float32(0.0)
@@ -174,7 +140,7 @@ def make_flash_tuned(D: int, prefetch: bool | None = None):
                         q[a, 0], q[a, 1], q[a, 2], q[a, 3] = load4(
                             sm, uint64(X_Q + (tr + ROW_GROUPS * a) * D2 + k2))
                     for b in range(SPT):
-                        k0, k1, k2_, k3 = load4(sm, uint64(xk + (tc + ROW_LANES * b) * KP + k2))
+                        k0, k1, k2_, k3 = load4(sm, uint64(X_K + (tc + ROW_LANES * b) * KP + k2))
                         for a in range(RPT):
                             s[a, b] += q[a, 0] * k0
                             s[a, b] += q[a, 1] * k1
@@ -226,7 +192,7 @@ def make_flash_tuned(D: int, prefetch: bool | None = None):
                         p[2 * g, 0], p[2 * g + 1, 0], p[2 * g, 1], p[2 * g + 1, 1] = load4(
                             sm, uint64(X_P + (ROW_GROUPS * g + tr) * Bc + j))
                     for e in range(2):
-                        vrow = xv + (j + e) * D2
+                        vrow = X_V + (j + e) * D2
                         for c in range(OPP // RUN):
                             if RUN == 2:    # 4 columns side by side: one 16-byte load
                                 v0, v1, v2, v3 = load4(sm, uint64(vrow + 2 * tc + 32 * c))
@@ -241,8 +207,6 @@ def make_flash_tuned(D: int, prefetch: bool | None = None):
                                     acc[a, 2 * c] += p[a, e] * v0
                                     acc[a, 2 * c + 1] += p[a, e] * v1
                     u += 2
-            if PREFETCH:
-                stage = 1 - stage
         for a in range(RPT):                # O = acc / l, written once
             i = q0 + tr + ROW_GROUPS * a
             if i < n:

@@ -13,17 +13,15 @@ float32 throughout, one numba kernel per step:
                                stages per shape: ``matmul_shapes.V6_TABLE``; ``matmul_v5``
                                where there is no cp.async) or ``matmul_v4``, its store
                                swapped for an epilogue (lesson 04's ``matmul_epilogue``):
-                               v4's ``store_bias``, ``store_bias_gelu``,
-                               ``store_bias_residual`` (x += ...) add bias, GELU, residual
-                               while in a register; v5 and v6 read the bias once a column
-                               (``column_bias``) and store by ``store_out``, ``store_gelu``,
-                               ``add_part``; unfused (``fuse=False``, naive):
-                               ``bias_gelu_kernel`` and ``residual_forward_kernel`` passes
-                               (``gpt2_passes.py``)
+                               ``store_bias``, ``store_bias_gelu``, ``store_bias_residual``
+                               (x += ...) add bias, GELU, residual while in a register;
+                               unfused (``fuse=False``, naive): ``bias_gelu_kernel`` and
+                               ``residual_forward_kernel`` as passes of their own
 - attention                    lesson 08's causal flash kernel, q, k, v read where the qkv
                                matmul left them, O written heads side by side (head sizes
                                32, 64, 128: ``attention.flash_in_place``); else, and for the
                                naive three kernels, ``permute_kernel`` / ``unpermute_kernel``
+- ``residual_forward_kernel``  x + f(x) (lesson 01)
 
 Contract (``course.kernels.gpt2``): :class:`Config`, :func:`init_params`, :func:`forward`,
 :func:`load_params`.  Parameter names and shapes are those of the usual GPT-2 checkpoints
@@ -63,7 +61,6 @@ from .gpt2_params import (  # noqa: F401
     reference,
     token_array,
 )
-from .gpt2_passes import permute_kernel, residual_forward_kernel, unpermute_kernel
 
 NOT_SHOWN = {"gelu_tanh", "row_sum"}   # device functions, shown inside the kernels' cell
 GPU = runtime.MODE == "gpu"
@@ -161,25 +158,6 @@ def store_bias_residual(out, row, col, value):
 
 
 @cuda.jit(device=True, inline=True)
-def column_bias(out, col):
-    # v5's and v6's COL: the bias of column col, read once a column before the stores (an
-    # epilogue reading it itself would wait for every store before reading it again).
-    return out[1][col]
-
-
-@cuda.jit(device=True, inline=True)
-def store_out(out, row, col, value):
-    # v5, v6 with column_bias: the value already holds the bias.
-    out[0][row, col] = value
-
-
-@cuda.jit(device=True, inline=True)
-def store_gelu(out, row, col, value):
-    # the MLP's first matmul by v5, v6 (bias added by column_bias): C = GELU(A @ B + bias).
-    out[0][row, col] = gelu_tanh(value)
-
-
-@cuda.jit(device=True, inline=True)
 def store_within(C, row, col, value):
     # the logits by v6: wte^T padded to whole runs of four columns (16-byte loads), C not
     if col < C.shape[1]:
@@ -188,8 +166,8 @@ def store_within(C, row, col, value):
 
 @cuda.jit(device=True, inline=True)
 def add_part(out, row, col, value):
-    # x += value (atomic: no read of x to wait for): v5's and v6's residual epilogue and
-    # split-K slices (slice 0's values hold the bias: column_bias).
+    # matmul_v6's split-K: a slice after the first adds its partial sum to out[0] (slice 0
+    # adds the bias with it, through store_bias_residual).
     cuda.atomic.add(out[0], (row, col), value)
 
 
@@ -203,11 +181,47 @@ def bias_gelu_kernel(out, bias, gelu):
         out[r, c] = gelu_tanh(v) if gelu else v
 
 
+@cuda.jit
+def permute_kernel(q, k, v, qkv, n_head):
+    # qkv (B*T, 3C) -> q, k, v (B*n_head, T, hs): block (t, bh), thread d.
+    t, bh, d = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
+    T, hs = q.shape[1], q.shape[2]
+    if d < hs:
+        r = (bh // n_head) * T + t
+        c = (bh % n_head) * hs + d
+        C = n_head * hs
+        q[bh, t, d] = qkv[r, c]
+        k[bh, t, d] = qkv[r, C + c]
+        v[bh, t, d] = qkv[r, 2 * C + c]
+
+
+@cuda.jit
+def unpermute_kernel(out, o, n_head):
+    # o (B*n_head, T, hs) -> out (B*T, C): the heads side by side again.
+    t, bh, d = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
+    T, hs = o.shape[1], o.shape[2]
+    if d < hs:
+        out[(bh // n_head) * T + t, (bh % n_head) * hs + d] = o[bh, t, d]
+
+
+@cuda.jit
+def residual_forward_kernel(out, a, b):
+    # out = a + b over (B*T, C); block row = blockIdx.y.
+    r = cuda.blockIdx.y
+    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if c < out.shape[1]:
+        out[r, c] = a[r, c] + b[r, c]
+
+
 _A2 = "float32[:, ::1]"
+_A3 = "float32[:, :, ::1]"
 PTX_SIGNATURES = {
     "encoder_forward_kernel": f"void({_A2}, int32[:, ::1], {_A2}, {_A2})",
     "layernorm_forward_kernel": f"void({_A2}, {_A2}, float32[::1], float32[::1])",
     "bias_gelu_kernel": f"void({_A2}, float32[::1], boolean)",
+    "permute_kernel": f"void({_A3}, {_A3}, {_A3}, {_A2}, int64)",
+    "unpermute_kernel": f"void({_A2}, {_A3}, int64)",
+    "residual_forward_kernel": f"void({_A2}, {_A2}, {_A2})",
 }
 
 
@@ -267,28 +281,26 @@ class Model:
         return (*ms.choose(M, K, N, atomic=atomic), 0)
 
     def tiled(self, out, inp, weight, bias, gelu, residual, run):
-        """out (+)= inp @ weight (+ bias, GELU) by v6 or v5, the bias read once a column
-        (``column_bias``) and GELU or the residual add in the store; split-K where the
-        epilogue can add (bias alone, or the residual add): slice 0 adds the bias too, the
-        others only their sums; a plain output is zeroed first."""
+        """out (+)= inp @ weight (+ bias, GELU) by v6 or v5, the epilogue in its store; split-K
+        where the epilogue can add (bias alone, or the residual add): slice 0 adds the bias
+        too, the others only their sums; a plain output is zeroed first."""
         (M, K), N = inp.shape, out.shape[1]            # weight may have padding columns
         atomic = bias is not None and not gelu
         tile, per_sm, split, steps, stages = self.tiled_setting(M, K, N, atomic)
-        C, col = (out, bias), column_bias
         if bias is None:
             padded = weight.shape[1] != N
-            store, add, C, col, what = store_within if padded else None, None, out, None, ""
+            store, add, C, what = store_within if padded else None, None, out, ""
         elif gelu:
-            store, add, what = store_gelu, None, " + bias + GELU (fused)"
+            store, add, C, what = store_bias_gelu, None, (out, bias), " + bias + GELU (fused)"
         elif residual or split > 1:
-            store = add = add_part
+            store, add, C = store_bias_residual, add_part, (out, bias)
             what = " + bias + residual (fused)" if residual else " + bias (fused, split-K)"
         else:
-            store, add, what = store_out, None, " + bias (fused)"
+            store, add, C, what = store_bias, None, (out, bias), " + bias (fused)"
         name = self.matmul_variant
         more = {"stages": stages} if name == "v6" else {}
         run(f"matmul_{name}{what}", lambda: (v6 if name == "v6" else v5).launch(
-            inp, weight, C, tile, per_sm, split, store=store, add=add, col=col,
+            inp, weight, C, tile, per_sm, split, store=store, add=add,
             zero=split > 1 and not residual, steps=steps, stream=self.stream, **more))
 
     def matmul(self, out, inp, weight, bias=None, gelu=False, run=_direct):

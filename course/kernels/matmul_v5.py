@@ -101,25 +101,6 @@ def add_c(C, row, col, value):
     cuda.atomic.add(C, (row, col), value)
 
 
-def make_columns(TM, TN, RX, COL):
-    """The device function that adds ``COL(C, col)`` (a bias: one value a column) to each of a
-    thread's TN columns of c before the stores, reading it once a column.  An epilogue that
-    read the bias itself would read it again after every store: the compiler cannot know a
-    store to C leaves the bias alone, so each of 64 loads waits for the store before it.
-    With COL None it adds nothing."""
-    @cuda.jit(device=True, inline=True)
-    def columns(C, c, col0, N):
-        # c[y, x] += COL(C, col) for my columns col = col0 + (x & 3) + (x >> 2) RX < N
-        if COL is not None:
-            for x in range(TN):
-                col = col0 + (x & 3) + (x >> 2) * RX
-                if col < N:
-                    v = COL(C, col)
-                    for y in range(TM):
-                        c[y, x] += v
-    return columns
-
-
 def make_steps(TM, TN, PA, BN, RY, RX, STEPS):
     """A device function doing STEPS k steps of a thread's TM x TN tile: a and b by 16-byte
     shared loads from sA[k*PA + ...] / sB[k*BN + ...] (runs of four RY / RX apart), then
@@ -152,11 +133,10 @@ def make_steps(TM, TN, PA, BN, RY, RX, STEPS):
     return steps
 
 
-def make_v5(BM, BN, BK, TM, TN, min_blocks=1, VEC=True, STORE=store_c, ADD=add_c, STEPS=4,
-            COL=None):
+def make_v5(BM, BN, BK, TM, TN, min_blocks=1, VEC=True, STORE=store_c, ADD=add_c, STEPS=4):
     """v5: v4's tile, pipeline and 16-byte shared loads; 16-byte global loads of A and B
     (``VEC``: rows 16-byte aligned) and split-K over ``gridDim.z`` (slice 0 ends with
-    ``STORE``, the others with ``ADD``; slice 0 adds ``COL``'s value of each column first).  The K loop is written out ``STEPS`` steps at a
+    ``STORE``, the others with ``ADD``).  The K loop is written out ``STEPS`` steps at a
     time (a power of two: numba's compiler unrolls only about 2 of v4's steps by itself, and
     each turn of the loop costs address arithmetic)."""
     TY, TX = BM // TM, BN // TN    # threads along rows / columns of the block tile
@@ -171,7 +151,6 @@ def make_v5(BM, BN, BK, TM, TN, min_blocks=1, VEC=True, STORE=store_c, ADD=add_c
     FA, FB = 4 * LA, 4 * LB        # floats each thread holds of the next A / B tile
 
     steps = make_steps(TM, TN, PA, BN, RY, RX, STEPS)   # STEPS k steps of c += a b^T
-    columns = make_columns(TM, TN, RX, COL)             # c += a bias, read once a column
 
     @cuda.jit(**bounds(NT, min_blocks))
     def matmul_v5(A, B, C):
@@ -240,8 +219,6 @@ def make_v5(BM, BN, BK, TM, TN, min_blocks=1, VEC=True, STORE=store_c, ADD=add_c
                        rb[4 * f], rb[4 * f + 1], rb[4 * f + 2], rb[4 * f + 3])
             cuda.syncthreads()
         first = cuda.blockIdx.z == 0
-        if first:
-            columns(C, c, col0 + tx * 4, N)
         for y in range(TM):
             for x in range(TN):
                 row = row0 + ty * 4 + (y & 3) + (y >> 2) * RY
@@ -285,11 +262,10 @@ STEPS = (1, 2, 4, 8, 16)              # k steps written out per turn of the K lo
 
 
 @functools.cache
-def kernel(tile: tuple, min_blocks: int, vec: bool, store=None, add=None, steps: int = 4,
-           col=None):
-    """The compiled v5 for one tile, launch bound, load width, epilogue, steps and COL."""
+def kernel(tile: tuple, min_blocks: int, vec: bool, store=None, add=None, steps: int = 4):
+    """The compiled v5 for one tile, launch bound, load width, epilogue pair and steps."""
     return make_v5(*tile, min_blocks, VEC=vec, STORE=store or store_c, ADD=add or add_c,
-                   STEPS=steps, COL=col)
+                   STEPS=steps)
 
 
 @cuda.jit
@@ -337,15 +313,14 @@ def prepare(d_A, d_B, d_C, tile: tuple, split: int, steps: int, store, add, zero
 
 
 def launch(d_A, d_B, d_C, tile: tuple = V5_DEFAULT, min_blocks: int = 2, split: int = 1,
-           store=None, add=None, zero: bool | None = None, steps: int = 4, stream=0, col=None):
+           store=None, add=None, zero: bool | None = None, steps: int = 4, stream=0):
     """C = A @ B by v5 on device arrays (``d_C`` whatever ``store`` takes).  ``split`` > 1
     slices K: every slice adds into C, so C is zeroed first (``zero``, the default for the
-    plain store) and ``store`` must add too (an atomic epilogue).  ``col(d_C, j)``: a value
-    slice 0 adds to column j before its stores (a bias).  Every launch goes to ``stream``
-    (0: numba's default)."""
+    plain store) and ``store`` must add too (an atomic epilogue).  Every launch goes to
+    ``stream`` (0: numba's default)."""
     store, add, grid, block = prepare(d_A, d_B, d_C, tile, split, steps, store, add, zero,
                                       stream)
-    k = kernel(tuple(tile), min_blocks, aligned(d_A, d_B), store, add, steps, col)
+    k = kernel(tuple(tile), min_blocks, aligned(d_A, d_B), store, add, steps)
     k[grid, block, stream](d_A, d_B, d_C)
 
 

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import functools
 
-from numba import config, cuda, float32, float64, int64, uint64
+from numba import config, cuda, float32, int64, uint64
 
 from .matmul_tuned import bounds, store_c
-from .matmul_v5 import add_c, make_columns, make_steps, on_device, prepare
+from .matmul_v5 import add_c, make_steps, on_device, prepare
 
 NOT_SHOWN: set = set()
 
@@ -43,10 +43,6 @@ if config.ENABLE_CUDASIM:
         i, j = divmod(e, src.shape[1])
         for q in range(4):
             dst[d + q] = src[i, j + q] if ok else float32(0.0)
-
-    def copy8(dst, d, src, e, ok):
-        """dst[d] = src[e] if ok else 0, src flat (an 8-byte cp.async: attention's pairs)."""
-        dst[d] = src[e] if ok else float64(0.0)
 
     def commit():
         """Close this thread's copies issued so far into one group (nothing to do here)."""
@@ -69,16 +65,14 @@ else:
         @intrinsic
         def copy(typingctx, dst, d, src, e, ok):
             """cp.async of ``nbytes`` from element ``e`` (row-major) of src, a C-contiguous
-            float32 matrix (or a flat float32 / float64 array), to dst[d] (a shared array of
-            the same type); zeros where ``ok`` is false (the copy asks for 0 bytes of the
-            source: e may then be anything in range)."""
+            float32 matrix, to dst[d] (a shared float32 array); zeros where ``ok`` is false
+            (the copy asks for 0 bytes of the source: e may then be anything in range)."""
             if not (isinstance(dst, types.Array) and dst.ndim == 1
-                    and isinstance(src, types.Array) and src.ndim in (1, 2)
-                    and src.dtype == dst.dtype and src.dtype in (types.float32, types.float64)
+                    and isinstance(src, types.Array) and src.ndim == 2
+                    and src.dtype == dst.dtype == types.float32
                     and isinstance(d, types.Integer) and isinstance(e, types.Integer)
                     and isinstance(ok, types.Boolean)):
                 return None
-            shift = 3 if src.dtype == types.float64 else 2      # log2 of the element size
 
             def codegen(context, builder, signature, args):
                 i32, i64 = ir.IntType(32), ir.IntType(64)
@@ -88,10 +82,9 @@ else:
                 sarr = context.make_array(src)(context, builder, value=args[2])
                 target = cgutils.get_item_pointer(context, builder, dst, darr, [index],
                                                   wraparound=False)
-                shared = builder.addrspacecast(target,
-                                               ir.PointerType(target.type.pointee, SHARED))
+                shared = builder.addrspacecast(target, ir.PointerType(ir.FloatType(), SHARED))
                 source = builder.add(builder.ptrtoint(sarr.data, i64),
-                                     builder.shl(elem, ir.Constant(i64, shift)))
+                                     builder.shl(elem, ir.Constant(i64, 2)))
                 size = builder.select(args[4], ir.Constant(i32, nbytes), ir.Constant(i32, 0))
                 builder.asm(ir.FunctionType(ir.VoidType(), [i32, i64, i32]),
                             f"cp.async.{cache}.shared.global [$0], [$1], {nbytes}, $2;",
@@ -104,7 +97,6 @@ else:
 
     copy4 = _copier(4, "ca")           # one float (.ca: through L1)
     copy16 = _copier(16, "cg")         # a run of four (.cg: L2 only; 16 bytes is all it takes)
-    copy8 = _copier(8, "ca")           # one float64 slot (attention_tuned's pairs of floats)
 
     def _asm(text: str):
         @intrinsic
@@ -178,8 +170,8 @@ def make_fetch(BM, BN, BK, NT, VEC=True):
 
 
 def make_v6(BM, BN, BK, TM, TN, min_blocks=1, STAGES=3, VEC=True, STORE=store_c, ADD=add_c,
-            STEPS=4, COL=None):
-    """v6: v5's tile, thread layout, inner loop, split-K and COL; tiles copied by cp.async into
+            STEPS=4):
+    """v6: v5's tile, thread layout, inner loop and split-K; tiles copied by cp.async into
     ``STAGES`` shared buffers (dynamic shared memory: ``shared_bytes`` of the result).
     ``VEC``: B's rows are 16-byte aligned (16-byte copies; 4-byte copies otherwise)."""
     TY, TX = BM // TM, BN // TN    # threads along rows / columns of the block tile
@@ -190,7 +182,6 @@ def make_v6(BM, BN, BK, TM, TN, min_blocks=1, STAGES=3, VEC=True, STORE=store_c,
     ST = SA + BK * BN              # floats a stage
     steps = make_steps(TM, TN, PA, BN, RY, RX, STEPS)   # STEPS k steps of c += a b^T
     fetch = make_fetch(BM, BN, BK, NT, VEC)             # K tile t -> one stage
-    columns = make_columns(TM, TN, RX, COL)             # c += a bias, read once a column
     wait_group = waiter(STAGES - 2)
     wait_all = waiter(0)
 
@@ -228,8 +219,6 @@ def make_v6(BM, BN, BK, TM, TN, min_blocks=1, STAGES=3, VEC=True, STORE=store_c,
             wr = wr + 1 if wr + 1 < STAGES else 0
         wait_all()                                  # nothing left in flight at exit
         first = cuda.blockIdx.z == 0
-        if first:
-            columns(C, c, col0 + tx * 4, N)
         for y in range(TM):
             for x in range(TN):
                 row = row0 + ty * 4 + (y & 3) + (y >> 2) * RY
@@ -272,11 +261,10 @@ PTX_SIGNATURES = {"matmul_v6": _SIG}
 
 @functools.cache
 def kernel(tile: tuple, min_blocks: int, stages: int, vec: bool, store=None, add=None,
-           steps: int = 4, col=None):
-    """The compiled v6 for one tile, launch bound, stage count, copy width, epilogue, steps
-    and COL."""
+           steps: int = 4):
+    """The compiled v6 for one tile, launch bound, stage count, copy width, epilogue, steps."""
     return make_v6(*tile, min_blocks, STAGES=stages, VEC=vec, STORE=store or store_c,
-                   ADD=add or add_c, STEPS=steps, COL=col)
+                   ADD=add or add_c, STEPS=steps)
 
 
 def b_aligned(d_B) -> bool:
@@ -295,8 +283,8 @@ def supported() -> bool:
 
 def launch(d_A, d_B, d_C, tile: tuple = V6_DEFAULT, min_blocks: int = 4, split: int = 1,
            store=None, add=None, zero: bool | None = None, steps: int = 16, stream=0,
-           stages: int = 3, col=None):
-    """C = A @ B by v6 on device arrays, as ``matmul_v5.launch`` (the same epilogues, COL,
+           stages: int = 3):
+    """C = A @ B by v6 on device arrays, as ``matmul_v5.launch`` (the same epilogues,
     split-K and stream), with ``stages`` K tiles in shared memory at once."""
     if not supported():
         cc = cuda.get_current_device().compute_capability
@@ -304,7 +292,7 @@ def launch(d_A, d_B, d_C, tile: tuple = V6_DEFAULT, min_blocks: int = 4, split: 
                            f"GPU has {cc[0]}.{cc[1]}: use matmul_v5")
     store, add, grid, block = prepare(d_A, d_B, d_C, tile, split, steps, store, add, zero,
                                       stream, "v6", lambda *t: v6_invalid(*t, stages))
-    k = kernel(tuple(tile), min_blocks, stages, b_aligned(d_B), store, add, steps, col)
+    k = kernel(tuple(tile), min_blocks, stages, b_aligned(d_B), store, add, steps)
     if k.shared_bytes > 48 * 1024:     # past the default: the kernel must ask for it
         from .attention_common import allow_big_shared
         allow_big_shared(k, (d_A, d_B, d_C), k.shared_bytes)

@@ -14,8 +14,6 @@
 #          solutions, given kernels and attackers (counted_debug.py), checktimes as if on an
 #          L4, lessons 10 and 02 graded as if on a T4 / L4 with their attackers, ~4 min.
 # gpt2: #49's reports in one run - bench gpt2 matmul attention (~8 min on an H200).
-# prefetch: #49's bias read once a column and flash copying K, V ahead, each beside what it
-#           replaced (gpt2_bias_prefetch.py), then racecheck of v6 and flash, ~5 min.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/round-out}; mkdir -p "$OUT"
@@ -75,21 +73,6 @@ case "${1:-}" in
     done
     cp "$R"/*.md "$OUT/" 2>/dev/null
     tar czf "$OUT/counted-all.tar.gz" -C "$R" .
-    ;;
-  prefetch)
-    echo "=== gpt2 bias / prefetch ($(date +%T))"
-    timeout 330 python instructor/gpu/gpt2_bias_prefetch.py "$OUT" 2>&1 \
-      | grep -v -e NumbaPerformanceWarning -e "warn(errors" | cut -c1-600
-    R="$OUT/racecheck-$DEV-$DAY.txt"
-    echo "# compute-sanitizer --tool racecheck, instructor/gpu/v6_sanitize.py, $DEV, $DAY" > "$R"
-    echo "# 1. v6 and flash in place as built: whole log" >> "$R"
-    timeout 150 compute-sanitizer --tool racecheck python instructor/gpu/v6_sanitize.py 2>&1 \
-      | grep -v -e NumbaPerformanceWarning -e "warn(errors" >> "$R"
-    echo "# 2. the flash mutant (never waits for its copies): first lines and the summary" >> "$R"
-    timeout 120 compute-sanitizer --tool racecheck python instructor/gpu/v6_sanitize.py \
-      --flash-mutant 2>&1 | grep -v -e NumbaPerformanceWarning -e "warn(errors" > /tmp/rm.txt
-    { head -n 6 /tmp/rm.txt | cut -c1-300; echo "[...]"; tail -n 4 /tmp/rm.txt; } >> "$R"
-    cat "$R" | cut -c1-200
     ;;
   gpt2)
     # #49's one report from one run: lessons 11, 04 and 08 (about 8 minutes on an H200 with
