@@ -14,6 +14,8 @@
 #          solutions, given kernels and attackers (counted_debug.py), checktimes as if on an
 #          L4, lessons 10 and 02 graded as if on a T4 / L4 with their attackers, ~4 min.
 # gpt2: #49's reports in one run - bench gpt2 matmul attention (~8 min on an H200).
+# where: #49's kernel-by-kernel split of PyTorch's GPT-2 forward beside ours (gpt2_where.py),
+#        then ncu on layernorm and on the MLP fc matmul fused / plain, ~4 min.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/round-out}; mkdir -p "$OUT"
@@ -73,6 +75,21 @@ case "${1:-}" in
     done
     cp "$R"/*.md "$OUT/" 2>/dev/null
     tar czf "$OUT/counted-all.tar.gz" -C "$R" .
+    ;;
+  where)
+    echo "=== gpt2 where ($(date +%T))"
+    timeout 240 python instructor/gpu/gpt2_where.py "$OUT" 2>&1 \
+      | grep -v -e NumbaPerformanceWarning -e "warn(errors" | cut -c1-240 | tail -n 80
+    N="$OUT/gpt2-ncu-$DEV-$DAY.txt"
+    echo "# ncu on instructor/gpu/gpt2_where.py --one, $DEV, $DAY" > "$N"
+    S="--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats"
+    S="$S --section SchedulerStats --section Occupancy --section LaunchStats"
+    echo "=== ncu ($(date +%T))"
+    timeout 150 ncu --target-processes all -k regex:layernorm --launch-skip 1 --launch-count 1 \
+      $S python instructor/gpu/gpt2_where.py /tmp/w --one 2>&1 | grep -v Warning >> "$N"
+    timeout 200 ncu --target-processes all -k regex:matmul_v6 --launch-skip 2 --launch-count 2 \
+      $S python instructor/gpu/gpt2_where.py /tmp/w --one 2>&1 | grep -v Warning >> "$N"
+    grep -e "Duration" -e "Profiling" -e "Throughput" -e "Stall" -e "Issued Warp" "$N" | cut -c1-160 | head -n 60
     ;;
   gpt2)
     # #49's one report from one run: lessons 11, 04 and 08 (about 8 minutes on an H200 with
