@@ -197,7 +197,7 @@ LESSONS = (
     ),
     Lesson(
         "11_gpt2",
-        kernels=("gpt2", "gpt2_params", "graph"),
+        kernels=("gpt2", "gpt2_params", "gpt2_passes", "graph"),
         exercises=_ex("gpt2", "layernorm_warp", "debug_layernorm_sync", predict=("predict_gpt2",)),
         bench="gpt2",
         keys=("predict_gpt2",),

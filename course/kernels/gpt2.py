@@ -7,8 +7,8 @@ vocabulary 50257, GELU in its tanh form, the token embedding tied to the output 
 float32 throughout, one numba kernel per step:
 
 - ``encoder_forward_kernel``   token + position embedding (lesson 01: a thread an element)
-- ``layernorm_forward_kernel`` a block per row; mean and variance by shared-memory trees
-  (lesson 02)
+- ``layernorm_forward_kernel`` a block per row, the row held in registers (one read); mean
+  and variance by shared-memory trees (lesson 02)
 - matmul                       lesson 04's ``matmul_v6`` (tile, blocks per SM, split-K and
                                stages per shape: ``matmul_shapes.V6_TABLE``; ``matmul_v5``
                                where there is no cp.async) or ``matmul_v4``, its store
@@ -21,7 +21,7 @@ float32 throughout, one numba kernel per step:
                                matmul left them, O written heads side by side (head sizes
                                32, 64, 128: ``attention.flash_in_place``); else, and for the
                                naive three kernels, ``permute_kernel`` / ``unpermute_kernel``
-- ``residual_forward_kernel``  x + f(x) (lesson 01)
+- ``residual_forward_kernel``  x + f(x) (lesson 01; it and the permutes in gpt2_passes.py)
 
 Contract (``course.kernels.gpt2``): :class:`Config`, :func:`init_params`, :func:`forward`,
 :func:`load_params`.  Parameter names and shapes are those of the usual GPT-2 checkpoints
@@ -30,6 +30,7 @@ downloaded: ``load_params`` reads a safetensors file you already have.
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 
@@ -61,6 +62,7 @@ from .gpt2_params import (  # noqa: F401
     reference,
     token_array,
 )
+from .gpt2_passes import permute_kernel, residual_forward_kernel, unpermute_kernel
 
 NOT_SHOWN = {"gelu_tanh", "row_sum"}   # device functions, shown inside the kernels' cell
 GPU = runtime.MODE == "gpu"
@@ -102,28 +104,50 @@ def row_sum(buf, t):
     return buf[0]
 
 
-@cuda.jit
-def layernorm_forward_kernel(out, inp, weight, bias):
-    # One block of LN_TPB threads per row: the mean, then the variance (two tree sums),
-    # then out = (x - mean) / sqrt(var + 1e-5) * weight + bias.
-    row = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    C = inp.shape[1]
-    buf = cuda.shared.array(LN_TPB, float32)
-    acc = float32(0.0)
-    for c in range(t, C, LN_TPB):
-        acc += inp[row, c]
-    buf[t] = acc
-    mean = row_sum(buf, t) / float32(C)
-    acc = float32(0.0)
-    for c in range(t, C, LN_TPB):
-        d = inp[row, c] - mean
-        acc += d * d
-    cuda.syncthreads()              # everyone has read buf[0] (the mean) before it changes
-    buf[t] = acc
-    rstd = float32(1.0) / math.sqrt(row_sum(buf, t) / float32(C) + float32(1e-5))
-    for c in range(t, C, LN_TPB):
-        out[row, c] = (inp[row, c] - mean) * rstd * weight[c] + bias[c]
+def make_layernorm(LN_C: int):
+    """layernorm_forward_kernel for rows of LN_C floats: thread t keeps the LN_PER = LN_C /
+    LN_TPB (rounded up) elements t, t + LN_TPB, ... of its row in registers, so the row is
+    read from memory once, and the loops over them have a length known when it compiles."""
+    LN_PER = -(-LN_C // LN_TPB)
+
+    @cuda.jit
+    def layernorm_forward_kernel(out, inp, weight, bias):
+        # One block of LN_TPB threads per row, x = my LN_PER elements of it (read once):
+        # the mean, then the variance (two tree sums), then (x - mean) / sqrt(var + 1e-5) * w + b.
+        row = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        buf = cuda.shared.array(LN_TPB, float32)
+        x = cuda.local.array(LN_PER, float32)
+        acc = float32(0.0)
+        for i in range(LN_PER):
+            c = t + i * LN_TPB
+            x[i] = inp[row, c] if c < LN_C else float32(0.0)
+            acc += x[i]
+        buf[t] = acc
+        mean = row_sum(buf, t) / float32(LN_C)
+        acc = float32(0.0)
+        for i in range(LN_PER):
+            if t + i * LN_TPB < LN_C:
+                d = x[i] - mean
+                acc += d * d
+        cuda.syncthreads()          # everyone has read buf[0] (the mean) before it changes
+        buf[t] = acc
+        rstd = float32(1.0) / math.sqrt(row_sum(buf, t) / float32(LN_C) + float32(1e-5))
+        for i in range(LN_PER):
+            c = t + i * LN_TPB
+            if c < LN_C:
+                out[row, c] = (x[i] - mean) * rstd * weight[c] + bias[c]
+
+    return layernorm_forward_kernel
+
+
+layernorm_forward_kernel = make_layernorm(768)     # GPT-2 124M's rows (the notebook's)
+
+
+@functools.cache
+def layernorm_kernel(C: int):
+    """The layernorm build for rows of C (768: the module's own)."""
+    return layernorm_forward_kernel if C == 768 else make_layernorm(C)
 
 
 @cuda.jit(device=True, inline=True)
@@ -181,47 +205,11 @@ def bias_gelu_kernel(out, bias, gelu):
         out[r, c] = gelu_tanh(v) if gelu else v
 
 
-@cuda.jit
-def permute_kernel(q, k, v, qkv, n_head):
-    # qkv (B*T, 3C) -> q, k, v (B*n_head, T, hs): block (t, bh), thread d.
-    t, bh, d = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
-    T, hs = q.shape[1], q.shape[2]
-    if d < hs:
-        r = (bh // n_head) * T + t
-        c = (bh % n_head) * hs + d
-        C = n_head * hs
-        q[bh, t, d] = qkv[r, c]
-        k[bh, t, d] = qkv[r, C + c]
-        v[bh, t, d] = qkv[r, 2 * C + c]
-
-
-@cuda.jit
-def unpermute_kernel(out, o, n_head):
-    # o (B*n_head, T, hs) -> out (B*T, C): the heads side by side again.
-    t, bh, d = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
-    T, hs = o.shape[1], o.shape[2]
-    if d < hs:
-        out[(bh // n_head) * T + t, (bh % n_head) * hs + d] = o[bh, t, d]
-
-
-@cuda.jit
-def residual_forward_kernel(out, a, b):
-    # out = a + b over (B*T, C); block row = blockIdx.y.
-    r = cuda.blockIdx.y
-    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    if c < out.shape[1]:
-        out[r, c] = a[r, c] + b[r, c]
-
-
 _A2 = "float32[:, ::1]"
-_A3 = "float32[:, :, ::1]"
 PTX_SIGNATURES = {
     "encoder_forward_kernel": f"void({_A2}, int32[:, ::1], {_A2}, {_A2})",
     "layernorm_forward_kernel": f"void({_A2}, {_A2}, float32[::1], float32[::1])",
     "bias_gelu_kernel": f"void({_A2}, float32[::1], boolean)",
-    "permute_kernel": f"void({_A3}, {_A3}, {_A3}, {_A2}, int64)",
-    "unpermute_kernel": f"void({_A2}, {_A3}, int64)",
-    "residual_forward_kernel": f"void({_A2}, {_A2}, {_A2})",
 }
 
 
@@ -378,7 +366,7 @@ class Model:
         self.matmul(self.logits, ln, p["wte.T"], run=run)          # tied: logits = ln @ wte^T
 
     def layernorm(self, out, inp, w, b, run):
-        run("layernorm_forward_kernel", lambda: layernorm_forward_kernel[
+        run("layernorm_forward_kernel", lambda: layernorm_kernel(inp.shape[1])[
             inp.shape[0], LN_TPB, self.stream](out, inp, w, b))
 
     @staticmethod
