@@ -141,9 +141,10 @@ def main() -> int:
         return types.FunctionType(f.__code__, g, f.__name__)
 
     for tpb in (32, 64) if smoke else (32, 64, 128, 256):
-        g = dict(G.layernorm_forward_kernel.py_func.__globals__, LN_TPB=tpb)
+        g = dict(G.make_layernorm.__globals__, LN_TPB=tpb)
         g["row_sum"] = cuda.jit(device=True, inline=True)(clone(G.row_sum.py_func, g))
-        k = cuda.jit(clone(G.layernorm_forward_kernel.py_func, g))
+        k = clone(G.make_layernorm, g)(cfg.n_embd)     # (the build of 7f50c73 on: the row
+        # in registers; the committed sweep of 2026-11-29 ran the strided-loop build before)
         ms = benchmark(lambda k=k, tpb=tpb: k[B * T, tpb](y, x, w, b),
                        repeat=None if smoke else 20).median_ms
         lns[tpb] = {"us": 1000 * ms, "err": float(np.abs(y.copy_to_host() - ref).max())}
