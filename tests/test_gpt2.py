@@ -46,9 +46,7 @@ def test_each_kernel_against_numpy_at_odd_sizes():
     x = RNG.normal(0.3, 1.2, (R, C)).astype(np.float32)
     w, b = RNG.uniform(0.5, 1.5, C).astype(np.float32), RNG.normal(0, 1, C).astype(np.float32)
     out = cuda.device_array((R, C), np.float32)
-    G.layernorm_kernel(C)[R, G.LN_TPB](
-        out, cuda.to_device(x), cuda.to_device(w), cuda.to_device(b)
-    )
+    G.layernorm_kernel(C)[R, G.LN_TPB](out, cuda.to_device(x), cuda.to_device(w), cuda.to_device(b))
     assert np.allclose(out.copy_to_host(), _ln(x.astype(np.float64), w, b), rtol=1e-5, atol=1e-5)
 
     y = RNG.normal(0, 2, (3, N)).astype(np.float32)
@@ -89,6 +87,42 @@ def test_each_kernel_against_numpy_at_odd_sizes():
 
 def _gelu64(v):
     return 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
+
+
+LN_MUTANTS = {
+    "padding counted in the variance": (
+        "            if t + i * LN_TPB < LN_C:\n",
+        "            if True:\n",
+    ),
+    "one element a thread": ("    LN_PER = -(-LN_C // LN_TPB)", "    LN_PER = 1"),
+    "mean over the padded row": (
+        "    mean = row_sum(buf, t) / float32(LN_C)",
+        "    mean = row_sum(buf, t) / float32(LN_PER * LN_TPB)",
+    ),
+}
+
+
+@pytest.mark.parametrize("mutant", LN_MUTANTS)
+def test_layernorm_in_registers_mutants_miss(mutant):
+    """make_layernorm at a row length that is not a multiple of LN_TPB: each mutant of how a
+    thread's share of the row is held and counted must miss float64."""
+    import inspect
+    import textwrap
+
+    R, C = 3, 45
+    x = RNG.normal(0.3, 1.2, (R, C)).astype(np.float32)
+    w, b = RNG.uniform(0.5, 1.5, C).astype(np.float32), RNG.normal(0, 1, C).astype(np.float32)
+    old, new = LN_MUTANTS[mutant]
+    src = textwrap.dedent(inspect.getsource(G.make_layernorm))
+    assert src.count(old) == 1, old
+    scope = dict(vars(G))
+    exec(compile(src.replace(old, new), f"<{mutant}>", "exec"), scope)
+    out = cuda.device_array((R, C), np.float32)
+    scope["make_layernorm"](C)[R, G.LN_TPB](
+        out, cuda.to_device(x), cuda.to_device(w), cuda.to_device(b)
+    )
+    got = out.copy_to_host()
+    assert not np.allclose(got, _ln(x.astype(np.float64), w, b), rtol=1e-3, atol=1e-3), mutant
 
 
 def test_matmul_v4_with_each_fused_epilogue_at_odd_sizes():
