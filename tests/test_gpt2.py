@@ -42,12 +42,24 @@ def _ln(x, w, b):
 
 
 def test_each_kernel_against_numpy_at_odd_sizes():
-    R, C, N = 7, 45, 70
+    R, C, N = 7, 2 * G.LN_TPB + 13, 70  # three elements a thread, the last one partly padding
     x = RNG.normal(0.3, 1.2, (R, C)).astype(np.float32)
     w, b = RNG.uniform(0.5, 1.5, C).astype(np.float32), RNG.normal(0, 1, C).astype(np.float32)
     out = cuda.device_array((R, C), np.float32)
     G.layernorm_kernel(C)[R, G.LN_TPB](out, cuda.to_device(x), cuda.to_device(w), cuda.to_device(b))
     assert np.allclose(out.copy_to_host(), _ln(x.astype(np.float64), w, b), rtol=1e-5, atol=1e-5)
+
+    x768 = RNG.normal(0.3, 1.2, (3, 768)).astype(np.float32)  # the module's own build
+    w768, b768 = (
+        RNG.uniform(0.5, 1.5, 768).astype(np.float32),
+        RNG.normal(0, 1, 768).astype(np.float32),
+    )
+    out = cuda.device_array((3, 768), np.float32)
+    G.layernorm_forward_kernel[3, G.LN_TPB](
+        out, cuda.to_device(x768), cuda.to_device(w768), cuda.to_device(b768)
+    )
+    want = _ln(x768.astype(np.float64), w768, b768)
+    assert np.allclose(out.copy_to_host(), want, rtol=1e-5, atol=1e-5)
 
     y = RNG.normal(0, 2, (3, N)).astype(np.float32)
     bias = RNG.normal(0, 1, N).astype(np.float32)
@@ -109,8 +121,8 @@ def test_layernorm_in_registers_mutants_miss(mutant):
     import inspect
     import textwrap
 
-    R, C = 3, 45
-    x = RNG.normal(0.3, 1.2, (R, C)).astype(np.float32)
+    R, C = 3, 2 * G.LN_TPB + 13  # three elements a thread, the last one partly padding
+    x = RNG.normal(3.0, 1.2, (R, C)).astype(np.float32)  # a mean well off 0: padding shows
     w, b = RNG.uniform(0.5, 1.5, C).astype(np.float32), RNG.normal(0, 1, C).astype(np.float32)
     old, new = LN_MUTANTS[mutant]
     src = textwrap.dedent(inspect.getsource(G.make_layernorm))

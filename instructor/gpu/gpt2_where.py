@@ -52,7 +52,7 @@ def main() -> int:
         if smoke:
             tile, per_sm, steps = G.SIM_TILE, 1, 4
         for _ in range(2):
-            G.layernorm_forward_kernel[M, G.LN_TPB](y, x, w, w)
+            G.layernorm_kernel(C)[M, G.LN_TPB](y, x, w, w)
             v6.launch(x, W, (h, bias), tile, per_sm, 1, store=G.store_bias_gelu, steps=steps,
                       stages=stages)
             v6.launch(x, W, h, tile, per_sm, 1, steps=steps, stages=stages)
