@@ -56,15 +56,17 @@ def _at_once(n: int, send) -> list:
 
 
 def test_thirty_posts_at_once_pass_the_rate_one_at_a_time(tmp_path):
+    # rate 4 = the per-student waiting limit: with a slow judge (a loaded machine) a rate
+    # above it would meet "4 submissions waiting" first, and those refusals are not stored
     toks = list(_tokens(tmp_path, 2).values())
-    srv = _server(tmp_path, "--rate", "6")
+    srv = _server(tmp_path, "--rate", "4")
     try:
         answers = _at_once(30, lambda i: _post(srv, toks[0]))
         codes = [a[0] for a in answers]
         assert set(codes) <= {202, 429}, answers
-        assert 1 <= codes.count(202) <= 6, codes  # before: 30 x 202
+        assert 1 <= codes.count(202) <= 4, codes  # before: 30 x 202
         assert all("error" in a[1] for a in answers if a[0] == 429)
-        for _ in range(6):  # sent one after another: the rate, then 429
+        for _ in range(4):  # sent one after another: the rate, then 429
             _post(srv, toks[0])
         code, body = _post(srv, toks[0])
         assert code == 429 and "too many submissions" in body["error"], body
