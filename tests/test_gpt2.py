@@ -41,25 +41,23 @@ def _ln(x, w, b):
     return (x - m) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * w + b
 
 
-def test_each_kernel_against_numpy_at_odd_sizes():
-    R, C, N = 7, 2 * G.LN_TPB + 13, 70  # three elements a thread, the last one partly padding
-    x = RNG.normal(0.3, 1.2, (R, C)).astype(np.float32)
+LN_ODD = 2 * G.LN_TPB + 13  # three elements a thread, the last one partly padding
+
+
+def _layernorm(kernel, R, C, mean=0.3):
+    """``kernel`` (a layernorm build for rows of C) on R random rows: (its output, float64)."""
+    x = RNG.normal(mean, 1.2, (R, C)).astype(np.float32)
     w, b = RNG.uniform(0.5, 1.5, C).astype(np.float32), RNG.normal(0, 1, C).astype(np.float32)
     out = cuda.device_array((R, C), np.float32)
-    G.layernorm_kernel(C)[R, G.LN_TPB](out, cuda.to_device(x), cuda.to_device(w), cuda.to_device(b))
-    assert np.allclose(out.copy_to_host(), _ln(x.astype(np.float64), w, b), rtol=1e-5, atol=1e-5)
+    kernel[R, G.LN_TPB](out, cuda.to_device(x), cuda.to_device(w), cuda.to_device(b))
+    return out.copy_to_host(), _ln(x.astype(np.float64), w, b)
 
-    x768 = RNG.normal(0.3, 1.2, (3, 768)).astype(np.float32)  # the module's own build
-    w768, b768 = (
-        RNG.uniform(0.5, 1.5, 768).astype(np.float32),
-        RNG.normal(0, 1, 768).astype(np.float32),
-    )
-    out = cuda.device_array((3, 768), np.float32)
-    G.layernorm_forward_kernel[3, G.LN_TPB](
-        out, cuda.to_device(x768), cuda.to_device(w768), cuda.to_device(b768)
-    )
-    want = _ln(x768.astype(np.float64), w768, b768)
-    assert np.allclose(out.copy_to_host(), want, rtol=1e-5, atol=1e-5)
+
+def test_each_kernel_against_numpy_at_odd_sizes():
+    R, C, N = 7, LN_ODD, 70
+    for kernel, rows, cols in [(G.layernorm_kernel(C), R, C), (G.layernorm_forward_kernel, 3, 768)]:
+        got, want = _layernorm(kernel, rows, cols)  # an odd row; the module's own build
+        assert np.allclose(got, want, rtol=1e-5, atol=1e-5), cols
 
     y = RNG.normal(0, 2, (3, N)).astype(np.float32)
     bias = RNG.normal(0, 1, N).astype(np.float32)
@@ -92,6 +90,7 @@ def test_each_kernel_against_numpy_at_odd_sizes():
         emb, cuda.to_device(tok.astype(np.int32)), cuda.to_device(wte), cuda.to_device(wpe)
     )
     assert np.array_equal(emb.copy_to_host(), (wte[tok] + wpe[None]).reshape(6, C))
+    x = RNG.normal(0.3, 1.2, (R, C)).astype(np.float32)
     s = cuda.to_device(x)
     G.residual_forward_kernel[(-(-C // G.TPB), R), G.TPB](s, s, cuda.to_device(x * 2))
     assert np.array_equal(s.copy_to_host(), x * 3)
@@ -121,20 +120,14 @@ def test_layernorm_in_registers_mutants_miss(mutant):
     import inspect
     import textwrap
 
-    R, C = 3, 2 * G.LN_TPB + 13  # three elements a thread, the last one partly padding
-    x = RNG.normal(3.0, 1.2, (R, C)).astype(np.float32)  # a mean well off 0: padding shows
-    w, b = RNG.uniform(0.5, 1.5, C).astype(np.float32), RNG.normal(0, 1, C).astype(np.float32)
     old, new = LN_MUTANTS[mutant]
     src = textwrap.dedent(inspect.getsource(G.make_layernorm))
     assert src.count(old) == 1, old
     scope = dict(vars(G))
     exec(compile(src.replace(old, new), f"<{mutant}>", "exec"), scope)
-    out = cuda.device_array((R, C), np.float32)
-    scope["make_layernorm"](C)[R, G.LN_TPB](
-        out, cuda.to_device(x), cuda.to_device(w), cuda.to_device(b)
-    )
-    got = out.copy_to_host()
-    assert not np.allclose(got, _ln(x.astype(np.float64), w, b), rtol=1e-3, atol=1e-3), mutant
+    # a mean well off 0, so padding counted as data shows
+    got, want = _layernorm(scope["make_layernorm"](LN_ODD), 3, LN_ODD, mean=3.0)
+    assert not np.allclose(got, want, rtol=1e-3, atol=1e-3), mutant
 
 
 def test_matmul_v4_with_each_fused_epilogue_at_odd_sizes():

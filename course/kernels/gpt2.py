@@ -141,13 +141,8 @@ def make_layernorm(LN_C: int):
     return layernorm_forward_kernel
 
 
-layernorm_forward_kernel = make_layernorm(768)     # GPT-2 124M's rows (the notebook's)
-
-
-@functools.cache
-def layernorm_kernel(C: int):
-    """The layernorm build for rows of C (768: the module's own)."""
-    return layernorm_forward_kernel if C == 768 else make_layernorm(C)
+layernorm_kernel = functools.cache(make_layernorm)        # one build per row length
+layernorm_forward_kernel = layernorm_kernel(768)   # GPT-2 124M's rows (the notebook's)
 
 
 @cuda.jit(device=True, inline=True)
