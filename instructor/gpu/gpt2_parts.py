@@ -13,11 +13,9 @@ Prints as it goes and writes OUT_DIR/gpt2-parts.json (numbers kept after every s
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import types
-from pathlib import Path
 
 
 def main() -> int:
@@ -25,6 +23,7 @@ def main() -> int:
 
     smoke = runtime.MODE != "gpu"     # the simulator: a tiny model, no peer, to try the script
     import numpy as np
+    from gpt2_run import bench_gpt2, keeper
     from numba import cuda, float32
 
     from course.bench.gpt2 import torch_forward
@@ -33,18 +32,8 @@ def main() -> int:
     from course.measure.timeline import Timeline
     from course.measure.timing import benchmark
 
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
-    out.mkdir(parents=True, exist_ok=True)
-    res: dict = {"device": runtime.device_info().get("name")}
-
-    def keep(key, value):
-        res[key] = value
-        print(key, json.dumps(value)[:1500], flush=True)
-        (out / "gpt2-parts.json").write_text(json.dumps(res, indent=1))
-
-    cfg, B, T = (G.TINY, 1, 9) if smoke else (G.Config(), 4, 1024)
-    params = G.jitter(G.init_params(cfg, seed=11), seed=12)
-    tokens = np.random.default_rng(11).integers(0, cfg.vocab_size, (B, T))
+    res, keep = keeper("gpt2-parts.json")
+    cfg, B, T, params, tokens = bench_gpt2(smoke)
     want = G.reference(tokens, params, cfg).reshape(B * T, -1)     # float64
     if smoke:
         keep("torch_ms", 1.0)

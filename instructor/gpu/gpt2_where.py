@@ -16,10 +16,8 @@ bias + GELU epilogue and the same matmul with a plain store, each launched twice
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import defaultdict
-from pathlib import Path
 
 
 def main() -> int:
@@ -27,17 +25,14 @@ def main() -> int:
 
     smoke = runtime.MODE != "gpu"
     import numpy as np
+    from gpt2_run import bench_gpt2, keeper
     from numba import cuda
 
     from course.kernels import gpt2 as G
     from course.kernels import matmul_shapes as ms
     from course.kernels import matmul_v6 as v6
 
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
-    out.mkdir(parents=True, exist_ok=True)
-    cfg, B, T = (G.TINY, 1, 9) if smoke else (G.Config(), 4, 1024)
-    params = G.jitter(G.init_params(cfg, seed=11), seed=12)
-    tokens = np.random.default_rng(11).integers(0, cfg.vocab_size, (B, T))
+    cfg, B, T, params, tokens = bench_gpt2(smoke)
 
     if "--one" in sys.argv:     # three kernels, twice each, for ncu
         rng = np.random.default_rng(5)
@@ -60,7 +55,9 @@ def main() -> int:
         print("RESULT ok", flush=True)
         return 0
 
-    res: dict = {"device": runtime.device_info().get("name"), "B": B, "T": T}
+    res, keep = keeper("gpt2-where.json", width=6000)
+    keep("B", B)
+    keep("T", T)
     from course.measure.timeline import Timeline
 
     model = G.Model(params, cfg, B, T)
@@ -68,8 +65,8 @@ def main() -> int:
     model(d_tok)
     tl = Timeline()
     model(d_tok, run=tl.run)
-    res["course_ms_by_kernel"] = {r["kernel"]: round(r["total_ms"], 4) for r in tl.table()}
-    res["course_sum_ms"] = round(sum(res["course_ms_by_kernel"].values()), 3)
+    keep("course_ms_by_kernel", {r["kernel"]: round(r["total_ms"], 4) for r in tl.table()})
+    keep("course_sum_ms", round(sum(res["course_ms_by_kernel"].values()), 3))
     if not smoke:
         import torch
         from torch.profiler import ProfilerActivity, profile
@@ -91,11 +88,9 @@ def main() -> int:
                 per[e.name][0] += e.device_time / 1000 / 3       # us -> ms, a forward
                 per[e.name][1] += 1
         rows = sorted(per.items(), key=lambda kv: -kv[1][0])
-        res["torch_ms_by_kernel"] = {k[:160]: {"ms": round(v[0], 4), "launches": v[1] // 3}
-                                     for k, v in rows[:30]}
-        res["torch_sum_ms"] = round(sum(v[0] for v in per.values()), 3)
-    (out / "gpt2-where.json").write_text(json.dumps(res, indent=1))
-    print(json.dumps(res, indent=1)[:6000], flush=True)
+        keep("torch_ms_by_kernel", {k[:160]: {"ms": round(v[0], 4), "launches": v[1] // 3}
+                                    for k, v in rows[:30]})
+        keep("torch_sum_ms", round(sum(v[0] for v in per.values()), 3))
     print("RESULT ok", flush=True)
     return 0
 

@@ -14,10 +14,8 @@ Writes OUT_DIR/layernorm-rows.json after every step.
 # ruff: noqa: F821 - strided_layernorm reads cuda, float32, LN_TPB, row_sum set by main()
 from __future__ import annotations
 
-import json
 import math
 import sys
-from pathlib import Path
 
 
 def strided_layernorm(out, inp, weight, bias):  # noqa: D103 - its names: main() sets them
@@ -58,16 +56,10 @@ def main() -> int:
     strided = cuda.jit(strided_layernorm)
     LN_TPB = G.LN_TPB
 
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
-    out.mkdir(parents=True, exist_ok=True)
-    res: dict = {"device": runtime.device_info().get("name")}
+    from gpt2_run import bench_gpt2, keeper
 
-    def keep(key, value):
-        res[key] = value
-        print(key, json.dumps(value)[:1200], flush=True)
-        (out / "layernorm-rows.json").write_text(json.dumps(res, indent=1))
-
-    cfg, B, T = (G.TINY, 1, 9) if smoke else (G.Config(), 4, 1024)
+    res, keep = keeper("layernorm-rows.json", width=1200)
+    cfg, B, T, params, tokens = bench_gpt2(smoke)
     R, C = B * T, cfg.n_embd
     rng = np.random.default_rng(5)
     xh = (rng.standard_normal((R, C)) * 3 + 1).astype(np.float32)
@@ -95,8 +87,6 @@ def main() -> int:
         floor_us = 2 * R * C * 4 / 4248.7e9 * 1e6     # read + write at the measured copy rate
         keep("floor_us", floor_us)
 
-    params = G.jitter(G.init_params(cfg, seed=11), seed=12)
-    tokens = np.random.default_rng(11).integers(0, cfg.vocab_size, (B, T))
     want = G.reference(tokens, params, cfg).reshape(R, -1)
     if not smoke:
         from course.bench.gpt2 import torch_forward
