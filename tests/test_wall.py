@@ -427,7 +427,7 @@ def test_a_dask_worker_without_a_sandbox_grades_nothing(monkeypatch, tmp_path):
     retries once, then writes an error row) instead of grading unsandboxed."""
     from types import SimpleNamespace
 
-    from course.grading.classroom import executors
+    from course.grading.classroom import dask_workers as executors
     from course.grading.wall import isolate
 
     monkeypatch.setattr(

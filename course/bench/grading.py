@@ -168,25 +168,56 @@ def verdicts(plan: dict, rows: list[dict]) -> list[dict]:
 
 def run(report, opts=None) -> None:
     """Grade one class (``opts``: :func:`main`'s options; none: the rehearsal) into
-    ``report``: wall and CPU time, the profile's phases, every student's verdict."""
-    from ..grading.phases import table
+    ``report``: wall and CPU time, the profile's phases, every student's verdict.  With
+    ``--gpus 1,2`` the same class is graded once per GPU count on Dask (``--jobs`` workers
+    a GPU) and the report compares the rates."""
     from ..platform.resources import ROOT
 
     opts = opts or parser().parse_args([])
     lessons = tuple(opts.lessons.split(","))
-    extra = ["--executor", opts.executor] + (["--cold"] if opts.cold else [])
-    extra += ["--scheduler", opts.scheduler] if opts.scheduler else []
+    counts = [int(g) for g in opts.gpus.split(",")] if opts.gpus else [None]
     with tempfile.TemporaryDirectory(prefix="course-bench-grading-") as tmp:
         tmp = Path(tmp)
         plan = make_class(tmp / "class", ROOT / "notebooks", opts.students, lessons, opts.attackers)
-        Path(MARK).unlink(missing_ok=True)
-        print(
-            f"grading {len(plan)} students ({', '.join(lessons)}), --jobs {opts.jobs}, "
-            f"{opts.executor}{', cold' if opts.cold else ''}",
-            flush=True,
+        runs = []
+        for gpus in counts:
+            jobs = opts.jobs * (gpus or 1)
+            extra = ["--executor", opts.executor] + (["--cold"] if opts.cold else [])
+            extra += ["--scheduler", opts.scheduler] if opts.scheduler else []
+            extra += ["--gpus", str(gpus)] if gpus else []
+            Path(MARK).unlink(missing_ok=True)
+            print(
+                f"grading {len(plan)} students ({', '.join(lessons)}), --jobs {jobs}, "
+                f"{opts.executor}{', cold' if opts.cold else ''}"
+                + (f", {gpus} GPU(s)" if gpus else ""),
+                flush=True,
+            )
+            out = tmp / f"run-{len(runs)}"
+            took, rows, said, profile = grade(tmp / "class", out, jobs, opts.timeout, tuple(extra))
+            report.files[".log" if len(counts) == 1 else f".gpus{gpus}.log"] = (
+                out / "grade.log"
+            ).read_bytes()
+            runs.append(_judged(plan, rows, took, profile, opts, jobs, gpus, said))
+    for r in runs:
+        _report_run(report, r, opts, len(runs) > 1)
+    report.data["grading"] = runs[-1]
+    if len(runs) > 1:
+        report.data["grading_by_gpus"] = runs
+        import course
+
+        report.section(
+            "The same class on more GPUs (Dask, --jobs workers a GPU, each GPU on its share "
+            "of the cores)",
+            gpu_table(runs)
+            + (
+                ""
+                if course.MODE == "gpu"
+                else "\n\nThe simulator has no GPU: every run's workers shared all the cores."
+            ),
         )
-        took, rows, said, profile = grade(tmp / "class", tmp, opts.jobs, opts.timeout, tuple(extra))
-        report.files[".log"] = (tmp / "grade.log").read_bytes()
+
+
+def _judged(plan, rows, took, profile, opts, jobs, gpus, said) -> dict:
     lines = verdicts(plan, rows)
     honest_full = all(
         line["total"] == line["max"] and line["total"] != "" for line in lines if not line["attack"]
@@ -198,57 +229,92 @@ def run(report, opts=None) -> None:
         for line in lines
         if line["attack"] and (course.MODE == "gpu" or line["student"] not in GPU_SIZE_ONLY)
     ]
-    attacks_zero = all(line.get("attacked_points") in ("0", "0.0") for line in judged)
     done = len(rows)
-    report.data["grading"] = {
+    startup = sum(profile.get("startup", {}).values())
+    return {
         "students": len(plan),
         "graded": done,
-        "lessons": lessons,
-        "jobs": opts.jobs,
+        "lessons": tuple(opts.lessons.split(",")),
+        "jobs": jobs,
+        "gpus": gpus,
         "executor": opts.executor,
         "warm": not opts.cold,
         "seconds": took,
         "per_minute": round(60 * done / took, 2) if took else 0.0,
+        "startup_s": round(startup, 2),
+        "per_minute_after_startup": round(60 * done / max(took - startup, 1e-9), 2),
         "cpu_s": profile.get("cpu_s"),
         "interrupted": bool(profile.get("interrupted")) or done < len(plan),
         "phases": profile.get("phases", {}),
         "startup": profile.get("startup", {}),
         "honest_full_marks": honest_full,
-        "attacks_earned_zero": attacks_zero,
+        "attacks_earned_zero": all(line.get("attacked_points") in ("0", "0.0") for line in judged),
         "side_effect_on_host": Path(MARK).exists(),
         "rows": lines,
+        "said": said if not rows else "",
     }
+
+
+def gpu_table(runs: list[dict]) -> str:
+    """One line per GPU count: wall, start-up, both rates and each against the rate of the
+    run on the fewest GPUs (whatever order they ran in)."""
+    first = min(runs, key=lambda r: r["gpus"] or 0)
+    x = f"x {first['gpus']} GPU(s)"
+    out = [
+        f"| GPUs | workers | graded | wall s | start-up s | per minute | {x} | "
+        f"per minute after start-up | {x} |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in runs:
+        a = r["per_minute"] / max(first["per_minute"], 1e-9)
+        b = r["per_minute_after_startup"] / max(first["per_minute_after_startup"], 1e-9)
+        out.append(
+            f"| {r['gpus']} | {r['jobs']} | {r['graded']}/{r['students']} | "
+            f"{r['seconds']:.1f} | {r['startup_s']:.1f} | {r['per_minute']:.1f} | {a:.2f}x | "
+            f"{r['per_minute_after_startup']:.1f} | {b:.2f}x |"
+        )
+    return "\n".join(out)
+
+
+def _report_run(report, r: dict, opts, several: bool) -> None:
+    from ..grading.phases import table
+
+    on = f" on {r['gpus']} GPU(s)" if r["gpus"] else ""
     report.note(
-        f"{done} of {len(plan)} submissions graded with --jobs {opts.jobs} ({opts.executor}, "
+        f"{r['graded']} of {r['students']} submissions graded{on} with --jobs {r['jobs']} "
+        f"({r['executor']}, "
         f"{'cold: a new interpreter per sandbox' if opts.cold else 'warm: sandboxes forked from zygotes'}) "
-        f"in {took:.1f} s wall, {profile.get('cpu_s', 0):.1f} s CPU of the grader and its "
-        f"sandboxes ({60 * done / max(took, 1e-9):.1f} submissions a minute)"
+        f"in {r['seconds']:.1f} s wall, {r['cpu_s'] or 0:.1f} s CPU of the grader and its "
+        f"sandboxes ({r['per_minute']:.1f} submissions a minute; "
+        f"{r['per_minute_after_startup']:.1f} after its {r['startup_s']:.1f} s of start-up)"
     )
+    import course
+
     report.note(
-        f"honest students at full marks: {honest_full}; every attack 0 points: "
-        f"{attacks_zero}"
+        f"honest students at full marks: {r['honest_full_marks']}; every attack 0 points: "
+        f"{r['attacks_earned_zero']}"
         + (
             ""
             if course.MODE == "gpu"
             else f" (not counted in the simulator: {', '.join(sorted(GPU_SIZE_ONLY))}, "
             "honest at the simulator's sizes)"
         )
-        + f"; the signature's command ran on the host: {Path(MARK).exists()}"
+        + f"; the signature's command ran on the host: {r['side_effect_on_host']}"
     )
     from ..exercises.tune_cards import rehearsal
 
     judged_as = rehearsal("this run's GPU")  # an instructor's rehearsal of another card
-    if judged_as:
+    if judged_as and not several:
         report.note(judged_as)
-    if profile.get("phases"):
+    if r["phases"]:
         report.section(
-            "Where the time went (seconds summed over the class; exclusive phases)",
-            table(profile["phases"], took, done, opts.jobs),
+            f"Where the time went{on} (seconds summed over the class; exclusive phases)",
+            table(r["phases"], r["seconds"], r["graded"], r["jobs"]),
         )
-    if profile.get("startup"):
-        steps = profile["startup"]
+    if r["startup"]:
+        steps = r["startup"]
         report.section(
-            "Before the first worker (the grader's start-up, seconds)",
+            f"Before the first submission{on} (the grader's start-up, seconds)",
             "\n".join(
                 ["| step | seconds |", "|---|---:|"]
                 + [f"| {k} | {v:.1f} |" for k, v in steps.items()]
@@ -259,16 +325,16 @@ def run(report, opts=None) -> None:
         "| student | lesson | status | points | attack | its points | the grader's reason |",
         "|---|---|---|---:|---|---:|---|",
     ]
-    for line in lines:
+    for line in r["rows"]:
         table_rows.append(
             f"| {line['student']} | {line['lesson']} | {line['status']} | "
             f"{line['total']}/{line['max']} | {line['attack']} | "
             f"{line.get('attacked_points', '')} | "
             f"{line.get('reason', '').replace('|', '/')[:160]} |"
         )
-    report.section("Every submission", "\n".join(table_rows))
-    if not rows:
-        report.section("The grader's output", "```\n" + said + "\n```")
+    report.section(f"Every submission{on}", "\n".join(table_rows))
+    if r["said"]:
+        report.section("The grader's output", "```\n" + r["said"] + "\n```")
 
 
 def parser():
@@ -288,6 +354,11 @@ def parser():
     ap.add_argument("--executor", choices=("local", "dask"), default="local")
     ap.add_argument("--scheduler", help="a Dask scheduler's address (else a LocalCluster)")
     ap.add_argument(
+        "--gpus",
+        help="with --executor dask: grade the class once per GPU count given, e.g. 1,2 "
+        "(--jobs workers a GPU, each GPU on its share of the cores), and compare the rates",
+    )
+    ap.add_argument(
         "--cold", action="store_true", help="a new interpreter per sandbox (the old start)"
     )
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S, help="stop the grader after this")
@@ -300,7 +371,14 @@ def main(argv=None) -> int:
     """``python -m course bench grading [--students N] [--lessons A,B] [--jobs N] ...``"""
     from . import Report
 
-    opts = parser().parse_args(argv)
+    ap = parser()
+    opts = ap.parse_args(argv)
+    if opts.gpus and (
+        opts.executor != "dask"
+        or opts.scheduler
+        or not all(g.strip().isdigit() and int(g) > 0 for g in opts.gpus.split(","))
+    ):
+        ap.error("--gpus takes counts such as 1,2, with --executor dask and no --scheduler")
     name = "grading" + (f"-{opts.label}" if opts.label else "")
     print(f"== {name}: {TITLE}", flush=True)
     report = Report(name, TITLE)

@@ -115,7 +115,7 @@ def judge_on_worker(board: str, payload: dict) -> dict:
         _WORKER["isolation"], _WORKER["said"] = runner.sandbox([])
         print(_WORKER["said"])
     if _WORKER["isolation"] is None:  # fail closed: no submission judged unsandboxed
-        from ..grading.classroom.executors import no_sandbox_message
+        from ..grading.classroom.dask_workers import no_sandbox_message
 
         return {"status": "error", "passed": False, "message": no_sandbox_message(_WORKER["said"])}
     return runner.judge_submission(board, payload, isolation=_WORKER["isolation"])

@@ -23,16 +23,32 @@ MODE_REASON: str = ""  # one line: why this mode was chosen
 GPU_MEMORY_GIB: float = 0.0  # device 0's memory (a MIG slice's own); 0 when unknown
 
 
-def _probe_gpu() -> tuple[bool, str]:
-    """Return (usable, reason) by asking libcuda directly: cuInit + cuDeviceGetCount."""
+def _libcuda():
     names = ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"]
-    lib = None
     for name in names:
         try:
-            lib = ctypes.CDLL(name)
-            break
+            return ctypes.CDLL(name)
         except OSError:
             continue
+    return None
+
+
+def gpu_count() -> int:
+    """How many GPUs this process sees (``CUDA_VISIBLE_DEVICES`` applied by the driver):
+    cuInit + cuDeviceGetCount, no CUDA context made; 0 without a usable driver."""
+    lib = _libcuda()
+    count = ctypes.c_int(0)
+    try:
+        if lib is None or lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+            return 0
+    except AttributeError:
+        return 0
+    return max(0, count.value)
+
+
+def _probe_gpu() -> tuple[bool, str]:
+    """Return (usable, reason) by asking libcuda directly: cuInit + cuDeviceGetCount."""
+    lib = _libcuda()
     if lib is None:
         return False, "no NVIDIA driver (libcuda) found"
     try:

@@ -5,7 +5,8 @@
 # and still writes its report.  Outputs, 3 files in $OUT: grading-report.md,
 # grading-runs.json, grading-logs.tar.gz (each run's report, profile and grader log).
 # One H100: at most 95 + 65 + 275 s of grading plus start-up, about 7.5 minutes.
-# 2 GPUs: add the Dask pair, at most 2 x 125 s + 30 s.
+# 2 GPUs ("dask"): one bench run grading 160 lesson-01 notebooks (attackers included) on
+# Dask on 2 GPUs, then on 1, at most 2 x 250 s; the machine sampled meanwhile.
 # A dry run (no GPU: the simulator, tiny classes, every step of the script):
 #   GRADING_TINY=1 GRADING_DASK=1 OUT=/tmp/g instructor/gpu/grading.sh
 set -uo pipefail
@@ -14,9 +15,9 @@ cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python}
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ -n "${GRADING_TINY:-}" ]; then  # the dry run's sizes: students and cut-offs
-  R=2; C=2; D=2; TR=240; TC=240; T2=240; TD=240; TQ=240; TP=240
+  R=2; C=2; TR=240; TC=240; T2=240; TD=240; TQ=240; TP=240
 else
-  R=25; C=200; D=100; TR=95; TC=65; T2=275; TD=125; TQ=110; TP=300
+  R=25; C=200; TR=95; TC=65; T2=275; TD=250; TQ=110; TP=300
 fi
 bench() { # label, bench's cut-off, then bench options
   local label=$1 cut=$2; shift 2
@@ -54,21 +55,19 @@ if [ "$PART" != dask ] && [ "$PART" != none ]; then
 fi
 if [ "$PART" != single ] && [ "$PART" != none ] && { [ "$NGPU" -ge 2 ] || [ -n "${GRADING_DASK:-}" ]; } \
   && "$PY" -c "import distributed" 2>/dev/null; then
-  NW=$([ -n "${GRADING_TINY:-}" ] && echo 1 || echo 8)
-  "$PY" -m distributed.cli.dask_scheduler --port 8786 --no-dashboard >"$W/sched.log" 2>&1 & S=$!
-  sleep 5
-  for g in 0 1; do
-    CUDA_VISIBLE_DEVICES=$g "$PY" -m distributed.cli.dask_worker tcp://127.0.0.1:8786 \
-      --nworkers "$NW" --nthreads 1 --no-dashboard >"$W/worker$g.log" 2>&1 & eval "D$g=\$!"
-  done
-  sleep 20
-  bench dask-2gpu "$TD" --students "$D" --lessons 01_vector_add --no-attackers \
-    --jobs $((2 * NW)) --executor dask --scheduler tcp://127.0.0.1:8786
-  kill "$D0" "$D1" "$S" 2>/dev/null; wait "$D0" "$D1" "$S" 2>/dev/null
-  if [ "${GRADING_DASK_REF:-1}" = 1 ]; then  # 0: the one-GPU reference is already on record
-    CUDA_VISIBLE_DEVICES=0 bench dask-1gpu-ref "$TD" --students "$D" --lessons 01_vector_add \
-      --no-attackers --jobs "$NW"
-  fi
+  # one report: the same class on Dask on 2 GPUs, then on 1 (each GPU on its share of the
+  # cores, --jobs workers a GPU); 2 first, so the machine's first-touch memory is its cost
+  NW=${GRADING_DASK_JOBS:-$([ -n "${GRADING_TINY:-}" ] && echo 1 || echo 12)}
+  DS=${GRADING_DASK_STUDENTS:-$([ -n "${GRADING_TINY:-}" ] && echo 2 || echo 160)}
+  "$PY" instructor/gpu/sampler.py "$OUT/dask-machine-samples.csv" & SAMPLER=$!
+  echo "=== dask-gpus: $DS students, $NW workers a GPU, on 2 GPUs then 1 ($(date +%T))"
+  timeout -k 10 $((2 * TD + 60)) "$PY" -m course bench grading --label dask-gpus \
+    --out "$W/dask-gpus" --timeout "$TD" --students "$DS" --lessons 01_vector_add \
+    --jobs "$NW" --executor dask --gpus 2,1 >"$W/dask-gpus.out" 2>&1
+  echo "    exit $? ($(date +%T)); last lines:"; tail -n 4 "$W/dask-gpus.out" | sed 's/^/    /'
+  grep -A5 "^| GPUs" "$W"/dask-gpus/*.md
+  kill "$SAMPLER" 2>/dev/null
+  cp "$W"/dask-gpus/*.md "$W"/dask-gpus/*.json "$W"/dask-gpus/*.log "$OUT/" 2>/dev/null
 else
   echo "=== dask: skipped (GPUs: $NGPU; it needs 2 and Dask distributed)"
 fi

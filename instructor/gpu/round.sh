@@ -7,7 +7,7 @@
 # cards: checktimes (#47's tune targets on this card) and the two slider panels not yet
 #        recorded (#48), about 4 min on an H200; notebooks: all 13 top to bottom, 5 at a time.
 # class: #45's grading measurements (instructor/gpu/grading.sh, under 10 minutes);
-# dask: the Dask pair on 2 GPUs, then checktimes on this card (a call runs 10 minutes at most).
+# dask: #45's Dask comparison, one bench run: the same class on 2 GPUs, then on 1 (~9 min).
 # quick: #45's two headline runs only (25 lesson-01 notebooks, the rehearsal), under 5 min.
 # probe: the rehearsal and the 200-class at --jobs 16, under 9 min.
 # counted: #47's counted tune targets with the GPU's own counters: both counts of the
@@ -46,8 +46,7 @@ case "${1:-}" in
     OUT="$OUT" GRADING_PART=single timeout 570 bash instructor/gpu/grading.sh
     ;;
   dask)
-    OUT="$OUT" GRADING_PART=dask timeout 400 bash instructor/gpu/grading.sh
-    checktimes
+    OUT="$OUT" GRADING_PART=dask timeout 590 bash instructor/gpu/grading.sh
     ;;
   quick)
     OUT="$OUT" GRADING_PART=quick timeout 300 bash instructor/gpu/grading.sh

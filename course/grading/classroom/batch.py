@@ -212,6 +212,14 @@ def main(argv=None) -> int:
         "(default: a LocalCluster on this machine)",
     )
     ap.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        help="with --executor dask and no --scheduler: spread the workers over this many "
+        "of this machine's GPUs, each GPU's workers on its share of the cores (default: "
+        "every GPU it sees)",
+    )
+    ap.add_argument(
         "--seed",
         type=int,
         default=None,

@@ -125,14 +125,18 @@ def _run(files, plans, opts, settings, grade_one, on_row) -> list[Graded]:
             g.reasons.append(reason)
             return g
 
+        from . import dask_workers
+
         remote = settings.here(None, None)  # each worker makes its own sandbox
         return executors.run_dask(
             files,
-            executors.grade_payload,
+            dask_workers.grade_payload,
             (grade_one, plans, remote),
             on_row,
             failed,
             scheduler=opts.scheduler,
             workers=opts.jobs,
+            gpus=getattr(opts, "gpus", None),
+            ready=(dask_workers.ready, (plans, remote)),
         )
     return executors.run_local(files, lambda p: grade_one(p, plans, settings), opts.jobs, on_row)

@@ -7,8 +7,10 @@ module only decides *which machine* runs that for each submission:
 - ``--executor local`` (default): ``--jobs N`` threads here, each waiting on its own
   subprocess, as before.
 - ``--executor dask``: each submission is one task on a Dask distributed cluster
-  (``--scheduler tcp://HOST:PORT``; without an address, a ``LocalCluster`` of ``--jobs``
-  worker processes on this machine).  The task carries the notebook's bytes and the grading
+  (``--scheduler tcp://HOST:PORT``; without an address, ``--jobs`` worker processes on
+  this machine, spread over its GPUs: ``dask_workers.py``).  Before the first submission
+  every worker makes its sandbox and measures its GPU, all at once (``dask_workers.ready``).
+  The task carries the notebook's bytes and the grading
   plans, so workers need the course installed (the same version) but no shared disk; they
   grade with the hidden cases of their own instructor folder (``COURSE_INSTRUCTOR_DIR`` or
   ``COURSE_HIDDEN_DIR`` on the worker).  Those must be the grader's: before any task, every
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,82 +72,6 @@ WINDOW_PER_WORKER = 2  # payloads in flight per Dask worker: the client's memory
 def window(workers: int) -> int:
     """How many submissions ``run_dask`` keeps submitted at once (their bytes held here)."""
     return WINDOW_PER_WORKER * max(1, workers)
-
-
-class SandboxMissing(RuntimeError):
-    """A Dask worker cannot build the grading sandbox the run asked for."""
-
-
-def no_sandbox_message(said: str) -> str:
-    import socket
-
-    return (
-        f"the Dask worker on {socket.gethostname()} cannot build the grading sandbox, "
-        f"so it graded nothing ({said.split('(', 1)[-1].rstrip(').')[:200]}); fix that "
-        "worker, or grade with --isolation none to accept student code running "
-        "unsandboxed there"
-    )
-
-
-def grade_payload(item: dict, grade, plans: dict, opts):
-    """Run on a Dask worker: ``grade`` the submission's bytes there (``grade`` is
-    ``batch.grade_one``, passed in: this module does not import batch), in a sandbox made
-    on that machine (the grader's paths are not the worker's)."""
-    from .intake import Submission
-
-    sub = Submission(
-        Path(item["path"]),
-        item["rel"],
-        item["folder"],
-        item["data"],
-        item["problem"],
-        item["student"],
-    )
-    sub.lesson = item["lesson"]
-    if getattr(opts, "isolation_choice", "none") != "none" and getattr(opts, "warm", False):
-        return grade(sub, plans, opts.here(_warm_isolation(plans), _ceilings(opts)))
-    with tempfile.TemporaryDirectory(prefix="course-grade-run-") as t:
-        isolation = None
-        if getattr(opts, "isolation_choice", "none") != "none":
-            from ..wall.isolate import for_grading
-
-            isolation, said = for_grading([], Path(t))
-            if isolation is None:  # fail closed: never grade unsandboxed silently
-                raise SandboxMissing(no_sandbox_message(said))
-        return grade(sub, plans, opts.here(isolation, _ceilings(opts)))
-
-
-def _ceilings(opts):
-    """This worker's GPU figures: measured by the run's first process on this GPU, read by
-    the others (``prepare.ceilings_once``), with the given kernels of the lessons handed in."""
-    from .prepare import ceilings_once
-
-    return ceilings_once(opts.mode, opts.starters, run=opts.seed)
-
-
-_HERE: dict = {}  # this Dask worker process's sandbox and its zygotes, made once
-
-
-def _warm_isolation(plans: dict):
-    """This Dask worker's sandbox with warm forks (``forks.py``), made on its first task;
-    its zygotes import what the lessons' set-up cells import."""
-    import atexit
-    import shutil
-    import threading
-
-    with _HERE.setdefault("lock", threading.Lock()):
-        if "iso" not in _HERE:
-            from ..wall.isolate import for_grading
-            from .prepare import cell_imports, warm_sandboxes
-
-            run_dir = Path(tempfile.mkdtemp(prefix="course-grade-run-"))
-            atexit.register(shutil.rmtree, run_dir, True)
-            isolation, said = for_grading([], run_dir)
-            if isolation is None:  # fail closed: never grade unsandboxed silently
-                raise SandboxMissing(no_sandbox_message(said))
-            warm_sandboxes(isolation, cell_imports(plans), log=lambda line: None)
-            _HERE["iso"] = isolation
-        return _HERE["iso"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -248,14 +174,19 @@ def run_dask(
     workers: int = 2,
     retries: int = 1,
     log=print,
+    gpus: int | None = None,
+    ready=None,
 ) -> list:
     """``task(payload(f), *args)`` on a Dask cluster for every file; see the module doc.
 
     ``failed_row(path, reason)`` makes the row of a submission lost ``retries + 1`` times.
+    ``gpus``: the GPUs this machine's cluster spreads its workers over (None: all;
+    ``dask_workers.local_cluster``).  ``ready``: ``(function, args)`` run once on every
+    worker before any submission (``dask_workers.ready``), all workers at once.
     """
     try:
         import dask
-        from distributed import Client, LocalCluster
+        from distributed import Client
         from distributed import as_completed as dask_completed
     except ImportError:
         raise SystemExit(
@@ -273,15 +204,15 @@ def run_dask(
             "distributed.scheduler.worker-saturation": 1.0,
         }
     ):
+        t = time.perf_counter()
         if scheduler is None:
-            cluster = LocalCluster(
-                n_workers=max(1, workers),
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-            )
-            log(f"dask: a LocalCluster of {max(1, workers)} worker processes")
+            from .dask_workers import local_cluster
+
+            cluster = local_cluster(workers, gpus, log)
         client = Client(scheduler or cluster)
+        if scheduler is None:
+            client.wait_for_workers(max(1, workers), timeout=WORKERS_WAIT_S)
+        startup("Dask cluster started", t)
     rows: list = []
     expected = hidden_digest()
     try:
@@ -297,6 +228,8 @@ def run_dask(
                 + (f" ({len(problems) - 1} more worker(s) likewise)" if len(problems) > 1 else "")
                 + "; nothing was graded"
             )
+        if ready is not None:
+            warm_workers(client, ready, log)
         pending = {}  # future -> (submission, its payload, tries so far)
         todo = iter(files)
         seq = dask_completed()
@@ -347,6 +280,44 @@ def run_dask(
         if cluster is not None:
             cluster.close()
     return rows
+
+
+WORKERS_WAIT_S = 120.0  # how long this machine's cluster may take to start its workers
+
+
+def startup(step: str, since: float) -> None:
+    """``step`` took the seconds since ``since``: a line of the profile's start-up table."""
+    from .prepare import STARTUP
+
+    STARTUP[step] = round(STARTUP.get(step, 0.0) + time.perf_counter() - since, 3)
+
+
+def warm_workers(client, ready, log) -> None:
+    """``ready`` (function, args) once on every worker, all at once, before any submission:
+    a worker that cannot build its sandbox stops the run (nothing graded); one lost or
+    failing otherwise is left to warm on its first task."""
+    from .dask_workers import SandboxMissing
+
+    t = time.perf_counter()
+    fn, args = ready
+    futs = {
+        addr: client.submit(fn, *args, workers=[addr], allow_other_workers=False, pure=False)
+        for addr in client.scheduler_info()["workers"]
+    }
+    done = []
+    for addr, fut in futs.items():
+        try:
+            done.append(fut.result())
+        except SandboxMissing as exc:
+            raise SystemExit(f"grade: {exc}; nothing was graded") from None
+        except Exception as exc:  # noqa: BLE001 - the first submission warms it instead
+            log(f"dask: worker {addr} could not get ready ({type(exc).__name__}: {exc})")
+    startup("Dask workers ready (sandboxes warm, GPU figures)", t)
+    on = sorted({str(d["device"]) for d in done if d.get("device") is not None})
+    log(
+        f"dask: {len(done)} of {len(futs)} worker(s) ready in {time.perf_counter() - t:.1f} s"
+        + (f" (GPUs {', '.join(on)})" if on else "")
+    )
 
 
 # ---------------------------------------------------------------------------------------

@@ -19,6 +19,12 @@ def arguments(opts) -> str | None:
     from .. import hidden
     from . import student
 
+    gpus = getattr(opts, "gpus", None)
+    if gpus is not None and (gpus < 1 or getattr(opts, "executor", "local") != "dask"):
+        return (
+            f"--gpus {gpus}: give 1 or more, with --executor dask (this machine's cluster "
+            "spreads its workers over that many GPUs); nothing was graded"
+        )
     missing = [str(p) for p in opts.submissions if not p.exists()]
     if missing:
         return f"no such file or folder: {', '.join(missing)} (nothing was graded)"

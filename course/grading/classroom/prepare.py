@@ -11,6 +11,9 @@ Everything a verdict depends on is settled here, while no student code runs anyw
    from it, and the run's scratch folder under which every worker gets its own tmpfs;
 4. on a GPU, the ceilings figures are divided by (copy bandwidth, FP32 rate) are measured
    once, with the GPU's measuring lock held, and kept in memory (no cache file is read).
+
+With ``--executor dask`` steps 3's zygotes and 4 are the workers' (``dask_workers.ready``):
+this process runs no submission and measures no GPU.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
         intake.forget(sub)
 
     clock = Clock()
+    remote = getattr(opts, "executor", "local") == "dask"  # its workers grade, not this process
     subs = intake.collect(opts.submissions, survey)
     summary = intake.keys(subs, lambda s: s.lesson, lambda s: intake.student_name(s.path, plans))
     hidden.preload(e for p in plans.values() for e in p.exercises)
@@ -65,7 +69,7 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
         hide += [opts.notebooks.resolve()]  # the instructor notebooks: solutions
         isolation, said = for_grading(hide, run_dir)
         print(said)
-        if isolation is not None and not getattr(opts, "cold", False):
+        if isolation is not None and not getattr(opts, "cold", False) and not remote:
             lessons = {s.lesson for s in subs}
             warm = len(subs) >= WARM_IMPORTS_FROM  # ~3 s of a zygote: worth it for a class
             warm_sandboxes(
@@ -77,7 +81,8 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
         import secrets
 
         opts.seed = secrets.randbits(31)
-    ceilings = ceilings_once(runtime.MODE, starters, clock, run=opts.seed)
+    # a Dask worker measures its own GPU (``dask_workers.ready``): nothing to measure here
+    ceilings = None if remote else ceilings_once(runtime.MODE, starters, clock, run=opts.seed)
     settings = GradeSettings.from_args(opts, runtime.MODE, isolation, ceilings, starters)
     if settings.timeout <= settings.limit:
         print(
