@@ -67,7 +67,7 @@ if [ "$PART" != single ] && [ "$PART" != none ] && { [ "$NGPU" -ge 2 ] || [ -n "
   echo "    exit $? ($(date +%T)); last lines:"; tail -n 4 "$W/dask-gpus.out" | sed 's/^/    /'
   grep -A5 "^| GPUs" "$W"/dask-gpus/*.md
   kill "$SAMPLER" 2>/dev/null
-  cp "$W"/dask-gpus/*.md "$W"/dask-gpus/*.json "$W"/dask-gpus/*.log "$OUT/" 2>/dev/null
+  cp "$W"/dask-gpus/*.md "$W"/dask-gpus/*.json "$OUT/" 2>/dev/null  # logs: in the archive
 else
   echo "=== dask: skipped (GPUs: $NGPU; it needs 2 and Dask distributed)"
 fi

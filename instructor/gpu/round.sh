@@ -8,6 +8,8 @@
 #        recorded (#48), about 4 min on an H200; notebooks: all 13 top to bottom, 5 at a time.
 # class: #45's grading measurements (instructor/gpu/grading.sh, under 10 minutes);
 # dask: #45's Dask comparison, one bench run: the same class on 2 GPUs, then on 1 (~9 min).
+# contention: #45's probe of what a 2-GPU machine's graders share (contention.py), then
+#             the Dask comparison at 96 students with the machine sampled (~8 min).
 # quick: #45's two headline runs only (25 lesson-01 notebooks, the rehearsal), under 5 min.
 # probe: the rehearsal and the 200-class at --jobs 16, under 9 min.
 # counted: #47's counted tune targets with the GPU's own counters: both counts of the
@@ -47,6 +49,12 @@ case "${1:-}" in
     ;;
   dask)
     OUT="$OUT" GRADING_PART=dask timeout 590 bash instructor/gpu/grading.sh
+    ;;
+  contention)
+    echo "=== transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
+    echo "=== contention ($(date +%T))"
+    timeout 240 python instructor/gpu/contention.py "$OUT/contention-$DEV-x$(nvidia-smi -L | wc -l)-$DAY.json" 2>&1 | grep -v Warn
+    OUT="$OUT" GRADING_PART=dask GRADING_DASK_STUDENTS=${STUDENTS:-96} timeout 330 bash instructor/gpu/grading.sh
     ;;
   quick)
     OUT="$OUT" GRADING_PART=quick timeout 300 bash instructor/gpu/grading.sh
