@@ -105,14 +105,20 @@ def main(path):
         "24 on GPUs 0 and 1": [("0", a)] * 12 + [("1", b)] * 12,
         "24 on GPU 0": [("0", a)] * 12 + [("0", b)] * 12,
     }
+    two = len(os.environ.get("CUDA_VISIBLE_DEVICES", "0,1").split(",")) > 1
+    from numba import cuda
+
+    if not two or len(cuda.gpus) < 2:  # one GPU: its 12 and 24 processes only
+        del layouts["24 on GPUs 0 and 1"]
     results = {}
     for name, placement in layouts.items():
         for what, fn in (("gpu", gpu_proc), ("host", mem_proc)):
             key = f"{what}: {name}"
             results[key] = run(fn, placement)
             print(key, json.dumps(results[key]), flush=True)
-    key = "gpu: 24 on GPUs 0 and 1, CUDA_DEVICE_MAX_CONNECTIONS=1"
-    results[key] = run(gpu_proc, layouts["24 on GPUs 0 and 1"], {"CUDA_DEVICE_MAX_CONNECTIONS": "1"})
+    name = next(k for k in layouts if k.startswith("24"))
+    key = f"gpu: {name}, CUDA_DEVICE_MAX_CONNECTIONS=1"
+    results[key] = run(gpu_proc, layouts[name], {"CUDA_DEVICE_MAX_CONNECTIONS": "1"})
     print(key, json.dumps(results[key]), flush=True)
     with open(path, "w") as f:
         json.dump(results, f, indent=1)

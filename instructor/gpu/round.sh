@@ -10,6 +10,8 @@
 # dask: #45's Dask comparison, one bench run: the same class on 2 GPUs, then on 1 (~9 min).
 # contention: #45's probe of what a 2-GPU machine's graders share (contention.py), then
 #             the Dask comparison at 96 students with the machine sampled (~8 min).
+# cpu: #45's CPU by kind of process while one GPU grades 96 lesson-01 notebooks on Dask,
+#      then contention.py on this machine (~5 min).
 # quick: #45's two headline runs only (25 lesson-01 notebooks, the rehearsal), under 5 min.
 # probe: the rehearsal and the 200-class at --jobs 16, under 9 min.
 # counted: #47's counted tune targets with the GPU's own counters: both counts of the
@@ -55,6 +57,25 @@ case "${1:-}" in
     echo "=== contention ($(date +%T))"
     timeout 240 python instructor/gpu/contention.py "$OUT/contention-$DEV-x$(nvidia-smi -L | wc -l)-$DAY.json" 2>&1 | grep -v Warn
     OUT="$OUT" GRADING_PART=dask GRADING_DASK_STUDENTS=${STUDENTS:-96} timeout 330 bash instructor/gpu/grading.sh
+    ;;
+  cpu)
+    echo "=== $(lscpu | grep -E "^CPU\(s\)|Thread|Model name" | tr -s ' ' | paste -sd';'); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
+    echo "=== where the CPU goes: 96 lesson-01 notebooks on Dask, 12 workers, one GPU ($(date +%T))"
+    python instructor/gpu/cpu_by_process.py "$OUT/cpu-by-process-$DEV-$DAY.json" & C=$!
+    python instructor/gpu/sampler.py "$OUT/machine-samples-$DEV-$DAY.csv" & S=$!
+    CUDA_VISIBLE_DEVICES=0 timeout 260 python -m course bench grading --label dask-cpu \
+      --out "$OUT" --timeout 220 --students "${STUDENTS:-96}" --lessons 01_vector_add --jobs 12 \
+      --executor dask --gpus 1 2>&1 | grep -e "graded" -e "ready" -e "^=="
+    kill $C $S; sleep 2
+    python - "$OUT/cpu-by-process-$DEV-$DAY.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("machine", d["machine_cpu_s"], "in", d["seconds"], "s")
+for k, v in list(d["by_kind"].items())[:14]:
+    print(f"  {k:40s} user {v['user_s']:8.1f}  system {v['system_s']:8.1f}  processes {v['processes']}")
+PY
+    echo "=== contention ($(date +%T))"
+    timeout 200 python instructor/gpu/contention.py "$OUT/contention-$DEV-$DAY.json" 2>&1 | grep -v Warn
     ;;
   quick)
     OUT="$OUT" GRADING_PART=quick timeout 300 bash instructor/gpu/grading.sh
