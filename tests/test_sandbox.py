@@ -511,8 +511,10 @@ def test_the_environment_is_an_allowlist_even_without_a_sandbox(monkeypatch, tmp
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("COURSE_SIZE", "sim")
     monkeypatch.setenv("NUMBA_CUDA_NVRTC_EXTRA_SEARCH_PATHS", "/opt/nvrtc")
+    monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32")
     env = child_env(tmp_path, {"NUMBA_ENABLE_CUDASIM": "0"})
     assert not set(PLANTED_ENV) & set(env)
+    assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"  # one work queue a context, whatever set
     assert env["COURSE_SIZE"] == "sim" and env["NUMBA_ENABLE_CUDASIM"] == "0"
     assert env["NUMBA_CUDA_NVRTC_EXTRA_SEARCH_PATHS"] == "/opt/nvrtc"
     assert env["HOME"] == env["TMPDIR"] == str(tmp_path)

@@ -74,8 +74,12 @@ print("machine", d["machine_cpu_s"], "in", d["seconds"], "s")
 for k, v in list(d["by_kind"].items())[:14]:
     print(f"  {k:40s} user {v['user_s']:8.1f}  system {v['system_s']:8.1f}  processes {v['processes']}")
 PY
-    echo "=== contention ($(date +%T))"
-    timeout 200 python instructor/gpu/contention.py "$OUT/contention-$DEV-$DAY.json" 2>&1 | grep -v Warn
+    echo "=== a measurer's warm-up, part by part, in fresh processes ($(date +%T))"
+    for i in 1 2 3; do CUDA_DEVICE_MAX_CONNECTIONS=1 timeout 60 python instructor/gpu/warmup_parts.py 2>&1 | tail -n 1; done
+    if [ -z "${NO_CONTENTION:-}" ]; then
+      echo "=== contention ($(date +%T))"
+      timeout 200 python instructor/gpu/contention.py "$OUT/contention-$DEV-$DAY.json" 2>&1 | grep -v Warn
+    fi
     ;;
   quick)
     OUT="$OUT" GRADING_PART=quick timeout 300 bash instructor/gpu/grading.sh

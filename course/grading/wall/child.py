@@ -38,12 +38,18 @@ PASSED = (
 PASSED_PREFIXES = ("NUMBA_CUDA_",)
 # ... and these, fixed
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# One hardware work queue per CUDA context instead of 8: a sandbox launches on one stream,
+# and a context's queues are made under the driver's lock, which every process on the
+# machine, on every GPU, waits for (24 contexts made at once on an H200: 3.6 s each with 8,
+# 1.3 s with 1 - assets/profiles/contention-*.json).
+GPU_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
 
 def child_env(scratch: Path, extra: dict | None = None) -> dict:
     """The environment of a sandboxed process whose only writable folder is ``scratch``: an
     allowlist (:data:`PASSED`, ``NUMBA_CUDA_*``), a fixed ``PATH`` and locale, home, temp
-    and caches in ``scratch``, the course on ``PYTHONPATH``; then ``extra``."""
+    and caches in ``scratch``, the course on ``PYTHONPATH``, :data:`GPU_ENV`; then
+    ``extra``."""
     scratch = Path(scratch)
     env = {k: v for k, v in os.environ.items() if k in PASSED or k.startswith(PASSED_PREFIXES)}
     paths = [str(REPO)] + [
@@ -64,6 +70,7 @@ def child_env(scratch: Path, extra: dict | None = None) -> dict:
         MPLBACKEND="Agg",
         COURSE_PROGRESS_FILE=str(scratch / "progress.json"),
         COURSE_HIDDEN_DIR=str(scratch / "no-hidden-cases"),
+        **GPU_ENV,
     )
     env.update(extra or {})
     return env
