@@ -75,7 +75,9 @@ for k, v in list(d["by_kind"].items())[:14]:
     print(f"  {k:40s} user {v['user_s']:8.1f}  system {v['system_s']:8.1f}  processes {v['processes']}")
 PY
     echo "=== a measurer's warm-up, part by part, in fresh processes ($(date +%T))"
-    for i in 1 2 3; do CUDA_DEVICE_MAX_CONNECTIONS=1 timeout 60 python instructor/gpu/warmup_parts.py 2>&1 | tail -n 1; done
+    for a in "" ptx-first "" ptx-first; do
+      CUDA_DEVICE_MAX_CONNECTIONS=1 timeout 60 python instructor/gpu/warmup_parts.py $a 2>&1 | tail -n 1
+    done
     if [ -z "${NO_CONTENTION:-}" ]; then
       echo "=== contention ($(date +%T))"
       timeout 200 python instructor/gpu/contention.py "$OUT/contention-$DEV-$DAY.json" 2>&1 | grep -v Warn

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -117,10 +118,12 @@ class Child:
         self.stopping = threading.Lock()
         LIVE.add(self)
         tmp.mkdir()
-        req_r, req_w = os.pipe()  # we write requests, it reads
-        rep_r, rep_w = os.pipe()  # it writes replies, we read
-        for fd in (req_w, rep_r):
+        # one Unix socket both ways (big arrays ride as sealed memory files: wire.py);
+        # the child is given its end twice, as its request and reply descriptors
+        ours, theirs = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
+        for fd in (ours, theirs):
             widen(fd)
+        req_r = rep_w = theirs
         scratch = Path(isolation.scratch) if isolation is not None else tmp
         env = child_env(scratch, env_extra)  # e.g. the compile gate: NUMBA_ENABLE_CUDASIM=0
         cmd = [sys.executable, "-m", module, str(req_r), str(rep_w)]
@@ -159,9 +162,8 @@ class Child:
         finally:
             for fd in procs:
                 os.close(fd)
-        os.close(req_r)
-        os.close(rep_w)
-        self.chan = Channel(rep_r, req_w, deadline)
+        os.close(theirs)
+        self.chan = Channel(ours, ours, deadline)
 
     @staticmethod
     def _popen(cmd, tmp, env, log, req_r, rep_w, timeout, memory_mb, procs):
@@ -240,7 +242,7 @@ class Child:
             self.cgroup.remove()
         with self.stopping:  # its job's thread and an interrupted run's stop: closed once
             fds, self.chan.rfd, self.chan.wfd = (self.chan.rfd, self.chan.wfd), -1, -1
-        for fd in fds:
+        for fd in set(fds):  # one socket both ways: closed once (a number may be reused)
             if fd >= 0:
                 try:
                     os.close(fd)
