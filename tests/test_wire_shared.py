@@ -1,6 +1,6 @@
-"""Big arrays between the judge and a sandbox as sealed memory files (wall/shared.py, wire.py):
-they arrive whole and unchangeable, and the judge's end refuses every other descriptor a
-sandbox could send in their place - each attack below is one a submission could try."""
+"""Big arrays from the judge to a sandbox as sealed memory files (wall/shared.py, wire.py):
+they arrive whole and unchangeable, replies stay in the stream, and the judge's end takes no
+descriptor from a sandbox - each attack below is one a submission could try."""
 
 import array
 import os
@@ -18,6 +18,8 @@ N = (shared.MIN_BYTES // 4) + 13  # float32: just over the size that leaves the 
 
 def _pair():
     a, b = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
+    for fd in (a, b):
+        wire.widen(fd)  # as child.py does: a 1 MiB reply fits before it is read
     judge = wire.Channel(a, a, deadline=time.monotonic() + 20)
     child = wire.Channel(b, b)
     return judge, child
@@ -32,20 +34,18 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def test_a_big_array_crosses_as_a_sealed_file_and_a_small_one_in_the_stream():
+def test_a_request_shares_its_big_arrays_and_the_reply_comes_in_the_stream():
     judge, child = _pair()
-    y = np.random.default_rng(1).random(N).astype(np.float32)
+    x = np.random.default_rng(1).random(N).astype(np.float32)
     small = np.arange(7, dtype=np.int64)
-    child.send({"op": "collected"}, {"y": y, "small": small})
-    head, got = judge.recv({"y": (np.float32, (N,)), "small": (np.int64, (7,))})
-    assert head["shared"] == ["y"]
-    assert np.array_equal(got["y"], y) and np.array_equal(got["small"], small)
-    got["y"][0] = -1  # the judge's copy is its own (copy-on-write) ...
-    # ... and requests go the other way the same way: the child maps, reads and may write
-    judge.send({"op": "stage"}, {"x": y})
+    judge.send({"op": "stage"}, {"x": x, "small": small})
     head, req = child.recv()
-    assert head["shared"] == ["x"] and np.array_equal(req["x"], y)
-    req["x"][:] = 0
+    assert head["shared"] == ["x"] and np.array_equal(req["x"], x)
+    assert np.array_equal(req["small"], small)
+    req["x"][:] = 0  # the sandbox's copy is its own (copy-on-write): the file is unchanged
+    child.send({"op": "collected"}, {"y": x})  # a big reply: in the stream, no descriptor
+    head, got = judge.recv({"y": (np.float32, (N,))})
+    assert "shared" not in head and np.array_equal(got["y"], x)
     _close(judge, child)
 
 
@@ -110,105 +110,115 @@ def _a_pipe(a):
 
 
 @pytest.mark.parametrize("kind", ["unsealed", "resized", "file", "pipe"])
-def test_the_judge_refuses_a_descriptor_that_is_not_a_sealed_file_of_the_size(
-    kind, monkeypatch, tmp_path
-):
+def test_a_sandbox_maps_only_a_sealed_file_of_the_size(kind, monkeypatch, tmp_path):
     make = {"unsealed": _unsealed, "resized": _resized, "file": _a_file(tmp_path), "pipe": _a_pipe}
     judge, child = _pair()
     monkeypatch.setattr(shared, "sealed", make[kind])
     before = _open_fds()
-    child.send({"op": "collected"}, {"y": np.ones(N, np.float32)})
+    judge.send({"op": "stage"}, {"x": np.ones(N, np.float32)})
     with pytest.raises(wire.WireError, match="came in"):
-        judge.recv({"y": (np.float32, (N,))})
-    assert _open_fds() <= before  # nothing it sent stays open on the judge's end
-    _close(judge, child)
-
-
-def _attach(monkeypatch, extra: int):
-    """The child's end attaches ``extra`` more descriptors (or, -1: none) to a shared blob."""
-
-    def write_with(self, data, fd):
-        fds = [] if extra < 0 else [fd] + [os.dup(fd) for _ in range(extra)]
-        sock = socket.socket(fileno=self.wfd)
-        try:
-            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
-            n = sock.sendmsg([data], rights)
-        finally:
-            sock.detach()
-            for f in fds[1:]:
-                os.close(f)
-        self._write(data[n:])
-
-    monkeypatch.setattr(wire.Channel, "_write_with", write_with)
-
-
-@pytest.mark.parametrize(
-    "extra, said", [(1, "descriptors for no array"), (-1, "without its memory file")]
-)
-def test_one_descriptor_per_shared_array_no_more_no_less(extra, said, monkeypatch):
-    judge, child = _pair()
-    _attach(monkeypatch, extra)
-    before = _open_fds()
-    child.send({"op": "collected"}, {"y": np.ones(N, np.float32)})
-    with pytest.raises(wire.WireError, match=said):
-        judge.recv({"y": (np.float32, (N,))})
+        child.recv()
     assert _open_fds() <= before
     _close(judge, child)
 
 
-def test_a_flood_of_descriptors_is_refused_and_closed(monkeypatch):
+def _reply_with(chan, fds: list, head: bytes = b'{"op": "collected", "arrays": []}') -> None:
+    """A reply as a sandbox could craft it: ``head`` with descriptors attached."""
+    sock = socket.socket(fileno=chan.wfd)
+    try:
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+        sock.sendmsg([wire._LEN.pack(len(head)) + head], rights)
+    finally:
+        sock.detach()
+
+
+@pytest.mark.parametrize("kind", ["sealed", "unsealed", "pipe", "flood"])
+def test_the_judge_takes_no_descriptor_from_a_sandbox(kind, tmp_path):
     judge, child = _pair()
-    _attach(monkeypatch, shared.MAX_FDS + 5)
     before = _open_fds()
-    child.send({"op": "collected"}, {"y": np.ones(N, np.float32)})
-    with pytest.raises(wire.WireError, match="more descriptors"):
-        judge.recv({"y": (np.float32, (N,))})
-    assert _open_fds() <= before
-    _close(judge, child)
-
-
-def test_a_descriptor_with_no_shared_array_and_sharing_on_a_pipe_are_refused(monkeypatch):
-    judge, child = _pair()
-    sock = socket.socket(fileno=child.wfd)
-    fd = shared.sealed(np.ones(4, np.float32))
-    head = b'{"op": "x", "arrays": []}'
-    sock.sendmsg(
-        [wire._LEN.pack(len(head)) + head],
-        [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))],
-    )
-    sock.detach()
-    os.close(fd)
-    with pytest.raises(wire.WireError, match="descriptors for no array"):
+    x = np.ones(N, np.float32)
+    fds = {
+        "sealed": lambda: [shared.sealed(x)],
+        "unsealed": lambda: [_unsealed(x)],
+        "pipe": lambda: [_a_pipe(x)],
+        "flood": lambda: [shared.sealed(x) for _ in range(shared.MAX_FDS + 5)],
+    }[kind]()
+    _reply_with(child, fds)
+    for fd in fds:
+        os.close(fd)  # the sandbox's own copies; what crossed is the judge's to close
+    with pytest.raises(wire.WireError, match="descriptors"):
         judge.recv({})
+    assert _open_fds() <= before  # every descriptor that crossed was closed
     _close(judge, child)
-    r1, w1 = os.pipe()
-    r2, w2 = os.pipe()
-    judge, child = wire.Channel(r2, w1, deadline=time.monotonic() + 20), wire.Channel(r1, w2)
-    child.shares = True  # a child that claims to share over pipes
-    monkeypatch.setattr(wire.Channel, "_write_with", lambda self, data, fd: self._write(data))
-    child.send({"op": "x"}, {"y": np.ones(N, np.float32)})
-    with pytest.raises(wire.WireError, match="shares on a pipe"):
-        judge.recv({"y": (np.float32, (N,))})
-    for f in (r1, w1, r2, w2):
-        os.close(f)
 
 
-def test_an_unexpected_shape_is_refused_before_anything_is_mapped(monkeypatch):
+def test_a_reply_that_says_it_shares_is_refused_before_any_array_is_read():
     judge, child = _pair()
-    mapped = []
-    monkeypatch.setattr(shared, "mapped", lambda *a: mapped.append(a))
-    child.send({"op": "collected"}, {"y": np.ones(N + 1, np.float32)})
-    with pytest.raises(wire.WireError, match="asked for"):
+    fd = shared.sealed(np.ones(N, np.float32))
+    head = b'{"op": "collected", "arrays": ["y"], "shared": ["y"]}'
+    _reply_with(child, [fd], head)
+    os.close(fd)
+    before = _open_fds()
+    with pytest.raises(wire.WireError, match="may not share memory"):
         judge.recv({"y": (np.float32, (N,))})
-    assert mapped == []
+    assert _open_fds() <= before
     _close(judge, child)
+
+
+def test_a_shared_array_without_its_file_or_with_two_is_refused(monkeypatch):
+    for extra, said in ((-1, "without its memory file"), (1, "descriptors for no array")):
+        judge, child = _pair()
+
+        def write_with(self, data, fd, extra=extra):
+            fds = [] if extra < 0 else [fd] + [os.dup(fd) for _ in range(extra)]
+            sock = socket.socket(fileno=self.wfd)
+            try:
+                rights = (
+                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+                )
+                n = sock.sendmsg([data], rights)
+            finally:
+                sock.detach()
+                for f in fds[1:]:
+                    os.close(f)
+            self._write(data[n:])
+
+        monkeypatch.setattr(wire.Channel, "_write_with", write_with)
+        judge.send({"op": "stage"}, {"x": np.ones(N, np.float32)})
+        with pytest.raises(wire.WireError, match=said):
+            child.recv()
+        _close(judge, child)
 
 
 def test_many_messages_leave_no_descriptor_behind():
     judge, child = _pair()
     before = _open_fds()
     for _ in range(50):
-        child.send({"op": "collected"}, {"y": np.ones(N, np.float32)})
-        judge.recv({"y": (np.float32, (N,))})
+        judge.send({"op": "stage"}, {"x": np.ones(N, np.float32)})
+        child.recv()
+        child.send({"op": "staged"})
+        judge.recv({})
     assert _open_fds() <= before
     _close(judge, child)
+
+
+@pytest.mark.timeout(300)
+def test_a_notebook_graded_with_every_array_shared_scores_as_before(monkeypatch, tmp_path):
+    """The whole grader, sandboxes and all, with every request array over 64 bytes sent as
+    a sealed file (on a GPU only the big ones are): the right notebook gets every point."""
+    import csv
+
+    from conftest import REPO
+
+    from course.grading.classroom import batch
+
+    made = []
+    real = shared.sealed
+    monkeypatch.setattr(shared, "MIN_BYTES", 64)
+    monkeypatch.setattr(shared, "sealed", lambda a: made.append(a.nbytes) or real(a))
+    out = tmp_path / "g.csv"
+    sub = REPO / "tests" / "fixtures" / "submissions" / "correct"
+    assert batch.main([str(sub), "--out", str(out), "--seed", "5", "--jobs", "1"]) == 0
+    row = next(csv.DictReader(out.open()))
+    assert row["total"] == row["max"] == "6", row
+    assert len(made) > 10  # the cases' and the measured launch's inputs went shared

@@ -156,6 +156,8 @@ def verdicts(plan: dict, rows: list[dict]) -> list[dict]:
             "max": r.get("max", ""),
             "attack": exercise or "",
         }
+        if not exercise and line["total"] != line["max"]:  # an honest student short of full
+            line["reason"] = r.get("reasons", "")[:300]
         if exercise:
             line["attacked_points"] = r.get(exercise, "")
             line["reason"] = next(

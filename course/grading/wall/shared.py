@@ -1,19 +1,17 @@
-"""Large arrays between the grader and a sandbox as sealed memory files, not through a pipe.
+"""Large arrays from the grader to a sandbox as sealed memory files, not through a pipe.
 
 A pipe costs the CPU twice per byte and a system call per mebibyte: lesson 01's measured
-launch moved 1 GB each way per student, about a third of a GPU grader's CPU.  Where a
-channel is one Unix socket (``wire.Channel``; Linux), an array of :data:`MIN_BYTES` or
-more travels instead as a memory file (``memfd_create``) holding exactly its bytes: the
-sender writes it once and **seals** it (no write, no shrinking, no growing, no more seals:
-nobody can change it again, the sender included), then passes the descriptor with the
-message; the receiver maps it copy-on-write and closes the descriptor.
+launch sent 512 MB to every student's measurer.  Where a channel is one Unix socket
+(``wire.Channel``; Linux), an array of :data:`MIN_BYTES` or more in a request travels as a
+memory file (``memfd_create``) holding exactly its bytes: the grader writes it once and
+**seals** it (no write, no shrinking, no growing, no more seals: nobody can change it
+again, the grader included), then passes the descriptor with the message; the sandbox maps
+it copy-on-write (:func:`mapped`) and closes the descriptor.  A sandbox cannot change what
+the grader sent, nor what another sandbox was sent.
 
-The grader's end trusts nothing it receives (:func:`mapped` with ``strict``): the
-descriptor must be a regular file of exactly the expected size carrying all four seals,
-which only a memory file can; anything else - a pipe, a socket, a file of the sandbox's
-tree, an unsealed or resized memory file - is refused before it is mapped.  Sealed, its
-bytes cannot change while they are judged.  A sandbox cannot send more descriptors than
-the reply has arrays (``wire.Channel``).
+Only requests share: replies come back in the stream (a sandbox may not write files past
+64 MB, ``RLIMIT_FSIZE``), and the grader's end takes no descriptor from a sandbox
+(``wire.Channel.recv``) - nothing a submission made is ever mapped by a trusted process.
 """
 
 from __future__ import annotations
@@ -57,11 +55,10 @@ def sealed(a: np.ndarray) -> int:
     return fd
 
 
-def mapped(fd: int, dtype, shape: tuple, strict: bool) -> np.ndarray:
+def mapped(fd: int, dtype, shape: tuple, strict: bool = True) -> np.ndarray:
     """The array in memory file ``fd`` (closed here, whatever happens), mapped copy-on-write:
-    writable here, the file unchanged.  ``strict`` (the grader's end): only a memory file
-    sealed against every change, of exactly ``dtype`` x ``shape``'s size; else
-    :class:`NotShared`."""
+    writable here, the file unchanged.  ``strict``: only a memory file sealed against every
+    change, of exactly ``dtype`` x ``shape``'s size; else :class:`NotShared`."""
     dtype = np.dtype(dtype)
     size = dtype.itemsize * math.prod(shape)
     try:

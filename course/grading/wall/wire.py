@@ -13,10 +13,11 @@ array, is refused after reading the blob's small ``.npy`` header and before read
 allocating) its data; so a reply costs the judge at most what it asked for.
 
 Where both directions are one Unix socket (``child.py`` makes one per sandbox), an array of
-``shared.MIN_BYTES`` or more leaves the stream: its blob is the ``.npy`` header alone, the
-header's ``"shared"`` names it, and its bytes come as a sealed memory file whose descriptor
-rides with that blob (``shared.py``).  The judge's end takes at most one descriptor per
-array it expects, each checked before it is mapped.
+``shared.MIN_BYTES`` or more in a *request* leaves the stream: its blob is the ``.npy``
+header alone, the header's ``"shared"`` names it, and its bytes come as a sealed memory file
+whose descriptor rides with that blob (``shared.py``).  Replies stay in the stream: the
+judge's end takes no descriptor at all (one a sandbox sends is closed and the reply
+refused), so nothing a submission controls is ever mapped by the grader.
 """
 
 from __future__ import annotations
@@ -87,7 +88,10 @@ class Channel:
     def __init__(self, rfd: int, wfd: int, deadline: float | None = None):
         self.rfd, self.wfd, self.deadline = rfd, wfd, deadline
         self.max_header = MAX_HEADER  # bytes of JSON this end reads in one header
-        self.shares = shared.POSSIBLE and one_socket(rfd, wfd)  # big arrays as memory files
+        # big arrays as memory files: only the grader's requests (a sandbox replies in the
+        # stream: it may not make files past its 64 MB RLIMIT_FSIZE, and the judge takes no
+        # descriptor from it - every one it sends is refused)
+        self.shares = shared.POSSIBLE and one_socket(rfd, wfd)
         self._fds: list[int] = []  # descriptors received and not yet taken by an array
         if deadline is not None:
             os.set_blocking(rfd, False)
@@ -99,7 +103,8 @@ class Channel:
         (no copy while the GIL is held: a grader judging 16 submissions at once moves
         gigabytes a minute); only the small headers are assembled first."""
         arrays = arrays or {}
-        big = [k for k, a in arrays.items() if self.shares and a.nbytes >= shared.MIN_BYTES]
+        share = self.shares and self.deadline is not None  # the grader's end only
+        big = [k for k, a in arrays.items() if share and a.nbytes >= shared.MIN_BYTES]
         head = {**header, "arrays": list(arrays), **({"shared": big} if big else {})}
         text = json.dumps(head, default=json_default).encode()
         small = [_LEN.pack(len(text)), text]
@@ -166,6 +171,12 @@ class Channel:
         grader)."""
         if expect is None and self.deadline is not None:
             expect = {}
+        try:
+            return self._message(expect)
+        finally:
+            shared.close_all(self._fds)  # none outlives its message, whatever happened
+
+    def _message(self, expect: dict | None) -> tuple[dict, dict]:
         size = self._length(self.max_header, "header")
         try:
             header = json.loads(self._read(size))
@@ -178,47 +189,38 @@ class Channel:
         most = len(expect) if expect is not None else 64
         if len(names) > most:
             raise WireError(f"a message announces {len(names)} arrays (at most {most} asked for)")
-        if not isinstance(big, list) or (big and not self.shares) or not set(big) <= set(names):
-            raise WireError("a message shares arrays it does not send, or shares on a pipe")
+        if not isinstance(big, list) or not set(big) <= set(names):
+            raise WireError("a message shares arrays it does not send")
+        if big and (self.deadline is not None or not self.shares):
+            raise WireError("a reply may not share memory: its arrays come in the stream")
         arrays = {}
-        try:
-            for name in names:
-                if not isinstance(name, str) or name in arrays:
-                    raise WireError("a message names an array twice or not by a string")
-                if expect is not None and name not in expect:
-                    raise WireError(f"a reply sent an array {name[:40]!r} it was not asked for")
-                want = expect[name] if expect is not None else None
-                if name in big:
-                    arrays[name] = self._array_shared(name, want)
-                elif want is None:
-                    arrays[name] = self._array_any(name)
-                else:
-                    arrays[name] = self._array(name, *want)
-            if self._fds:
-                raise WireError("a message carried descriptors for no array")
-        finally:
-            shared.close_all(self._fds)  # none outlives its message
+        for name in names:
+            if not isinstance(name, str) or name in arrays:
+                raise WireError("a message names an array twice or not by a string")
+            if expect is not None and name not in expect:
+                raise WireError(f"a reply sent an array {name[:40]!r} it was not asked for")
+            want = expect[name] if expect is not None else None
+            if name in big:
+                arrays[name] = self._array_shared(name)
+            elif want is None:
+                arrays[name] = self._array_any(name)
+            else:
+                arrays[name] = self._array(name, *want)
+        if self._fds:
+            raise WireError("a message carried descriptors for no array")
         return header, arrays
 
-    def _array_shared(self, name: str, want) -> np.ndarray:
-        """An array whose blob is its ``.npy`` header alone and whose bytes are the memory
-        file that came with it: on the judge's end only the expected dtype and shape, a
-        sealed file of exactly that size (``shared.mapped``)."""
+    def _array_shared(self, name: str) -> np.ndarray:
+        """An array of a request whose blob is its ``.npy`` header alone and whose bytes are
+        the sealed memory file that came with it (a child's end: the judge's takes none)."""
         n = self._length(10 + MAX_NPY_HEADER, f"array {name!r}")
         shape, fortran, dtype = _npy_header(io.BytesIO(self._read(n)), name)
-        if want is not None and (
-            dtype != np.dtype(want[0]) or fortran or not _fits(shape, want[1])
-        ):
-            raise WireError(
-                f"array {name!r} came back as {dtype} {tuple(shape)}, "
-                f"not the {np.dtype(want[0])} {_shape_text(want[1])} that was asked for"
-            )
         if dtype.hasobject or fortran or dtype.itemsize * math.prod(shape) > MAX_ARRAY:
             raise WireError(f"array {name!r} is not a valid shared array")
         if not self._fds:
             raise WireError(f"array {name!r} came without its memory file")
         try:
-            return shared.mapped(self._fds.pop(0), dtype, tuple(shape), self.deadline is not None)
+            return shared.mapped(self._fds.pop(0), dtype, tuple(shape), strict=True)
         except shared.NotShared as exc:
             raise WireError(f"array {name!r} came in {exc}") from None
 
