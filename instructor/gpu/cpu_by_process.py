@@ -92,7 +92,9 @@ def main(path):
         "machine_cpu_s": {k: round((m1[k] - m0[k]) / TICK, 1) for k in m0},
         "by_kind": {
             k: {kk: round(vv, 1) if isinstance(vv, float) else vv for kk, vv in v.items()}
-            for k, v in sorted(groups.items(), key=lambda kv: -(kv[1]["user_s"] + kv[1]["system_s"]))
+            for k, v in sorted(
+                groups.items(), key=lambda kv: -(kv[1]["user_s"] + kv[1]["system_s"])
+            )
             if v["user_s"] + v["system_s"] > 0.05
         },
     }

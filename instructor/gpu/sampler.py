@@ -29,8 +29,14 @@ def mem_used_gib():
 def gpus():
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=5,
+            [
+                "nvidia-smi",
+                "--query-gpu=utilization.gpu,memory.used",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=5,
         ).stdout
         return [line.replace(" ", "") for line in out.strip().splitlines()]
     except (OSError, subprocess.SubprocessError):
@@ -41,7 +47,9 @@ def main(path):
     t0 = time.time()
     last = cpu_times()
     with open(path, "w") as f:
-        f.write("t_s,cpu_busy_pct,user_pct,system_pct,irq_pct,mem_used_gib,mem_total_gib,gpus(util%,MiB)\n")
+        f.write(
+            "t_s,cpu_busy_pct,user_pct,system_pct,irq_pct,mem_used_gib,mem_total_gib,gpus(util%,MiB)\n"
+        )
         while True:
             time.sleep(2)
             now = cpu_times()
@@ -51,7 +59,9 @@ def main(path):
             pct = [100 * x / d[0] if d[0] else 0 for x in d[2:]]
             busy = 100 * (1 - d[1] / d[0]) if d[0] else 0
             parts = ",".join(f"{x:.0f}" for x in pct)
-            f.write(f"{time.time() - t0:.0f},{busy:.0f},{parts},{used:.1f},{tot:.0f},{' '.join(gpus())}\n")
+            f.write(
+                f"{time.time() - t0:.0f},{busy:.0f},{parts},{used:.1f},{tot:.0f},{' '.join(gpus())}\n"
+            )
             f.flush()
 
 

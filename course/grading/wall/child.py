@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -118,12 +117,10 @@ class Child:
         self.stopping = threading.Lock()
         LIVE.add(self)
         tmp.mkdir()
-        # one Unix socket both ways (big arrays ride as sealed memory files: wire.py);
-        # the child is given its end twice, as its request and reply descriptors
-        ours, theirs = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
-        for fd in (ours, theirs):
+        req_r, req_w = os.pipe()  # we write requests, it reads
+        rep_r, rep_w = os.pipe()  # it writes replies, we read
+        for fd in (req_w, rep_r):
             widen(fd)
-        req_r = rep_w = theirs
         scratch = Path(isolation.scratch) if isolation is not None else tmp
         env = child_env(scratch, env_extra)  # e.g. the compile gate: NUMBA_ENABLE_CUDASIM=0
         cmd = [sys.executable, "-m", module, str(req_r), str(rep_w)]
@@ -162,8 +159,9 @@ class Child:
         finally:
             for fd in procs:
                 os.close(fd)
-        os.close(theirs)
-        self.chan = Channel(ours, ours, deadline)
+        os.close(req_r)
+        os.close(rep_w)
+        self.chan = Channel(rep_r, req_w, deadline)
 
     @staticmethod
     def _popen(cmd, tmp, env, log, req_r, rep_w, timeout, memory_mb, procs):
@@ -242,7 +240,7 @@ class Child:
             self.cgroup.remove()
         with self.stopping:  # its job's thread and an interrupted run's stop: closed once
             fds, self.chan.rfd, self.chan.wfd = (self.chan.rfd, self.chan.wfd), -1, -1
-        for fd in set(fds):  # one socket both ways: closed once (a number may be reused)
+        for fd in fds:
             if fd >= 0:
                 try:
                     os.close(fd)

@@ -11,31 +11,19 @@ names it may get back, each with its dtype and shape).  A reply that names anoth
 whose ``.npy`` header announces another dtype or shape, or whose blob is longer than that
 array, is refused after reading the blob's small ``.npy`` header and before reading (or
 allocating) its data; so a reply costs the judge at most what it asked for.
-
-Where both directions are one Unix socket (``child.py`` makes one per sandbox), an array of
-``shared.MIN_BYTES`` or more in a *request* leaves the stream: its blob is the ``.npy``
-header alone, the header's ``"shared"`` names it, and its bytes come as a sealed memory file
-whose descriptor rides with that blob (``shared.py``).  Replies stay in the stream: the
-judge's end takes no descriptor at all (one a sandbox sends is closed and the reply
-refused), so nothing a submission controls is ever mapped by the grader.
 """
 
 from __future__ import annotations
 
-import array
 import io
 import json
 import math
 import os
 import select
-import socket
-import stat
 import struct
 import time
 
 import numpy as np
-
-from . import shared
 
 MAX_HEADER = 1 << 20  # bytes of JSON in one header
 MAX_ARRAY = 4 << 30  # bytes in one array blob (a request to a child)
@@ -53,18 +41,10 @@ class WireError(Exception):
 
 
 def widen(fd: int, size: int = 1 << 20) -> None:
-    """Make the pipe (or socket) behind ``fd`` hold ``size`` bytes (Linux; 64 KiB by default
-    for a pipe), so that a case's arrays cross it in a few large reads rather than thousands
-    of small ones; where the system refuses, it stays as it was."""
+    """Make the pipe behind ``fd`` hold ``size`` bytes (Linux; 64 KiB by default), so that a
+    case's arrays cross it in a few large reads rather than thousands of small ones; where
+    the system refuses, the pipe stays as it was."""
     try:
-        if stat.S_ISSOCK(os.fstat(fd).st_mode):
-            sock = socket.socket(fileno=fd)
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
-            finally:
-                sock.detach()
-            return
         import fcntl
 
         fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), size)
@@ -88,11 +68,6 @@ class Channel:
     def __init__(self, rfd: int, wfd: int, deadline: float | None = None):
         self.rfd, self.wfd, self.deadline = rfd, wfd, deadline
         self.max_header = MAX_HEADER  # bytes of JSON this end reads in one header
-        # big arrays as memory files: only the grader's requests (a sandbox replies in the
-        # stream: it may not make files past its 64 MB RLIMIT_FSIZE, and the judge takes no
-        # descriptor from it - every one it sends is refused)
-        self.shares = shared.POSSIBLE and one_socket(rfd, wfd)
-        self._fds: list[int] = []  # descriptors received and not yet taken by an array
         if deadline is not None:
             os.set_blocking(rfd, False)
             os.set_blocking(wfd, False)
@@ -103,26 +78,14 @@ class Channel:
         (no copy while the GIL is held: a grader judging 16 submissions at once moves
         gigabytes a minute); only the small headers are assembled first."""
         arrays = arrays or {}
-        share = self.shares and self.deadline is not None  # the grader's end only
-        big = [k for k, a in arrays.items() if share and a.nbytes >= shared.MIN_BYTES]
-        head = {**header, "arrays": list(arrays), **({"shared": big} if big else {})}
-        text = json.dumps(head, default=json_default).encode()
-        small = [_LEN.pack(len(text)), text]
-        for name, a in arrays.items():
+        head = json.dumps({**header, "arrays": list(arrays)}, default=json_default).encode()
+        small = [_LEN.pack(len(head)), head]
+        for a in arrays.values():
             a = np.ascontiguousarray(a)
             if a.dtype.hasobject:
                 raise ValueError("object arrays cannot be sent")
             npy = io.BytesIO()
             np.lib.format.write_array_header_1_0(npy, np.lib.format.header_data_from_array_1_0(a))
-            if name in big:  # the header in the stream, the bytes in a sealed memory file
-                small += [_LEN.pack(npy.tell()), npy.getvalue()]
-                fd = shared.sealed(a)
-                try:
-                    self._write_with(b"".join(small), fd)
-                finally:
-                    os.close(fd)
-                small = []
-                continue
             small += [_LEN.pack(npy.tell() + a.nbytes), npy.getvalue()]
             if a.nbytes:
                 self._write(b"".join(small))
@@ -143,23 +106,6 @@ class Channel:
                 raise WireError(f"the other side closed the pipe ({exc})", closed=True) from None
             view = view[n:]
 
-    def _write_with(self, data: bytes, fd: int) -> None:
-        """``data`` with descriptor ``fd`` attached to its first byte."""
-        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))]
-        while True:
-            self._wait(write=True)
-            sock = socket.socket(fileno=self.wfd)
-            try:
-                n = sock.sendmsg([data], rights)
-                break
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                raise WireError(f"the other side closed the pipe ({exc})", closed=True) from None
-            finally:
-                sock.detach()
-        self._write(data[n:])
-
     # -- receiving ------------------------------------------------------------------------
     def recv(self, expect: dict | None = None) -> tuple[dict, dict]:
         """(header, arrays by name); WireError if anything is off.
@@ -171,12 +117,6 @@ class Channel:
         grader)."""
         if expect is None and self.deadline is not None:
             expect = {}
-        try:
-            return self._message(expect)
-        finally:
-            shared.close_all(self._fds)  # none outlives its message, whatever happened
-
-    def _message(self, expect: dict | None) -> tuple[dict, dict]:
         size = self._length(self.max_header, "header")
         try:
             header = json.loads(self._read(size))
@@ -185,44 +125,20 @@ class Channel:
         if not isinstance(header, dict) or not isinstance(header.get("arrays", []), list):
             raise WireError("a message header is not a JSON object with a list of arrays")
         names = header.get("arrays", [])
-        big = header.get("shared", [])
         most = len(expect) if expect is not None else 64
         if len(names) > most:
             raise WireError(f"a message announces {len(names)} arrays (at most {most} asked for)")
-        if not isinstance(big, list) or not set(big) <= set(names):
-            raise WireError("a message shares arrays it does not send")
-        if big and (self.deadline is not None or not self.shares):
-            raise WireError("a reply may not share memory: its arrays come in the stream")
         arrays = {}
         for name in names:
             if not isinstance(name, str) or name in arrays:
                 raise WireError("a message names an array twice or not by a string")
-            if expect is not None and name not in expect:
-                raise WireError(f"a reply sent an array {name[:40]!r} it was not asked for")
-            want = expect[name] if expect is not None else None
-            if name in big:
-                arrays[name] = self._array_shared(name)
-            elif want is None:
+            if expect is None:
                 arrays[name] = self._array_any(name)
+            elif name not in expect:
+                raise WireError(f"a reply sent an array {name[:40]!r} it was not asked for")
             else:
-                arrays[name] = self._array(name, *want)
-        if self._fds:
-            raise WireError("a message carried descriptors for no array")
+                arrays[name] = self._array(name, *expect[name])
         return header, arrays
-
-    def _array_shared(self, name: str) -> np.ndarray:
-        """An array of a request whose blob is its ``.npy`` header alone and whose bytes are
-        the sealed memory file that came with it (a child's end: the judge's takes none)."""
-        n = self._length(10 + MAX_NPY_HEADER, f"array {name!r}")
-        shape, fortran, dtype = _npy_header(io.BytesIO(self._read(n)), name)
-        if dtype.hasobject or fortran or dtype.itemsize * math.prod(shape) > MAX_ARRAY:
-            raise WireError(f"array {name!r} is not a valid shared array")
-        if not self._fds:
-            raise WireError(f"array {name!r} came without its memory file")
-        try:
-            return shared.mapped(self._fds.pop(0), dtype, tuple(shape), strict=True)
-        except shared.NotShared as exc:
-            raise WireError(f"array {name!r} came in {exc}") from None
 
     def _array_any(self, name: str) -> np.ndarray:
         """One blob of a request's array (a child's end: requests come from the grader),
@@ -288,34 +204,12 @@ class Channel:
         while view:
             self._wait(write=False)
             try:
-                got = (
-                    self._recv(view[: 1 << 20])
-                    if self.shares
-                    else os.readv(self.rfd, [view[: 1 << 20]])
-                )
+                got = os.readv(self.rfd, [view[: 1 << 20]])
             except BlockingIOError:
                 continue
             if not got:
                 raise WireError("the other side closed the pipe", closed=True)
             view = view[got:]
-
-    def _recv(self, view: memoryview) -> int:
-        """Bytes into ``view``, and the descriptors that came with them (at most
-        ``shared.MAX_FDS`` waiting at once: more, and the message is refused)."""
-        sock = socket.socket(fileno=self.rfd)
-        try:
-            got, anc, flags, _ = sock.recvmsg_into([view], socket.CMSG_SPACE(4 * shared.MAX_FDS))
-        finally:
-            sock.detach()
-        for level, kind, data in anc:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds = array.array("i")
-                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-                self._fds.extend(fds)
-        if flags & socket.MSG_CTRUNC or len(self._fds) > shared.MAX_FDS:
-            shared.close_all(self._fds)
-            raise WireError("a message carried more descriptors than it may")
-        return got
 
     def _wait(self, write: bool) -> None:
         if self.deadline is None:
@@ -327,15 +221,6 @@ class Channel:
         r, w, _ = select.select([] if write else [fd], [fd] if write else [], [], left)
         if not (r or w):
             raise WireError("no answer in time", timed_out=True)
-
-
-def one_socket(rfd: int, wfd: int) -> bool:
-    """Whether both ends are the same Unix socket (descriptors can ride with the bytes)."""
-    try:
-        a, b = os.fstat(rfd), os.fstat(wfd)
-    except OSError:
-        return False
-    return stat.S_ISSOCK(a.st_mode) and (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _npy_header(head: io.BytesIO, name: str) -> tuple:
