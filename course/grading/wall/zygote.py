@@ -254,8 +254,24 @@ def _warm(kind: str) -> None:
     if course.MODE == "gpu":
         from numba.cuda.cudadrv.driver import driver
 
+        warm_compiler()
         if driver.is_initialized:  # a CUDA context does not survive a fork
             raise RuntimeError("an import started CUDA in the zygote")
+
+
+def warm_compiler() -> None:
+    """NVVM loaded and numba's CUDA target set up once, here, by compiling a one-line kernel
+    to PTX for a named GPU (no device asked, no driver started: checked on an H200), so a
+    forked measurer's first compile takes ~0.15 s, not ~0.6 s (``assets/profiles/
+    warmup-parts-*.txt``).  Where it cannot, each fork pays that itself."""
+    from .gate import TARGETS
+
+    try:
+        from numba import cuda
+
+        cuda.compile_ptx(lambda x: None, "void(float32[::1])", cc=TARGETS[-1])
+    except Exception:  # noqa: BLE001, S110 - an old toolkit or no NVVM: nothing warmed
+        pass
 
 
 def serve(sock: socket.socket) -> None:
