@@ -20,7 +20,7 @@ holds it).  Each room's docstring says what it does and what may cross into it.
   (``session``, ``measurer_calls``), ``course.check`` in a notebook (``check``,
   ``report``, ``progress``).
 - ``classroom/``: a class - ``python -m course grade`` (``batch``, ``prepare``,
-  ``executors``, Dask's ``classrun``), reading notebooks (``notebook``, ``intake``,
+  ``executors``, ``classrun``, Dask's workers in ``dask_workers``), reading notebooks (``notebook``, ``intake``,
   ``steps``), points and exports (``scoring``, ``feedback``, ``lms``, ``gradescope``),
   student copies (``release``, ``distribute``, ``student``), ``checktimes``
   (``solutions``).

@@ -2,7 +2,8 @@
 
 ``python -m course grade``: ``batch`` (one CSV row and one feedback file per student,
 always), ``prepare`` (what is read once, before any student's code), ``executors`` and
-``classrun`` (job slots on this machine, or Dask workers on several GPUs), ``graded`` and
+``classrun`` (job slots on this machine, or Dask workers on several GPUs: the cluster and
+what each worker does in ``dask_workers``), ``graded`` and
 ``csvsafe`` (rows), ``verdicts`` (which failures are the submission's, which the course's).
 Notebooks are read by ``notebook``, ``intake`` and ``steps``; points by ``scoring``;
 ``feedback``, ``lms`` and ``gradescope`` export them.  ``release``, ``distribute``,
