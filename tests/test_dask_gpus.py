@@ -32,11 +32,27 @@ def test_named_devices_more_gpus_than_there_are_and_the_simulator():
     assert [x["device"] for x in dask_workers.layout(2, 2, ["2", "3"], [0, 1])] == ["2", "3"]
     assert [x["device"] for x in dask_workers.layout(3, 5, ["0", "1"], [0, 1])] == ["0", "1", "0"]
     assert dask_workers.layout(2, 0, [], [0, 1]) == [{"device": None, "cores": [0, 1]}] * 2
+    # an odd number of cores: no core left out, the shares differ by one at most
+    shares = [w["cores"] for w in dask_workers.layout(2, 2, ["0", "1"], list(range(15)))]
+    assert sorted(shares[0] + shares[1]) == list(range(15)) and len(shares[1]) == 8
     # fewer cores than GPUs: a GPU without a share of its own runs on every core
     assert dask_workers.layout(2, 2, ["0", "1"], [0]) == [
         {"device": "0", "cores": [0]},
         {"device": "1", "cores": [0]},
     ]
+
+
+def test_the_gpus_are_the_ones_named_and_never_more_than_the_driver_sees(monkeypatch):
+    from course.platform import runtime
+
+    monkeypatch.setattr(runtime, "MODE", "gpu")
+    monkeypatch.setattr(runtime, "gpu_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aa, 3 ,7")
+    assert dask_workers.devices() == ["GPU-aa", "3"]  # the driver sees 2: the 7 is not one
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert dask_workers.devices() == ["0", "1"]
+    monkeypatch.setattr(runtime, "MODE", "sim")
+    assert dask_workers.devices() == []
 
 
 def test_pin_reads_only_the_cores_the_cluster_named(monkeypatch):
@@ -85,25 +101,87 @@ def _ok(*args):
     return {"device": None, "cores": 1, "seconds": 0.0}
 
 
+def _breaks_on(address):
+    from distributed import get_worker
+
+    if get_worker().address == address:
+        raise ValueError("no GPU figures")
+    return _ok()
+
+
+def _cluster():
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None)
+
+
 @pytest.mark.timeout(120)
 def test_a_worker_that_cannot_sandbox_stops_the_run_before_any_submission():
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with _cluster() as cluster, Client(cluster) as client:
         said = []
         with pytest.raises(
             SystemExit, match="cannot build the grading sandbox.*nothing was graded"
         ):
             executors.warm_workers(client, (_no_sandbox, ()), said.append)
-        executors.warm_workers(client, (_breaks, ()), said.append)  # left to its first task
+        with pytest.raises(SystemExit, match="no Dask worker got ready"):
+            executors.warm_workers(client, (_breaks, ()), said.append)
         assert sum("could not get ready (ValueError" in s for s in said) == 2
         executors.warm_workers(client, (_ok, ()), said.append)
         assert "2 of 2 worker(s) ready" in said[-1]
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_is_not_ready_is_retired_and_grades_nothing():
+    from distributed import Client
+
+    with _cluster() as cluster, Client(cluster) as client:
+        said = []
+        bad = sorted(client.nthreads())[0]
+        executors.warm_workers(client, (_breaks_on, (bad,)), said.append)
+        assert any("1 worker(s) retired" in s for s in said), said
+        deadline = time.time() + 30
+        while bad in client.nthreads() and time.time() < deadline:
+            time.sleep(0.2)
+        assert bad not in client.nthreads() and len(client.nthreads()) == 1
+
+
+EVENTS: list = []  # what the in-process workers did, in order (module-level: not copied)
+
+
+def _record_ready():
+    EVENTS.append("ready")
+    return _ok()
+
+
+def _record_grade(item):
+    EVENTS.append("graded")
+    return item["rel"]
+
+
+@pytest.mark.timeout(120)
+def test_every_worker_is_ready_before_the_first_submission(monkeypatch):
+    """``run_dask`` runs ``ready`` on every worker before it submits anything."""
+    EVENTS.clear()
+    monkeypatch.setattr(executors, "payload", lambda sub: {"rel": sub.rel})
+    monkeypatch.setattr(executors, "hidden_problem", lambda expected: None)
+    files = [SimpleNamespace(rel=f"s{i}.ipynb") for i in range(4)]
+    with _cluster() as cluster:
+        rows = executors.run_dask(
+            files,
+            _record_grade,
+            (),
+            lambda rel: None,
+            None,
+            scheduler=cluster,
+            workers=2,
+            log=lambda s: None,
+            ready=(_record_ready, ()),
+        )
+    assert sorted(rows) == sorted(f.rel for f in files)
+    assert EVENTS[:2] == ["ready", "ready"] and EVENTS.count("ready") == 2
+    assert EVENTS.count("graded") == 4
 
 
 def test_the_rates_are_compared_with_the_fewest_gpus_whatever_ran_first():
@@ -131,8 +209,14 @@ def test_the_rates_are_compared_with_the_fewest_gpus_whatever_ran_first():
 def test_grade_refuses_gpus_without_dask_or_below_one(tmp_path):
     from course.grading.classroom import preflight
 
-    for executor, gpus in (("local", 2), ("dask", 0)):
-        opts = SimpleNamespace(gpus=gpus, executor=executor, submissions=[tmp_path])
+    for executor, gpus, scheduler in (
+        ("local", 2, None),
+        ("dask", 0, None),
+        ("dask", 2, "tcp://x:1"),
+    ):
+        opts = SimpleNamespace(
+            gpus=gpus, executor=executor, scheduler=scheduler, submissions=[tmp_path]
+        )
         assert "--gpus" in preflight.arguments(opts)
 
 

@@ -381,6 +381,14 @@ def main(argv=None) -> int:
         or not all(g.strip().isdigit() and int(g) > 0 for g in opts.gpus.split(","))
     ):
         ap.error("--gpus takes counts such as 1,2, with --executor dask and no --scheduler")
+    if opts.gpus:
+        import course
+
+        from ..platform import runtime
+
+        have = runtime.gpu_count()
+        if course.MODE == "gpu" and max(int(g) for g in opts.gpus.split(",")) > have:
+            ap.error(f"--gpus {opts.gpus}: this machine has {have} GPU(s)")
     name = "grading" + (f"-{opts.label}" if opts.label else "")
     print(f"== {name}: {TITLE}", flush=True)
     report = Report(name, TITLE)

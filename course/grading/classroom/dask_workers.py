@@ -55,9 +55,8 @@ def layout(jobs: int, gpus: int, devices: list[str], cores: list[int]) -> list[d
     jobs = max(1, jobs)
     if gpus <= 0 or not devices:
         return [{"device": None, "cores": list(cores)} for _ in range(jobs)]
-    gpus = min(gpus, len(devices))
-    per = max(1, len(cores) // len(devices))
-    shares = [cores[g * per : (g + 1) * per] or list(cores) for g in range(len(devices))]
+    gpus, n, m = min(gpus, len(devices)), len(cores), len(devices)
+    shares = [cores[g * n // m : (g + 1) * n // m] or list(cores) for g in range(m)]
     return [{"device": devices[i % gpus], "cores": shares[i % gpus]} for i in range(jobs)]
 
 
@@ -68,10 +67,11 @@ def devices() -> list[str]:
 
     if runtime.MODE != "gpu":
         return []
+    count = runtime.gpu_count()  # what the driver sees of them (a wrong entry ends the list)
     named = os.environ.get("CUDA_VISIBLE_DEVICES")
     if named is not None and named.strip():
-        return [d.strip() for d in named.split(",") if d.strip()]
-    return [str(i) for i in range(runtime.gpu_count())]
+        return [d.strip() for d in named.split(",") if d.strip()][:count]
+    return [str(i) for i in range(count)]
 
 
 def local_cluster(jobs: int, gpus: int | None, log=print):
@@ -123,6 +123,12 @@ def pin(cores: list[int]) -> None:
             pass
 
 
+def _pin_once() -> None:
+    if "pinned" not in _HERE:
+        pin(cores_asked())
+        _HERE["pinned"] = True
+
+
 def cores_asked() -> list[int]:
     """The cores :data:`CPUS_ENV` names (set by :func:`local_cluster`), or none."""
     text = os.environ.get(CPUS_ENV, "")
@@ -135,12 +141,21 @@ def cores_asked() -> list[int]:
 
 def ready(plans: dict, opts) -> dict:
     """Run once on every worker before any submission: its cores (:func:`pin`), its warm
-    sandbox and its GPU's ceilings, made now and side by side with every other worker's
-    rather than inside each worker's first submission.  What it did, for the log."""
+    sandbox (cold: a sandbox made and tried) and its GPU's ceilings, made now and side by
+    side with every other worker's rather than inside each worker's first submission.  What
+    it did, for the log."""
     t = time.perf_counter()
-    pin(cores_asked())
-    if getattr(opts, "isolation_choice", "none") != "none" and getattr(opts, "warm", False):
-        _warm_isolation(plans)
+    _pin_once()
+    if getattr(opts, "isolation_choice", "none") != "none":
+        if getattr(opts, "warm", False):
+            _warm_isolation(plans)
+        else:
+            from ..wall.isolate import for_grading
+
+            with tempfile.TemporaryDirectory(prefix="course-grade-try-") as tmp:
+                isolation, said = for_grading([], Path(tmp))
+            if isolation is None:  # fail closed, before any submission
+                raise SandboxMissing(no_sandbox_message(said))
     _ceilings(opts)
     return {
         "device": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -155,6 +170,7 @@ def grade_payload(item: dict, grade, plans: dict, opts):
     on that machine (the grader's paths are not the worker's)."""
     from .intake import Submission
 
+    _pin_once()  # a worker restarted or joined late never ran ``ready``
     sub = Submission(
         Path(item["path"]),
         item["rel"],
@@ -185,7 +201,7 @@ def _ceilings(opts):
     return ceilings_once(opts.mode, opts.starters, run=opts.seed)
 
 
-_HERE: dict = {}  # this Dask worker process's sandbox and its zygotes, made once
+_HERE: dict = {}  # this Dask worker process's sandbox, zygotes and pinning, made once
 
 
 def _warm_isolation(plans: dict):

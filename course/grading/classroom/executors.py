@@ -209,17 +209,15 @@ def run_dask(
             from .dask_workers import local_cluster
 
             cluster = local_cluster(workers, gpus, log)
+    rows: list = []
+    expected = hidden_digest()
+    client = None
+    try:
         client = Client(scheduler or cluster)
         if scheduler is None:
             client.wait_for_workers(max(1, workers), timeout=WORKERS_WAIT_S)
         startup("Dask cluster started", t)
-    rows: list = []
-    expected = hidden_digest()
-    try:
-        log(
-            f"dask: scheduler {client.scheduler.address}, "
-            f"{len(client.scheduler_info()['workers'])} worker(s)"
-        )
+        log(f"dask: scheduler {client.scheduler.address}, {len(client.nthreads())} worker(s)")
         problems = sorted({p for p in client.run(hidden_problem, expected).values() if p})
         if problems:  # before any task: nothing is graded
             raise SystemExit(
@@ -243,7 +241,7 @@ def run_dask(
                 pending[fut] = (f, item, 0)
                 seq.add(fut)
 
-        seen = len(client.scheduler_info()["workers"])
+        seen = len(client.nthreads())  # every worker (scheduler_info lists a few at most)
         for _ in range(window(max(workers, seen))):
             submit_next()
         for fut in seq:
@@ -276,7 +274,8 @@ def run_dask(
             on_row(row)
             submit_next()  # one done, the next read: never more than the window in flight
     finally:
-        client.close()
+        if client is not None:
+            client.close()
         if cluster is not None:
             cluster.close()
     return rows
@@ -292,26 +291,38 @@ def startup(step: str, since: float) -> None:
     STARTUP[step] = round(STARTUP.get(step, 0.0) + time.perf_counter() - since, 3)
 
 
+READY_WAIT_S = 600.0  # how long the workers may take to get ready, all together
+
+
 def warm_workers(client, ready, log) -> None:
     """``ready`` (function, args) once on every worker, all at once, before any submission:
-    a worker that cannot build its sandbox stops the run (nothing graded); one lost or
-    failing otherwise is left to warm on its first task."""
+    a worker that cannot build its sandbox stops the run (nothing graded); one that fails
+    otherwise, or is not ready in time, is retired (a broken worker would take its share of
+    the class and fail it) - unless no worker got ready, which stops the run."""
     from .dask_workers import SandboxMissing
 
     t = time.perf_counter()
     fn, args = ready
     futs = {
         addr: client.submit(fn, *args, workers=[addr], allow_other_workers=False, pure=False)
-        for addr in client.scheduler_info()["workers"]
+        for addr in client.nthreads()
     }
-    done = []
+    done, broken = [], []
+    deadline = time.monotonic() + READY_WAIT_S
     for addr, fut in futs.items():
         try:
-            done.append(fut.result())
+            done.append(fut.result(timeout=max(1.0, deadline - time.monotonic())))
         except SandboxMissing as exc:
             raise SystemExit(f"grade: {exc}; nothing was graded") from None
-        except Exception as exc:  # noqa: BLE001 - the first submission warms it instead
+        except Exception as exc:  # noqa: BLE001 - that worker grades nothing
+            broken.append(addr)
             log(f"dask: worker {addr} could not get ready ({type(exc).__name__}: {exc})")
+    if not done:
+        raise SystemExit("grade: no Dask worker got ready; nothing was graded")
+    if broken:
+        client.cancel([futs[a] for a in broken])
+        client.retire_workers(broken, close_workers=True)
+        log(f"dask: {len(broken)} worker(s) retired: they grade nothing")
     startup("Dask workers ready (sandboxes warm, GPU figures)", t)
     on = sorted({str(d["device"]) for d in done if d.get("device") is not None})
     log(

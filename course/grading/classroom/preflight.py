@@ -20,10 +20,13 @@ def arguments(opts) -> str | None:
     from . import student
 
     gpus = getattr(opts, "gpus", None)
-    if gpus is not None and (gpus < 1 or getattr(opts, "executor", "local") != "dask"):
+    if gpus is not None and (
+        gpus < 1 or getattr(opts, "executor", "local") != "dask" or getattr(opts, "scheduler", None)
+    ):
         return (
-            f"--gpus {gpus}: give 1 or more, with --executor dask (this machine's cluster "
-            "spreads its workers over that many GPUs); nothing was graded"
+            f"--gpus {gpus}: give 1 or more, with --executor dask and no --scheduler (the "
+            "cluster this machine starts spreads its workers over that many GPUs; a "
+            "scheduler's workers have their own); nothing was graded"
         )
     missing = [str(p) for p in opts.submissions if not p.exists()]
     if missing:
