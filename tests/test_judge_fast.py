@@ -89,3 +89,23 @@ def test_a_change_in_a_non_contiguous_view_is_not_missed():
     big[:6, :10] = before
     big[5, 9] = -1
     assert "x[(5, 9)] was 59, now -1" in J._changed_input_message("x", before, big[:6, :10])
+
+
+def test_a_timed_launchs_buffers_are_sent_without_copies_and_stay_as_they_were():
+    """``Prepared.buffers(fresh=False)`` (what a measured launch sends): the unguarded inputs
+    themselves, read-only, equal to the fresh buffers; outputs still fresh poison."""
+    rng = np.random.default_rng(3)
+    x, y = rng.random(1001).astype(np.float32), rng.random(1001).astype(np.float32)
+    prep = J.Prepared(
+        {"x": x, "y": y, "n": 1001}, {"y": x + y}, {"z": ((1001,), np.float32)}, guard=False
+    )
+    sent, fresh = prep.buffers(fresh=False), prep.buffers()
+    assert np.shares_memory(sent["x"], x) and np.shares_memory(sent["y"], y)
+    assert not sent["x"].flags.writeable and not sent["y"].flags.writeable
+    for name in fresh:
+        assert np.array_equal(sent[name], fresh[name], equal_nan=True)
+    assert np.isnan(sent["z"]).all() and sent["z"].flags.writeable
+    with pytest.raises(ValueError):
+        sent["y"][0] = 0  # nothing here can change what the judge judges against
+    guarded_prep = J.Prepared({"x": x}, {}, {}, guard=True)
+    assert not np.shares_memory(guarded_prep.buffers(fresh=False)["x"], x)  # bands: a copy

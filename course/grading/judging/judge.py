@@ -37,12 +37,17 @@ class Prepared:
     shapes: dict = field(default_factory=dict)  # array name -> its shape inside the buffer
     guard: bool = True  # False: plain contiguous arrays (a timed launch)
 
-    def buffers(self) -> dict:
+    def buffers(self, fresh: bool = True) -> dict:
         """Fresh host buffers for one launch: outputs poisoned and, unless ``guard`` is off,
-        a guard band around every array."""
+        a guard band around every array.  ``fresh=False``, for buffers that are only sent
+        (a timed launch's, to its measurer): an input without a guard band is the prepared
+        array itself, read-only - not a copy the size of a GPU's inputs per student."""
         bufs = {}
         for name, value in self.host.items():
-            if isinstance(value, np.ndarray):
+            if isinstance(value, np.ndarray) and not fresh and not self.guard:
+                bufs[name] = value.view()
+                bufs[name].flags.writeable = False
+            elif isinstance(value, np.ndarray):
                 bufs[name] = guarded(value.shape, value.dtype, fill=value, band=self.guard)
         for name, (shape, dtype) in self.out_specs.items():
             bufs[name] = guarded(shape, np.dtype(dtype), band=self.guard)

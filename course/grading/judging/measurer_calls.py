@@ -124,7 +124,7 @@ def judge_measure(
                 "profile": profile,
             },
             "staged",
-            arrays={**prep.buffers(), **p.arrays()},
+            arrays={**prep.buffers(fresh=False), **p.arrays()},  # only sent: no copies
         )
     if staged.get("error") is not None:
         return measure_failed(str(staged["error"]))
