@@ -57,8 +57,10 @@ def test_health_answers_while_submissions_are_read_and_the_rate_comes_first(tmp_
         answers: list[int] = []
         stop = threading.Event()
 
-        def poll():
-            while not stop.is_set():
+        def poll():  # until the senders are done and 20 answers are in (the readers may
+            # still be reading then: a 202 comes before its file is read), 60 s at most
+            end = time.monotonic() + 60
+            while (not stop.is_set() or len(lat) < 20) and time.monotonic() < end:
                 t0 = time.monotonic()
                 code, _ = call("GET", srv.url + "/api/health")
                 lat.append(time.monotonic() - t0)
