@@ -146,16 +146,11 @@ def ready(plans: dict, opts) -> dict:
     it did, for the log."""
     t = time.perf_counter()
     _pin_once()
-    if getattr(opts, "isolation_choice", "none") != "none":
-        if getattr(opts, "warm", False):
-            _warm_isolation(plans)
-        else:
-            from ..wall.isolate import for_grading
-
-            with tempfile.TemporaryDirectory(prefix="course-grade-try-") as tmp:
-                isolation, said = for_grading([], Path(tmp))
-            if isolation is None:  # fail closed, before any submission
-                raise SandboxMissing(no_sandbox_message(said))
+    if _isolated(opts) and getattr(opts, "warm", False):
+        _warm_isolation(plans)
+    elif _isolated(opts):  # cold: each submission makes its own; this one only tries
+        with tempfile.TemporaryDirectory(prefix="course-grade-try-") as tmp:
+            _sandbox(Path(tmp))
     _ceilings(opts)
     return {
         "device": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -180,17 +175,26 @@ def grade_payload(item: dict, grade, plans: dict, opts):
         item["student"],
     )
     sub.lesson = item["lesson"]
-    if getattr(opts, "isolation_choice", "none") != "none" and getattr(opts, "warm", False):
+    if _isolated(opts) and getattr(opts, "warm", False):
         return grade(sub, plans, opts.here(_warm_isolation(plans), _ceilings(opts)))
     with tempfile.TemporaryDirectory(prefix="course-grade-run-") as t:
-        isolation = None
-        if getattr(opts, "isolation_choice", "none") != "none":
-            from ..wall.isolate import for_grading
-
-            isolation, said = for_grading([], Path(t))
-            if isolation is None:  # fail closed: never grade unsandboxed silently
-                raise SandboxMissing(no_sandbox_message(said))
+        isolation = _sandbox(Path(t)) if _isolated(opts) else None
         return grade(sub, plans, opts.here(isolation, _ceilings(opts)))
+
+
+def _isolated(opts) -> bool:
+    return getattr(opts, "isolation_choice", "none") != "none"
+
+
+def _sandbox(folder: Path):
+    """This worker's sandbox in ``folder``, or :class:`SandboxMissing` where this machine
+    cannot build one (fail closed: never grade unsandboxed silently)."""
+    from ..wall.isolate import for_grading
+
+    isolation, said = for_grading([], folder)
+    if isolation is None:
+        raise SandboxMissing(no_sandbox_message(said))
+    return isolation
 
 
 def _ceilings(opts):
@@ -213,14 +217,11 @@ def _warm_isolation(plans: dict):
 
     with _HERE.setdefault("lock", threading.Lock()):
         if "iso" not in _HERE:
-            from ..wall.isolate import for_grading
             from .prepare import cell_imports, warm_sandboxes
 
             run_dir = Path(tempfile.mkdtemp(prefix="course-grade-run-"))
             atexit.register(shutil.rmtree, run_dir, True)
-            isolation, said = for_grading([], run_dir)
-            if isolation is None:  # fail closed: never grade unsandboxed silently
-                raise SandboxMissing(no_sandbox_message(said))
+            isolation = _sandbox(run_dir)
             warm_sandboxes(isolation, cell_imports(plans), log=lambda line: None)
             _HERE["iso"] = isolation
         return _HERE["iso"]

@@ -204,7 +204,9 @@ def run_dask(
             "distributed.scheduler.worker-saturation": 1.0,
         }
     ):
-        t = time.perf_counter()
+        from .prepare import Clock
+
+        clock = Clock()  # the start-up table's steps
         if scheduler is None:
             from .dask_workers import local_cluster
 
@@ -216,7 +218,7 @@ def run_dask(
         client = Client(scheduler or cluster)
         if scheduler is None:
             client.wait_for_workers(max(1, workers), timeout=WORKERS_WAIT_S)
-        startup("Dask cluster started", t)
+        clock.lap("Dask cluster started")
         log(f"dask: scheduler {client.scheduler.address}, {len(client.nthreads())} worker(s)")
         problems = sorted({p for p in client.run(hidden_problem, expected).values() if p})
         if problems:  # before any task: nothing is graded
@@ -284,13 +286,6 @@ def run_dask(
 WORKERS_WAIT_S = 120.0  # how long this machine's cluster may take to start its workers
 
 
-def startup(step: str, since: float) -> None:
-    """``step`` took the seconds since ``since``: a line of the profile's start-up table."""
-    from .prepare import STARTUP
-
-    STARTUP[step] = round(STARTUP.get(step, 0.0) + time.perf_counter() - since, 3)
-
-
 READY_WAIT_S = 600.0  # how long the workers may take to get ready, all together
 
 
@@ -300,8 +295,9 @@ def warm_workers(client, ready, log) -> None:
     otherwise, or is not ready in time, is retired (a broken worker would take its share of
     the class and fail it) - unless no worker got ready, which stops the run."""
     from .dask_workers import SandboxMissing
+    from .prepare import Clock
 
-    t = time.perf_counter()
+    t, clock = time.perf_counter(), Clock()
     fn, args = ready
     futs = {
         addr: client.submit(fn, *args, workers=[addr], allow_other_workers=False, pure=False)
@@ -323,7 +319,7 @@ def warm_workers(client, ready, log) -> None:
         client.cancel([futs[a] for a in broken])
         client.retire_workers(broken, close_workers=True)
         log(f"dask: {len(broken)} worker(s) retired: they grade nothing")
-    startup("Dask workers ready (sandboxes warm, GPU figures)", t)
+    clock.lap("Dask workers ready (sandboxes warm, GPU figures)")
     on = sorted({str(d["device"]) for d in done if d.get("device") is not None})
     log(
         f"dask: {len(done)} of {len(futs)} worker(s) ready in {time.perf_counter() - t:.1f} s"
