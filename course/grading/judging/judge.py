@@ -182,8 +182,12 @@ def _guard_message(name, full, shape) -> str | None:
         touched = full[shape[0] :] != guard_value(full.dtype)
         if not touched.any():
             return None
-        where: int | tuple = shape[0] + int(np.argmax(touched))
-        return _trespass_message(name, shape, where)
+        return _trespass_message(name, shape, shape[0] + int(np.argmax(touched)))
+    return _guard_by_mask(name, full, shape)
+
+
+def _guard_by_mask(name, full, shape) -> str | None:
+    """The out-of-bounds check as defined: every element outside ``shape``'s region."""
     mask = np.ones(full.shape, dtype=bool)
     mask[_region(shape)] = False
     touched = full[mask] != guard_value(full.dtype)
@@ -269,6 +273,11 @@ def _changed_input_message(name, before, after) -> str | None:
         and np.array_equal(before.view(f"u{size}"), after.view(f"u{size}"))
     ):
         return None  # bit for bit the same (one pass, no temporaries): unchanged
+    return _changed_by_value(name, before, after)
+
+
+def _changed_by_value(name, before, after) -> str | None:
+    """The unchanged-input check as defined: every element equal, NaN where NaN was."""
     changed = before != after
     if before.dtype.kind == "f":
         changed &= ~(np.isnan(before) & np.isnan(after))
