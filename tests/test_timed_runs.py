@@ -306,12 +306,18 @@ def test_writing_past_an_array_or_into_a_pristine_copy_fails_the_measurement():
     case = ADD.measured_case()
     prep = judge.prepare(ADD, case, cases_mod.measured_rng(1), guard=False)
     arrays = timed.Arrays(prep.buffers(), prep.shapes, prep.scalars())
-    assert arrays.trespass() is None
+    arrays.work["y"][:] = 3.5  # what the runs left in y (y is updated in place)
+    whole, trespass = arrays.collect()
+    assert trespass is None and set(whole) == set(arrays.work)
+    for name, w in arrays.work.items():  # the working arrays, whole, without their tails
+        assert whole[name].shape == w.shape and np.array_equal(whole[name], w.copy_to_host())
+    assert (whole["y"] == 3.5).all() and np.array_equal(whole["x"], arrays.host["x"])
     arrays.flat["y"][4096 + 17] = 1.0  # the tail after y
-    assert "past the end of y" in arrays.trespass()
+    whole, trespass = arrays.collect()
+    assert whole == {} and "past the end of y" in trespass
     arrays = timed.Arrays(prep.buffers(), prep.shapes, prep.scalars())
     arrays.pristine["x"][3] = 2.0  # the copy runs restore from
-    assert "pristine copy of x" in arrays.trespass()
+    assert "pristine copy of x" in arrays.collect()[1]
 
 
 # ---------------------------------------------------------------------------------------

@@ -85,26 +85,26 @@ class Arrays:
             return flat.copy_to_host()[pos]
         return _gather(flat, pos)
 
-    def whole(self) -> dict:
-        return {name: w.copy_to_host() for name, w in self.work.items()}
-
-    def trespass(self) -> str | None:
-        """Why the runs wrote outside their arrays (a tail or a pristine copy changed)."""
+    def collect(self) -> tuple[dict, str | None]:
+        """(the working arrays, on the host; why the runs wrote outside them, or None): each
+        buffer comes back once, with its tail, and each pristine copy is compared."""
+        whole = {}
         for name, a in self.host.items():
-            tail = self.flat[name].copy_to_host()[a.size :].view(np.uint8)
-            if (tail != TAIL_BYTE).any():
-                return (
+            flat = self.flat[name].copy_to_host()
+            if (flat[a.size :].view(np.uint8) != TAIL_BYTE).any():
+                return {}, (
                     f"the kernel wrote past the end of {name} during the timed runs "
                     "(is a bounds check missing?)"
                 )
             if not np.array_equal(
                 self.pristine[name].copy_to_host().view(np.uint8), a.view(np.uint8)
             ):
-                return (
+                return {}, (
                     f"the kernel wrote outside its arrays during the timed runs (the "
                     f"judge's pristine copy of {name} changed)"
                 )
-        return None
+            whole[name] = flat[: a.size].reshape(a.shape)
+        return whole, None
 
 
 STEPS = ("to device", "compile", "warm-up", "launches", "sampling", "copies", "traced", "sim runs")
@@ -156,7 +156,7 @@ def judged_runs(
     ``traced``: ``(fn, case, views) -> figures``, the simulator's traced launch (run 0).
     ``copies=False``: the last run's arrays and the trespass check are left on the device
     (None, None): the grader's measurer fetches them after the measuring lock is given
-    back (``arrays.whole()``, ``arrays.trespass()``).  ``profile`` (GPU): after the compile
+    back (``arrays.collect()``).  ``profile`` (GPU): after the compile
     run, one run between cuProfilerStart and cuProfilerStop and no timed run - what a
     profiler reads (``grading/wall/counter.py``); its figures are ``{"runs": 0}``."""
     rows, times, steps = [], [], sampling.steps
@@ -220,7 +220,7 @@ def judged_runs(
     samples = {name: np.stack([r[name] for r in rows]) for name in sampling.names}
     if not copies:
         return figures, None, samples, None
-    whole, trespass = arrays.whole(), arrays.trespass()
+    whole, trespass = arrays.collect()
     steps.lap("copies")
     return figures, whole, samples, trespass
 

@@ -143,10 +143,9 @@ class Measurement:
         if done is None:
             return {"op": "collected", "error": "nothing was measured"}, {}
         bufs, samples = done
-        trespass = bufs.trespass()
+        whole, trespass = bufs.collect()
         if trespass:
             return {"op": "collected", "error": trespass}, {}
-        whole = bufs.whole()
         return {"op": "collected", "error": None}, {
             **whole,
             **{f"sample:{k}": v for k, v in samples.items()},
