@@ -228,3 +228,24 @@ def test_a_stop_never_waits_on_a_barrier_lock_a_dead_thread_left_held():
     free = threading.Event()
     scheduler._wake(type("T", (), {"syncthreads_event": free})())
     assert free.is_set()  # an unheld event is set as before
+
+
+def test_a_barrier_whose_wake_finds_the_lock_busy_tries_again(monkeypatch):
+    """On a loaded machine a thread can hold its barrier event's lock past the wake's
+    timeout (a CI run hung there): the release must try again, never leave it waiting."""
+    real, missed = scheduler._wake, []
+
+    def busy_once(t, timeout=1.0):
+        if timeout == 1.0 and not missed:  # the first release of the launch finds it busy
+            missed.append(t)
+            return False
+        return real(t, timeout)
+
+    monkeypatch.setattr(scheduler, "_wake", busy_once)
+    x = np.arange(64, dtype=np.float32)
+    d = cuda.to_device(x)
+    done = threading.Event()
+    launch = threading.Thread(target=lambda: (_with_barrier[1, 64](d), done.set()), daemon=True)
+    launch.start()
+    assert done.wait(30), "a thread whose barrier wake missed was never woken"
+    assert missed and np.array_equal(d.copy_to_host(), np.roll(x, -1))

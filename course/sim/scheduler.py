@@ -100,6 +100,7 @@ def _run(self, grid_point, *args):
     if not self._debug and not _threaded and not needs_threads(self._f):
         return _run_serial(self, grid_point, args)
     threads, live, blocked = set(), set(), set()
+    unwoken = set()  # released from a barrier while their event's lock was busy: again
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
     try:
@@ -114,6 +115,7 @@ def _run(self, grid_point, *args):
             live.add(t)
         while live:
             time.sleep(0)  # let a working thread have the GIL
+            unwoken = {t for t in unwoken if t.is_alive() and not _wake(t, timeout=0.05)}
             for t in live:
                 if t.syncthreads_blocked:
                     blocked.add(t)
@@ -122,7 +124,8 @@ def _run(self, grid_point, *args):
             if live == blocked:  # everyone at the barrier: release them
                 for t in blocked:
                     t.syncthreads_blocked = False
-                    _wake(t)
+                    if not _wake(t):
+                        unwoken.add(t)
                 blocked = set()
             live = {t for t in live if t.is_alive()}
     except BaseException:  # a thread's error, or Stop (KeyboardInterrupt)
@@ -214,21 +217,25 @@ def stop_threads(threads, patience: float = 1.0, exc=Stopped, once: bool = False
         sys.setswitchinterval(old)
 
 
-def _wake(t, timeout: float = 1.0) -> None:
+def _wake(t, timeout: float = 1.0) -> bool:
     """Set simulated thread ``t``'s barrier event, waiting at most ``timeout`` for the
-    event's lock.  A thread that :func:`stop_threads`' exception ended inside the event's
-    own ``with`` block (numba's ``wait``/``clear``) leaves that lock held for ever, and
-    ``Event.set`` would then wait for ever (a CI run hung there); an ended thread needs no
-    waking, and a live one is tried again on the stopper's next round."""
+    event's lock; False when the lock stayed busy (the event is not set).  A thread that
+    :func:`stop_threads`' exception ended inside the event's own ``with`` block (numba's
+    ``wait``/``clear``) leaves that lock held for ever, and ``Event.set`` would then wait
+    for ever (a CI run hung there); an ended thread needs no waking, and a live one is tried
+    again on the stopper's next round.  A barrier's release tries again on the next round
+    too: on a loaded machine a thread can hold the lock, between two bytecodes, for longer
+    than ``timeout``, and a thread never woken would wait for ever."""
     event = t.syncthreads_event
     cond = event._cond  # threading.Event's own condition and flag (CPython 3.8-3.13)
     if not cond.acquire(timeout=timeout):
-        return
+        return False
     try:
         event._flag = True
         cond.notify_all()
     finally:
         cond.release()
+    return True
 
 
 def _in_kernel(run) -> None:
