@@ -147,10 +147,10 @@ def ready(plans: dict, opts) -> dict:
     t = time.perf_counter()
     _pin_once()
     if _isolated(opts) and getattr(opts, "warm", False):
-        _warm_isolation(plans)
+        _warm_isolation(plans, opts)
     elif _isolated(opts):  # cold: each submission makes its own; this one only tries
         with tempfile.TemporaryDirectory(prefix="course-grade-try-") as tmp:
-            _sandbox(Path(tmp))
+            _sandbox(Path(tmp), opts)
     _ceilings(opts)
     return {
         "device": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -176,9 +176,9 @@ def grade_payload(item: dict, grade, plans: dict, opts):
     )
     sub.lesson = item["lesson"]
     if _isolated(opts) and getattr(opts, "warm", False):
-        return grade(sub, plans, opts.here(_warm_isolation(plans), _ceilings(opts)))
+        return grade(sub, plans, opts.here(_warm_isolation(plans, opts), _ceilings(opts)))
     with tempfile.TemporaryDirectory(prefix="course-grade-run-") as t:
-        isolation = _sandbox(Path(t)) if _isolated(opts) else None
+        isolation = _sandbox(Path(t), opts) if _isolated(opts) else None
         return grade(sub, plans, opts.here(isolation, _ceilings(opts)))
 
 
@@ -186,12 +186,13 @@ def _isolated(opts) -> bool:
     return getattr(opts, "isolation_choice", "none") != "none"
 
 
-def _sandbox(folder: Path):
-    """This worker's sandbox in ``folder``, or :class:`SandboxMissing` where this machine
-    cannot build one (fail closed: never grade unsandboxed silently)."""
+def _sandbox(folder: Path, opts):
+    """This worker's sandbox in ``folder``, hiding the run's private folders as the
+    grader's own sandboxes do (``GradeSettings.private``), or :class:`SandboxMissing`
+    where this machine cannot build one (fail closed: never grade unsandboxed silently)."""
     from ..wall.isolate import for_grading
 
-    isolation, said = for_grading([], folder)
+    isolation, said = for_grading([Path(p) for p in opts.private], folder)
     if isolation is None:
         raise SandboxMissing(no_sandbox_message(said))
     return isolation
@@ -208,7 +209,7 @@ def _ceilings(opts):
 _HERE: dict = {}  # this Dask worker process's sandbox, zygotes and pinning, made once
 
 
-def _warm_isolation(plans: dict):
+def _warm_isolation(plans: dict, opts):
     """This Dask worker's sandbox with warm forks (``forks.py``), made on its first task;
     its zygotes import what the lessons' set-up cells import."""
     import atexit
@@ -221,7 +222,7 @@ def _warm_isolation(plans: dict):
 
             run_dir = Path(tempfile.mkdtemp(prefix="course-grade-run-"))
             atexit.register(shutil.rmtree, run_dir, True)
-            isolation = _sandbox(run_dir)
+            isolation = _sandbox(run_dir, opts)
             warm_sandboxes(isolation, cell_imports(plans), log=lambda line: None)
             _HERE["iso"] = isolation
         return _HERE["iso"]

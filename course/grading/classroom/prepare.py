@@ -62,12 +62,10 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
     atexit.register(shutil.rmtree, run_dir, True)
     isolation = None
     if opts.isolation_choice != "none":
+        from ..judging.settings import private_folders
         from ..wall.isolate import for_grading
 
-        hide = [p if p.is_dir() else p.parent for p in opts.submissions]
-        hide += [opts.out.resolve().parent] + ([opts.feedback] if opts.feedback else [])
-        hide += [opts.notebooks.resolve()]  # the instructor notebooks: solutions
-        isolation, said = for_grading(hide, run_dir)
+        isolation, said = for_grading(private_folders(opts), run_dir)
         print(said)
         if isolation is not None and not getattr(opts, "cold", False) and not remote:
             lessons = {s.lesson for s in subs}

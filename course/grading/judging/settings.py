@@ -10,6 +10,7 @@ grades with a copy that holds its own machine's sandbox and ceilings (:meth:`her
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from ..wall.launch import TIME_LIMIT_S
@@ -32,6 +33,7 @@ class GradeSettings:
     warm: bool = True  # sandboxes forked from zygotes (``forks.py``); False: ``--cold``
     shared_inputs: bool = False  # cases' inputs and references made once a run (``preps.py``)
     starters: frozenset | None = None  # tune exercises whose given kernels a run times (None: all)
+    private: tuple = ()  # folders no sandbox may see: the run's submissions, outputs, solutions
 
     @property
     def limit(self) -> float:
@@ -64,4 +66,15 @@ class GradeSettings:
             warm=not getattr(opts, "cold", False),
             shared_inputs=True,  # one seed for the class: every judge reads the same inputs
             starters=frozenset(starters) if starters is not None else None,
+            private=tuple(str(p) for p in private_folders(opts)),
         )
+
+
+def private_folders(opts) -> list[Path]:
+    """The folders of ``grade``'s command line that no sandbox may see, wherever they lie:
+    the submissions', the outputs' (grades, feedback) and the instructor notebooks'
+    (solutions).  The grader's own sandboxes and every Dask worker's hide them alike
+    (``GradeSettings.private``; a path another machine lacks is skipped there)."""
+    hide = [Path(p) if Path(p).is_dir() else Path(p).parent for p in opts.submissions]
+    hide += [Path(opts.out).resolve().parent] + ([Path(opts.feedback)] if opts.feedback else [])
+    return [*hide, Path(opts.notebooks).resolve()]

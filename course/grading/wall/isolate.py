@@ -9,7 +9,8 @@ containers that allow it, JupyterHub nodes), each sandbox gets
 - **a fresh file tree** (a tmpfs made its root with ``pivot_root``; the host's tree is
   unmounted): read-only binds of the system folders (``/usr``; ``/bin``, ``/lib``... as the
   links they are on merged-/usr hosts), the Python installation (its prefixes and its
-  ``sys.path`` folders outside the checkout), the ``course`` package and the checkout's
+  ``sys.path`` folders outside the checkout and the folder the grader runs in), the
+  ``course`` package and the checkout's
   public ``data/`` and ``assets/`` (plus ``pyproject.toml`` and an empty ``notebooks/``,
   so the package still knows it sits in a checkout), the folders named in
   ``LD_LIBRARY_PATH``/``CUDA_HOME`` (a GPU host's driver and toolkit) and Nsight Compute's
@@ -162,7 +163,9 @@ def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
 
     repo, home = resources.IMPORT_ROOT.resolve(), Path.home().resolve()
     hide = _existing(hide)
-    avoid = [repo, home, Path(run_dir).resolve(), *hide]
+    # the folder the grader runs in (``python -m`` puts it first on sys.path, and a Dask
+    # worker inherits that path): it holds the class and the outputs more often than not
+    avoid = [repo, home, Path(run_dir).resolve(), *_existing([os.getcwd()]), *hide]
     binds: dict[Path, None] = {}
     links: dict[Path, str] = {}
     dirs: list[Path] = []
@@ -178,7 +181,8 @@ def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
             or (r / "pyproject.toml").exists()
             or (r / ".git").exists()
         ):
-            return  # a folder that holds the checkout, home or outputs, or a project
+            return  # a folder that holds the checkout, home, the grader's working
+            # folder or outputs, or a project
         for a in [*reversed(p.parents), p]:
             if a.is_symlink():
                 links[a] = str(a.resolve())

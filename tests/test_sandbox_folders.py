@@ -1,0 +1,105 @@
+"""Where the instructor keeps a class, no sandbox sees it: not through the folder the grader
+runs in (``python -m`` puts it first on ``sys.path``, and a Dask worker inherits that path),
+nor through a Python folder the class lies inside, on the grader or on a Dask worker.
+
+The red team's attack (2026-11-29): graded with ``--executor dask`` from a folder holding the
+class and its outputs, a cell read ``/proc/self/mountinfo``, found the class there and ran
+another student's cells for full marks; another read the grades CSV as it was written."""
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from test_sandbox import Cells
+
+from course.grading.classroom import dask_workers
+from course.grading.judging.settings import GradeSettings, private_folders
+from course.grading.wall import isolate
+from course.platform.resources import PACKAGE
+
+LOOK = """
+import os
+result = {name: os.path.exists(path) for name, path in WHERE.items()}
+"""
+
+
+def _class_folder(top: Path) -> dict:
+    """A grading folder as an instructor lays it out: the class, the outputs, the solution
+    notebooks."""
+    files = {
+        "a student's notebook": top / "class" / "alice" / "01_vector_add.ipynb",
+        "the grades": top / "out" / "grades.csv",
+        "feedback": top / "out" / "fb" / "alice.md",
+        "a solution notebook": top / "sol" / "01_vector_add.ipynb",
+    }
+    for p in files.values():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("private")
+    return files
+
+
+def _command_line(top: Path):
+    return SimpleNamespace(
+        submissions=[top / "class"],
+        out=top / "out" / "grades.csv",
+        feedback=top / "out" / "fb",
+        notebooks=top / "sol",
+    )
+
+
+def test_the_folder_the_grader_runs_in_is_never_bound(tmp_path, monkeypatch):
+    top = tmp_path / "grading"
+    _class_folder(top)
+    (top / "notes.txt").write_text("private")
+    monkeypatch.chdir(top)
+    monkeypatch.setattr(sys, "path", [str(top), *sys.path])  # as `python -m course` does
+    binds = [p for kind, p, _ in isolate.plan([], tmp_path / "run") if kind == "bind"]
+    assert binds and not any(isolate._inside(top.resolve(), b) for b in binds), binds
+    libs = tmp_path / "libs"  # a Python folder of the grader's that holds no class: bound
+    libs.mkdir()
+    monkeypatch.setattr(sys, "path", [str(libs), *sys.path])
+    assert libs.resolve() in [p for kind, p, _ in isolate.plan([], tmp_path / "run")]
+
+
+def test_the_private_folders_are_the_command_lines_class_outputs_and_solutions(tmp_path):
+    top = tmp_path / "grading"
+    _class_folder(top)
+    got = set(private_folders(_command_line(top)))
+    assert got == {top / "class", (top / "out").resolve(), top / "out" / "fb", top / "sol"}
+
+
+@pytest.mark.timeout(180)
+def test_a_dask_workers_sandbox_hides_the_class_wherever_it_lies(tmp_path, monkeypatch):
+    """The class inside a folder on ``sys.path`` (bound, were the class not in it), graded
+    from the folder the grader runs in: a Dask worker's sandbox sees neither the class, the
+    outputs, the solutions nor the instructor's notes."""
+    top = tmp_path / "site"  # on sys.path: bound into every sandbox
+    files = _class_folder(top)
+    cwd = tmp_path / "grading"  # where the grader runs: its own notes there
+    files["notes where the grader runs"] = cwd / "notes.txt"
+    cwd.mkdir()
+    files["notes where the grader runs"].write_text("private")
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "path", [str(cwd), str(top), *sys.path])
+    settings = GradeSettings(
+        seed=1,
+        mode="sim",
+        isolation_choice="auto",
+        private=tuple(str(p) for p in private_folders(_command_line(top))),
+    )
+    run = tmp_path / "run"
+    run.mkdir()
+    try:
+        iso = dask_workers._sandbox(run, settings)
+    except dask_workers.SandboxMissing as exc:
+        pytest.skip(str(exc))
+    cells = Cells(iso, run)
+    try:
+        where = {k: str(p) for k, p in files.items()}
+        seen = cells(f"WHERE = {where!r}\n" + LOOK)
+        shown = cells(f"WHERE = {{'public': {str(PACKAGE / '__init__.py')!r}}}\n" + LOOK)
+    finally:
+        cells.child.stop()
+    assert shown == {"public": True}  # the sandbox sees what it should
+    assert seen == dict.fromkeys(files, False), seen
