@@ -87,3 +87,87 @@ def test_a_parent_left_by_a_dead_process_is_swept_and_ours_sits_in_our_cgroup():
         for d in (stale / "course-left", stale):
             if d.exists():
                 d.rmdir()
+
+
+# ---------------------------------------------------------------------------------------
+# a run's Dask workers share its one budget; a sandbox cannot widen its maker's cores
+
+WORKER = """
+import json
+from course.grading.wall.cgroup import Cgroup
+c = Cgroup("course-test-worker")
+print(json.dumps([str(d) for d in c.dirs]))
+c.remove()
+"""
+
+OWNER = """
+import json, os, subprocess, sys
+from course.grading.wall.cgroup import OWNER_ENV, Cgroup
+mine = Cgroup("course-test-owner")
+env = dict(os.environ, **{OWNER_ENV: str(os.getpid())})
+workers = [subprocess.run([sys.executable, "-c", sys.argv[1]], env=env, capture_output=True,
+                          text=True, timeout=60) for _ in range(2)]
+print(json.dumps({"pid": os.getpid(), "mine": [str(d) for d in mine.dirs],
+                  "workers": [json.loads(w.stdout) for w in workers]}))
+mine.remove()
+"""
+
+
+def test_a_runs_workers_put_their_sandboxes_in_the_runs_one_parent():
+    """Two workers told the grader's pid: their sandboxes sit in the grader's parent (one
+    memory budget for the run, not one each), which outlives them and goes with the grader."""
+    _hierarchy()
+    r = subprocess.run(
+        [sys.executable, "-c", OWNER, WORKER], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    parents = {Path(d).parent for d in got["mine"]}
+    assert parents and all(p.name == f"course-run-{got['pid']}" for p in parents)
+    for dirs in got["workers"]:
+        assert dirs and {Path(d).parent for d in dirs} <= parents, (dirs, parents)
+    assert not any(p.exists() for p in parents), "the run's parent outlived the run"
+
+
+PINNED = """
+import json, os, subprocess, sys
+from course.grading.wall.cgroup import Cgroup
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})   # a worker on its GPU's share
+c = Cgroup("course-test-cpus")
+fds = c.procs_files()
+def join():
+    for fd in fds:
+        os.write(fd, str(os.getpid()).encode())
+widen = "import os; os.sched_setaffinity(0, range(os.cpu_count())); print(sorted(os.sched_getaffinity(0)))"
+r = subprocess.run([sys.executable, "-c", widen], preexec_fn=join, capture_output=True, text=True)
+print(json.dumps({"maker": sorted(os.sched_getaffinity(0)), "sandbox": r.stdout.strip(),
+                  "err": r.stderr[-300:], "cpuset": any("cpuset" in str(d) for d in c.dirs)}))
+c.remove()
+"""
+
+
+def test_a_sandbox_cannot_widen_the_cores_its_maker_is_held_to():
+    import os
+
+    _hierarchy()
+    if (os.cpu_count() or 1) < 2 or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: nothing to widen to")
+    r = subprocess.run(
+        [sys.executable, "-c", PINNED], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    if not _cpuset_here():
+        pytest.skip("this machine has no cpuset controller this user may write")
+    assert got["cpuset"] and got["sandbox"] == str(got["maker"]), got
+
+
+def _cpuset_here() -> bool:
+    import os
+
+    from course.grading.wall.cgroup import Cgroup
+
+    v2 = Cgroup.V2 / "cgroup.controllers"
+    if v2.exists():
+        return "cpuset" in v2.read_text()
+    return Cgroup.V1_CPUSET.is_dir() and os.access(Cgroup.V1_CPUSET, os.W_OK)

@@ -103,3 +103,30 @@ def test_a_dask_workers_sandbox_hides_the_class_wherever_it_lies(tmp_path, monke
         cells.child.stop()
     assert shown == {"public": True}  # the sandbox sees what it should
     assert seen == dict.fromkeys(files, False), seen
+
+
+def test_a_grader_started_by_a_relative_interpreter_path_still_gets_its_sandbox(tmp_path):
+    """``../.venv/bin/python -m course grade`` from a folder the tree lacks: the sandbox (its
+    probe, then a worker in it) starts the interpreter by a path with the ``..`` resolved,
+    not one that is not there."""
+    import os
+    import subprocess
+
+    if isolate.make([], tmp_path)[0] is None:
+        pytest.skip("this machine allows no sandbox")
+    here = tmp_path / "grading"
+    here.mkdir()
+    python = os.path.relpath(sys.executable, here)  # ../../.../bin/python
+    probe = (
+        "import tempfile, time; from pathlib import Path\n"
+        "from course.grading.wall import isolate\n"
+        "from course.grading.wall.child import Child\n"
+        "run = Path(tempfile.mkdtemp()); (run / 't').mkdir()\n"
+        "iso = isolate.make([], run)[0]\n"
+        "w = Child('course.grading.wall.worker', run / 't' / 'w', time.monotonic() + 60, 4096,"
+        " 60, iso)\n"
+        "w.greeted(); w.stop()\n"
+        "print(iso is not None)"
+    )
+    r = subprocess.run([python, "-c", probe], cwd=here, capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "True", r.stdout + r.stderr

@@ -438,7 +438,7 @@ def test_a_dask_worker_without_a_sandbox_grades_nothing(monkeypatch, tmp_path):
             "worker sandbox: NONE (this system allows no PID and mount namespaces).",
         ),
     )
-    opts = SimpleNamespace(isolation_choice="auto", mode="sim")
+    opts = SimpleNamespace(isolation_choice="auto", mode="sim", private=())
     item = {
         "rel": "a/01.ipynb",
         "folder": "a",

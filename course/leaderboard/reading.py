@@ -185,7 +185,13 @@ class Reader:
         to_child, from_parent = os.pipe()
         to_parent, from_child = os.pipe()
         env = {k: v for k, v in os.environ.items() if not k.startswith("COURSE_LEADERBOARD")}
-        cmd = [sys.executable, "-m", "course.leaderboard.reading", str(to_child), str(from_child)]
+        cmd = [
+            os.path.abspath(sys.executable),
+            "-m",
+            "course.leaderboard.reading",
+            str(to_child),
+            str(from_child),
+        ]
         if isolation is not None:  # the grading sandbox: no database, tokens, /proc or env
             from pathlib import Path
 

@@ -5,7 +5,8 @@ worker does with a submission's bytes.
 this machine's GPUs (default: every one it sees).  Worker *i* grades on GPU ``i % gpus``
 (``CUDA_VISIBLE_DEVICES`` set for its process, so its sandboxes see that GPU alone) and runs
 on that GPU's share of the cores: the cores this process may use, cut into one share per
-GPU the machine has.  So one GPU graded on a two-GPU machine gets half the cores, what a
+GPU the machine has (its sandboxes' cgroups hold them there: ``cgroup.maker_cpus``).  The
+workers' sandboxes share this run's one memory and process budget (``cgroup.OWNER_ENV``).  So one GPU graded on a two-GPU machine gets half the cores, what a
 one-GPU machine of the same kind would have, and a class's rate on 2 GPUs is compared with
 1 GPU's on equal terms (``bench grading --gpus 1,2``).  In the simulator there is no GPU:
 the workers share every core.
@@ -25,6 +26,8 @@ import os
 import tempfile
 import time
 from pathlib import Path
+
+from ..wall.cgroup import OWNER_ENV
 
 CPUS_ENV = "COURSE_GRADE_CPUS"  # the cores a worker of this machine's cluster runs on
 
@@ -90,6 +93,7 @@ def local_cluster(jobs: int, gpus: int | None, log=print):
     workers = {}
     for i, w in enumerate(layout(jobs, use, seen, cores)):
         env = {CPUS_ENV: ",".join(map(str, w["cores"]))} if use else {}
+        env[OWNER_ENV] = str(os.getpid())  # every worker's sandboxes in this run's one budget
         if w["device"] is not None:
             env["CUDA_VISIBLE_DEVICES"] = w["device"]
         options = {**net, "nthreads": 1, "dashboard": False, "silence_logs": logging.WARN}

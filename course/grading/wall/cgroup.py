@@ -5,10 +5,15 @@ The sandbox of ``isolate.py`` puts each grading child in one (``child.py``): a s
 that forks or allocates without end is stopped there, not on the host.  Where no cgroup
 can be made, the children keep their per-process limits only.
 
-Every sandbox of one grading process (a ``grade`` run, the leaderboard service) lives inside
-one parent cgroup of that process, ``course-run-PID``, that holds them all to
-:data:`RUN_SHARE` of the machine's memory and half its process ids: however many jobs run
-at once, the grader and the host keep the rest.
+Every sandbox of one grading run (a ``grade`` run and its Dask workers, the leaderboard
+service) lives inside one parent cgroup, ``course-run-PID`` of the run's first process
+(:data:`OWNER_ENV` names it to the workers it starts), that holds them all to
+:data:`RUN_SHARE` of the machine's memory and half its process ids: however many jobs and
+workers run at once, the grader and the host keep the rest.
+
+A sandbox runs on the cores of the process that made it, and cannot widen them: where that
+process is held to fewer cores than the machine has (a Dask worker on its GPU's share), the
+sandbox's cgroup gets a cpuset of them (``sched_setaffinity`` alone any process may undo).
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ MEMORY_MB = 8192  # a cgroup's memory limit (all processes of one sandbox)
 PIDS_MAX = (
     4096  # a cgroup's task limit: the simulator runs a thread per CUDA thread (1,024 a block)
 )
-RUN_SHARE = 0.75  # every sandbox of one process together: at most this share of the memory
+RUN_SHARE = 0.75  # every sandbox of one run together: at most this share of the memory
+OWNER_ENV = "COURSE_CGROUP_OWNER"  # the pid whose parent cgroup a run's workers share
 _RUN_LOCK = threading.Lock()
 _RUN: dict[tuple[Path, int], Path | None] = {}  # (hierarchy root, pid) -> the parent there
 
@@ -67,7 +73,8 @@ def run_parent(root: Path, files: dict[str, str], controller: str | None = None)
     exit): inside the cgroup this process is in, so a limit put on the grader covers its
     sandboxes too, else at ``root``; ``files`` ({limit file: "memory" or "pids"}) set from
     :func:`run_limits`.  None where none can be made (the sandboxes then sit at ``root``)."""
-    key = (root, os.getpid())  # a forked child makes its own, and never removes ours
+    owner = run_owner()
+    key = (root, owner)  # a forked child makes its own, and never removes ours
     with _RUN_LOCK:
         seen = key in _RUN
         known = _RUN.get(key)
@@ -78,23 +85,62 @@ def run_parent(root: Path, files: dict[str, str], controller: str | None = None)
         for base in bases:
             sweep(base)
         for base in bases:
-            d = base / f"course-run-{os.getpid()}"
+            d = base / f"course-run-{owner}"
             try:
                 d.mkdir(exist_ok=True)
                 if (d / "cgroup.subtree_control").exists():  # v2: hand the controllers down
                     (d / "cgroup.subtree_control").write_text("+memory +pids")
+                    _try_write(d / "cgroup.subtree_control", "+cpuset")
+                if controller == "cpuset":  # v1: a cpuset starts empty; it gets its parent's
+                    for name in ("cpuset.cpus", "cpuset.mems"):
+                        (d / name).write_text((base / name).read_text().strip() or "\n")
                 for name, what in files.items():
                     if limits[what]:
                         (d / name).write_text(str(limits[what]))
             except OSError:
-                _remove_tree(d)
+                if owner == os.getpid():
+                    _remove_tree(d)
                 continue
-            if not seen:
+            if not seen and owner == os.getpid():  # the run's first process removes it
                 atexit.register(_remove_parent, key, os.getpid())
             _RUN[key] = d
             return d
         _RUN[key] = None
         return None
+
+
+def run_owner() -> int:
+    """The pid whose parent cgroup this process's sandboxes go in: :data:`OWNER_ENV`'s, set
+    by the grader for the Dask workers it starts, while that process lives; else its own."""
+    text = os.environ.get(OWNER_ENV, "")
+    if text.isdigit() and Path(f"/proc/{int(text)}").exists():
+        return int(text)
+    return os.getpid()
+
+
+def maker_cpus() -> str | None:
+    """The cores this process may run on as a cpuset list ("0-7,16"), where they are fewer
+    than the machine has; None where they are all (or cannot be told)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    mine = sorted(os.sched_getaffinity(0))
+    if not mine or len(mine) >= (os.cpu_count() or 0):
+        return None
+    runs: list[list[int]] = []
+    for c in mine:
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _try_write(path: Path, text: str) -> bool:
+    try:
+        path.write_text(text)
+        return True
+    except OSError:
+        return False
 
 
 def sweep(base: Path) -> None:
@@ -105,7 +151,7 @@ def sweep(base: Path) -> None:
             pid = int(old.name.rsplit("-", 1)[1])
         except ValueError:
             continue
-        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
+        if pid not in (os.getpid(), run_owner()) and not Path(f"/proc/{pid}").exists():
             _remove_tree(old)
 
 
@@ -138,10 +184,12 @@ class Cgroup:
 
     V2 = Path("/sys/fs/cgroup")
     V1 = {"memory": Path("/sys/fs/cgroup/memory"), "pids": Path("/sys/fs/cgroup/pids")}
+    V1_CPUSET = Path("/sys/fs/cgroup/cpuset")
 
     def __init__(self, name: str, memory_mb: int | None = None):
         self.dirs: list[Path] = []
         memory = (memory_mb or MEMORY_MB) << 20
+        cpus = maker_cpus()
         try:
             if (self.V2 / "cgroup.controllers").exists() and "memory" in (
                 self.V2 / "cgroup.controllers"
@@ -152,6 +200,8 @@ class Cgroup:
                 self.dirs.append(d)
                 (d / "memory.max").write_text(str(memory))
                 (d / "pids.max").write_text(str(PIDS_MAX))
+                if cpus and (d / "cpuset.cpus").exists():
+                    _try_write(d / "cpuset.cpus", cpus)
             elif all(p.is_dir() for p in self.V1.values()):
                 for ctl, limit_file, value in (
                     ("memory", "memory.limit_in_bytes", memory),
@@ -162,8 +212,28 @@ class Cgroup:
                     d.mkdir()
                     self.dirs.append(d)
                     (d / limit_file).write_text(str(value))
+                if cpus and self.V1_CPUSET.is_dir():
+                    self._v1_cpuset(name, cpus)
         except OSError:
             self.remove()
+
+    def _v1_cpuset(self, name: str, cpus: str) -> None:
+        """v1: a cpuset cgroup of ``cpus`` beside the memory and pids ones, kept only once
+        its cores and memory nodes are written (a process cannot join an empty cpuset)."""
+        parent = run_parent(self.V1_CPUSET, {}, "cpuset")
+        d = (parent or self.V1_CPUSET) / name
+        try:
+            d.mkdir()
+        except OSError:
+            return
+        mems = (d.parent / "cpuset.mems").read_text().strip() if parent else ""
+        if mems and _try_write(d / "cpuset.mems", mems) and _try_write(d / "cpuset.cpus", cpus):
+            self.dirs.append(d)
+        else:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
 
     def procs_files(self) -> list[int]:
         """Its ``cgroup.procs`` files, open for writing (close-on-exec): a process joins by

@@ -123,7 +123,7 @@ class Child:
             widen(fd)
         scratch = Path(isolation.scratch) if isolation is not None else tmp
         env = child_env(scratch, env_extra)  # e.g. the compile gate: NUMBA_ENABLE_CUDASIM=0
-        cmd = [sys.executable, "-m", module, str(req_r), str(rep_w)]
+        cmd = [os.path.abspath(sys.executable), "-m", module, str(req_r), str(rep_w)]
         if isolation is not None:
             cmd = isolation.wrap(cmd, env)
         (tmp / "cwd").mkdir()

@@ -116,7 +116,7 @@ class Zygote:
             with open(self.log, "wb") as log:
                 self.proc = subprocess.Popen(
                     [
-                        sys.executable,
+                        os.path.abspath(sys.executable),
                         "-m",
                         "course.grading.wall.zygote",
                         str(theirs.fileno()),

@@ -107,7 +107,7 @@ class Isolation:
         builds the tree and enters it, ``setpriv`` drops every capability."""
         return [
             *self.prefix,
-            sys.executable,
+            os.path.abspath(sys.executable),  # a path the tree has (no "..")
             "-I",
             "-S",
             TREE,
@@ -314,7 +314,7 @@ def make(hide: list[Path], run_dir: Path) -> tuple[Isolation | None, str]:
             probe = Isolation(prefix, [], probe_run)
             cmd = probe.wrap(
                 [
-                    sys.executable,
+                    os.path.abspath(sys.executable),
                     "-I",
                     "-S",
                     "-c",
