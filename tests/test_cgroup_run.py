@@ -93,8 +93,10 @@ def test_a_parent_left_by_a_dead_process_is_swept_and_ours_sits_in_our_cgroup():
 # a run's Dask workers share its one budget; a sandbox cannot widen its maker's cores
 
 WORKER = """
-import json
+import json, os
 from course.grading.wall.cgroup import Cgroup
+if len(os.sched_getaffinity(0)) > 1:   # a worker on its GPU's share: a cpuset parent too
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 c = Cgroup("course-test-worker")
 print(json.dumps([str(d) for d in c.dirs]))
 c.remove()
@@ -115,7 +117,8 @@ mine.remove()
 
 def test_a_runs_workers_put_their_sandboxes_in_the_runs_one_parent():
     """Two workers told the grader's pid: their sandboxes sit in the grader's parent (one
-    memory budget for the run, not one each), which outlives them and goes with the grader."""
+    memory budget for the run, not one each), which outlives them and goes with the grader
+    - in every hierarchy, the cpuset one a pinned worker made included."""
     _hierarchy()
     r = subprocess.run(
         [sys.executable, "-c", OWNER, WORKER], cwd=REPO, capture_output=True, text=True, timeout=120
@@ -124,9 +127,14 @@ def test_a_runs_workers_put_their_sandboxes_in_the_runs_one_parent():
     got = json.loads(r.stdout)
     parents = {Path(d).parent for d in got["mine"]}
     assert parents and all(p.name == f"course-run-{got['pid']}" for p in parents)
+    made = set(parents)
     for dirs in got["workers"]:
-        assert dirs and {Path(d).parent for d in dirs} <= parents, (dirs, parents)
-    assert not any(p.exists() for p in parents), "the run's parent outlived the run"
+        ups = {Path(d).parent for d in dirs}
+        assert dirs and all(p.name == f"course-run-{got['pid']}" for p in ups), (dirs, parents)
+        assert parents <= ups, (ups, parents)  # the owner's memory and pids parents
+        made |= ups  # and a cpuset one, which only a pinned worker made
+    left = [p for p in made if p.exists()]
+    assert not left, f"the run's parents outlived the run: {left}"
 
 
 PINNED = """

@@ -502,7 +502,13 @@ def test_dask_gpu_workers_drain_one_queue(tmp_path, monkeypatch):
         resources={"GPU": 1},
         dashboard_address=None,
     ) as cluster:
-        q = DaskQueue(store, cluster.scheduler_address, task=leaderboard_fake.task, poll_s=0.05)
+        q = DaskQueue(
+            store,
+            cluster.scheduler_address,
+            task=leaderboard_fake.task,
+            poll_s=0.05,
+            private=[tmp_path / "service"],
+        )
         q.start()
         try:
             t0 = time.monotonic()
@@ -512,6 +518,8 @@ def test_dask_gpu_workers_drain_one_queue(tmp_path, monkeypatch):
         finally:
             q.stop()
     assert len((tmp_path / "measured.txt").read_text().splitlines()) == 10
+    sent = f"private {[str(tmp_path / 'service')]}"  # every task had the service's folders
+    assert all(sent in store.get(i)["message"] for i in ids), store.get(ids[0])["message"]
     assert [r["student"] for r in store.ranked("tune_vector_add")] and store.rank_of(
         store.get(ids[0])
     ) in (1, 2)

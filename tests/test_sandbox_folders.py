@@ -62,11 +62,26 @@ def test_the_folder_the_grader_runs_in_is_never_bound(tmp_path, monkeypatch):
     assert libs.resolve() in [p for kind, p, _ in isolate.plan([], tmp_path / "run")]
 
 
-def test_the_private_folders_are_the_command_lines_class_outputs_and_solutions(tmp_path):
+def test_the_private_folders_are_every_path_the_command_line_names(tmp_path):
+    """Every path option counts, named or not yet thought of (the roster, a profile...):
+    a folder as itself, a file or a path not made yet by its folder."""
     top = tmp_path / "grading"
     _class_folder(top)
-    got = set(private_folders(_command_line(top)))
-    assert got == {top / "class", (top / "out").resolve(), top / "out" / "fb", top / "sol"}
+    (top / "lms").mkdir()
+    (top / "lms" / "roster.csv").write_text("alice,1")
+    opts = _command_line(top)
+    opts.roster = top / "lms" / "roster.csv"
+    opts.profile = top / "later" / "profile.json"  # not made yet
+    opts.lesson, opts.jobs, opts.scheduler = "01_vector_add", 2, "tcp://x"  # not paths
+    got = set(private_folders(opts))
+    assert got == {
+        top / "class",
+        top / "out",
+        top / "out" / "fb",
+        top / "sol",
+        top / "lms",
+        top / "later",
+    }, got
 
 
 @pytest.mark.timeout(180)
@@ -130,3 +145,15 @@ def test_a_grader_started_by_a_relative_interpreter_path_still_gets_its_sandbox(
     )
     r = subprocess.run([python, "-c", probe], cwd=here, capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "True", r.stdout + r.stderr
+
+
+def test_a_leaderboard_worker_hides_the_services_folders(monkeypatch, tmp_path):
+    """The service sends its command line's folders with every Dask task; the worker's
+    sandbox hides those of them its machine has."""
+    from course.leaderboard import queue, runner
+
+    seen = []
+    monkeypatch.setattr(queue, "_WORKER", {})
+    monkeypatch.setattr(runner, "sandbox", lambda hide: (seen.extend(hide), (None, "none"))[1])
+    queue.judge_on_worker("vector_add", {}, (str(tmp_path / "db"), str(tmp_path / "lms")))
+    assert seen == [tmp_path / "db", tmp_path / "lms"]

@@ -105,6 +105,7 @@ def serve(opts) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
+    from ..grading.wall.isolate import command_line_folders
     from ..platform import runtime
     from . import queue as queues
     from . import runner
@@ -116,13 +117,14 @@ def serve(opts) -> int:
     if roster is not None:
         store.restrict_to(set(roster))
     isolation = None
+    private = command_line_folders(opts)  # the database's, the roster's...: no sandbox's
     if opts.isolation != "none":
-        isolation, lost = runner.sandbox([Path(opts.db).resolve().parent])
+        isolation, lost = runner.sandbox(private)
         print(lost)
     judge = _judge(opts.judge)
     q: queues.DaskQueue | queues.LocalQueue
     if opts.scheduler:
-        q = queues.DaskQueue(store, opts.scheduler, task=judge)
+        q = queues.DaskQueue(store, opts.scheduler, task=judge, private=private)
         where = f"Dask scheduler {opts.scheduler} (tasks need GPU=1)"
     else:
         q = queues.LocalQueue(

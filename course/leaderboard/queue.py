@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import traceback
+from pathlib import Path
 
 from . import runner
 
@@ -109,10 +110,11 @@ def _payload(sub: dict) -> dict:
     return {"source": sub["source"], "function": sub["function"], "unit": unit}
 
 
-def judge_on_worker(board: str, payload: dict) -> dict:
-    """A Dask task: judge one submission on the worker's GPU, in that worker's sandbox."""
+def judge_on_worker(board: str, payload: dict, private: tuple = ()) -> dict:
+    """A Dask task: judge one submission on the worker's GPU, in that worker's sandbox,
+    which hides the service's ``private`` folders too (those of them this machine has)."""
     if "isolation" not in _WORKER:
-        _WORKER["isolation"], _WORKER["said"] = runner.sandbox([])
+        _WORKER["isolation"], _WORKER["said"] = runner.sandbox([Path(p) for p in private])
         print(_WORKER["said"])
     if _WORKER["isolation"] is None:  # fail closed: no submission judged unsandboxed
         from ..grading.classroom.dask_workers import no_sandbox_message
@@ -127,11 +129,20 @@ _WORKER: dict = {}
 class DaskQueue(_Dispatcher):
     """Send queued submissions to a Dask cluster; each task holds one ``GPU`` resource."""
 
-    def __init__(self, store, scheduler: str, task=None, in_flight: int = 64, poll_s: float = 0.5):
+    def __init__(
+        self,
+        store,
+        scheduler: str,
+        task=None,
+        in_flight: int = 64,
+        poll_s: float = 0.5,
+        private: list | None = None,
+    ):
         from distributed import Client
 
         super().__init__(store, poll_s)
         self.in_flight = in_flight
+        self.private = tuple(str(p) for p in private or ())  # the service's folders
         self.client = Client(scheduler, set_as_default=False)
         self.task = task or judge_on_worker
         self._running: dict = {}
@@ -152,6 +163,7 @@ class DaskQueue(_Dispatcher):
                     self.task,
                     sub["board"],
                     _payload(sub),
+                    self.private,
                     resources={"GPU": 1},
                     pure=False,
                     key=f"leaderboard-{sid}-{sub['attempts']}",

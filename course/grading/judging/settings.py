@@ -72,9 +72,10 @@ class GradeSettings:
 
 def private_folders(opts) -> list[Path]:
     """The folders of ``grade``'s command line that no sandbox may see, wherever they lie:
-    the submissions', the outputs' (grades, feedback) and the instructor notebooks'
-    (solutions).  The grader's own sandboxes and every Dask worker's hide them alike
-    (``GradeSettings.private``; a path another machine lacks is skipped there)."""
-    hide = [Path(p) if Path(p).is_dir() else Path(p).parent for p in opts.submissions]
-    hide += [Path(opts.out).resolve().parent] + ([Path(opts.feedback)] if opts.feedback else [])
-    return [*hide, Path(opts.notebooks).resolve()]
+    every path it names (``isolate.command_line_folders``: the submissions, the outputs,
+    the instructor folder and notebooks, the roster...).  The grader's own sandboxes and
+    every Dask worker's hide them alike (``GradeSettings.private``; a path another
+    machine lacks is skipped there)."""
+    from ..wall.isolate import command_line_folders
+
+    return command_line_folders(opts)

@@ -31,6 +31,7 @@ RUN_SHARE = 0.75  # every sandbox of one run together: at most this share of the
 OWNER_ENV = "COURSE_CGROUP_OWNER"  # the pid whose parent cgroup a run's workers share
 _RUN_LOCK = threading.Lock()
 _RUN: dict[tuple[Path, int], Path | None] = {}  # (hierarchy root, pid) -> the parent there
+_REMOVING: set[int] = set()  # the processes that remove their run's parents at exit
 
 
 def machine_memory() -> int:
@@ -103,6 +104,7 @@ def run_parent(root: Path, files: dict[str, str], controller: str | None = None)
                 continue
             if not seen and owner == os.getpid():  # the run's first process removes it
                 atexit.register(_remove_parent, key, os.getpid())
+                _remove_at_exit()
             _RUN[key] = d
             return d
         _RUN[key] = None
@@ -168,6 +170,25 @@ def _remove_tree(d: Path) -> None:
         d.rmdir()
     except OSError:
         pass
+
+
+def _remove_at_exit() -> None:
+    """Once in the run's first process: at its exit, remove its parents in every hierarchy,
+    those its Dask workers made too (a worker pinned to its cores makes the cpuset one)."""
+    if os.getpid() not in _REMOVING:
+        _REMOVING.add(os.getpid())
+        atexit.register(_remove_everywhere, os.getpid())
+
+
+def _remove_everywhere(pid: int) -> None:
+    if os.getpid() != pid:
+        return
+    hierarchies = [(Cgroup.V2, None), *((r, c) for c, r in Cgroup.V1.items())]
+    for root, controller in [*hierarchies, (Cgroup.V1_CPUSET, "cpuset")]:
+        if root.is_dir():
+            for base in {own_place(root, controller), root}:
+                if (base / f"course-run-{pid}").is_dir():
+                    _remove_tree(base / f"course-run-{pid}")
 
 
 def _remove_parent(key: tuple[Path, int], pid: int) -> None:

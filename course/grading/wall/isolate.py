@@ -126,6 +126,7 @@ class Isolation:
         tmp = Path("/tmp")  # the scratch tmpfs: what lies under it is bound after
         return {
             "root": str(self.run_dir),
+            "user_namespace": self.user_namespace,  # no namespace made in it again (tree.py)
             "scratch": self.scratch,
             "scratch_mb": SCRATCH_MB,
             "shm_mb": SHM_MB,
@@ -287,6 +288,9 @@ if sum(p.isdigit() for p in os.listdir("/proc")) >= 5:
     bad.append("other processes are visible")
 if not os.path.isdir(course):
     bad.append("the course package is missing")
+import ctypes
+if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) == 0:   # last: it changes this process
+    bad.append("a user namespace can be made in it (and every capability regained there)")
 print("; ".join(bad))
 sys.exit(1 if bad else 0)
 """
@@ -349,12 +353,32 @@ NONE_MESSAGE = (
 )
 
 
+def command_line_folders(opts) -> list[Path]:
+    """The folder of every path a command line names (``grade``'s submissions, outputs,
+    instructor folder and notebooks, roster, profile; the leaderboard's database and
+    roster): what an instructor points a command at is theirs, and no sandbox may see it,
+    wherever it lies.  A file counts by its folder, as does a path not made yet."""
+    folders: list[Path] = []
+    for value in vars(opts).values():
+        for p in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(p, Path):
+                p = p.resolve()
+                folders.append(p if p.is_dir() else p.parent)
+    return folders
+
+
 def for_grading(hide: list, run_dir: Path) -> tuple[Isolation | None, str]:
     """The grading sandbox: the fresh tree, with the hidden cases, instructor notebooks and
     ``hide`` (submissions, outputs) covered where they lie inside a mounted folder (a wheel
-    keeps them in site-packages); ``run_dir``'s scratch tmpfs the only writable place."""
+    keeps them in site-packages); ``run_dir``'s scratch tmpfs the only writable place.  A
+    folder of ``hide`` not made yet (an output folder) is made now, empty: one made after
+    the tree is planned would show inside a bound folder."""
     from ...platform.resources import ROOT, SHIPPED
     from .. import hidden
+
+    for p in hide:
+        if p is not None and not Path(p).exists():
+            Path(p).mkdir(parents=True, exist_ok=True)
 
     covered = [
         hidden.hidden_dir(),

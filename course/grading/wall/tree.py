@@ -108,9 +108,26 @@ def main(argv):
     os.execvpe(cmd[0], cmd, plan["env"])
 
 
+def no_more_namespaces():
+    """In the sandbox's own user namespace (root there, its capabilities not yet dropped):
+    no process of the sandbox may make a namespace of any kind again.  A process without
+    capabilities may still make a user namespace of its own, and in it regain every
+    capability: mount the host's cgroups and rewrite its own limits, freeze other
+    processes (a red team did).  These limits belong to the user namespace written in;
+    the host's own are never touched (a sandbox without a user namespace skips this, and
+    ``isolate.make`` refuses it where it could nest one)."""
+    folder = "/proc/sys/user"
+    for name in sorted(os.listdir(folder)):
+        if name.startswith("max_") and name.endswith("_namespaces"):
+            with open(os.path.join(folder, name), "w") as f:
+                f.write("0")
+
+
 def enter(plan):
     """Build the plan's tree on a tmpfs, ``pivot_root`` into it and go to the scratch
     folder: in a mount namespace of its own, whose ``/proc`` is the PID namespace's."""
+    if plan.get("user_namespace"):
+        no_more_namespaces()
     new, scratch, tmp = plan["root"], plan["scratch"], "/tmp"
     under_tmp = scratch.startswith(tmp + "/")
     mount("course-root", new, "tmpfs", 0, "size=1m,mode=0755")
