@@ -152,7 +152,9 @@ class Isolation:
             f"{len(self.hide)} private folder(s) - hidden cases, solution notebooks, "
             f"submissions, outputs - show as empty), an empty environment but an "
             f"allowlist, a {SCRATCH_MB} MB scratch tmpfs as /tmp and home, no "
-            f"capabilities; {cg}"
+            f"capabilities, no namespace of its own making ("
+            + ("a user namespace of its own" if self.user_namespace else "no user namespace")
+            + f"); {cg}"
         )
 
 
