@@ -157,3 +157,45 @@ def test_a_leaderboard_worker_hides_the_services_folders(monkeypatch, tmp_path):
     monkeypatch.setattr(runner, "sandbox", lambda hide: (seen.extend(hide), (None, "none"))[1])
     queue.judge_on_worker("vector_add", {}, (str(tmp_path / "db"), str(tmp_path / "lms")))
     assert seen == [tmp_path / "db", tmp_path / "lms"]
+
+
+def _on_a_worker(run: str) -> dict:
+    """(a Dask task) The worker's folders on sys.path, and what a sandbox planned there binds."""
+    import sys
+
+    from course.grading.classroom import dask_workers
+
+    mine = dask_workers.worker_folders()
+    on_path = [p for p in sys.path if any(isolate._inside(Path(p), f) for f in mine)]
+    Path(run).mkdir()
+    try:
+        iso = dask_workers._sandbox(Path(run), SimpleNamespace(private=()))
+    except dask_workers.SandboxMissing as exc:
+        return {"skip": str(exc)}
+    binds = [str(p) for kind, p, _ in iso.ops if kind == "bind"]
+    return {"mine": [str(f) for f in mine], "on_path": on_path, "binds": binds}
+
+
+@pytest.mark.timeout(180)
+def test_a_dask_workers_scratch_space_is_on_its_path_but_in_no_sandbox(tmp_path):
+    """Dask puts a worker's scratch folder (uploads, data it spills) on ``sys.path``, where
+    the sandbox would bind it; the worker's sandboxes hide it, its siblings' too."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            local_directory=str(tmp_path / "scratch"),
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        got = client.submit(_on_a_worker, str(tmp_path / "run")).result(timeout=120)
+    if "skip" in got:
+        pytest.skip(got["skip"])
+    assert got["mine"] and got["on_path"], got  # Dask did put it there
+    for b in got["binds"]:
+        assert not any(isolate._inside(Path(f), Path(b)) for f in got["mine"]), (b, got)
+        assert not any(isolate._inside(Path(b), Path(f)) for f in got["mine"]), (b, got)

@@ -114,7 +114,10 @@ def judge_on_worker(board: str, payload: dict, private: tuple = ()) -> dict:
     """A Dask task: judge one submission on the worker's GPU, in that worker's sandbox,
     which hides the service's ``private`` folders too (those of them this machine has)."""
     if "isolation" not in _WORKER:
-        _WORKER["isolation"], _WORKER["said"] = runner.sandbox([Path(p) for p in private])
+        from ..grading.classroom.dask_workers import worker_folders
+
+        hide = [Path(p) for p in private] + worker_folders()
+        _WORKER["isolation"], _WORKER["said"] = runner.sandbox(hide)
         print(_WORKER["said"])
     if _WORKER["isolation"] is None:  # fail closed: no submission judged unsandboxed
         from ..grading.classroom.dask_workers import no_sandbox_message

@@ -196,10 +196,24 @@ def _sandbox(folder: Path, opts):
     where this machine cannot build one (fail closed: never grade unsandboxed silently)."""
     from ..wall.isolate import for_grading
 
-    isolation, said = for_grading([Path(p) for p in opts.private], folder)
+    hide = [Path(p) for p in opts.private] + worker_folders()
+    isolation, said = for_grading(hide, folder)
     if isolation is None:
         raise SandboxMissing(no_sandbox_message(said))
     return isolation
+
+
+def worker_folders() -> list[Path]:
+    """This Dask worker's scratch space (its folder and its siblings': what a client
+    uploads, what a worker spills to disk), which Dask puts on ``sys.path``: hidden from
+    its sandboxes like the run's own folders.  None outside a Dask worker."""
+    try:
+        from distributed import get_worker
+
+        mine = Path(get_worker().local_directory)
+    except (ImportError, ValueError, AttributeError):
+        return []
+    return [mine, mine.parent]
 
 
 def _ceilings(opts):
