@@ -1,9 +1,13 @@
-"""No namespace inside a sandbox: a cell without capabilities could still make a user
-namespace of its own, regain every capability in it, mount the host's cgroups and rewrite
+"""No namespace inside a sandbox, and nothing the kernel keeps per uid: a cell without
+capabilities could still make a user namespace of its own, regain every capability in it, mount the host's cgroups and rewrite
 its own limits or freeze other processes (the red team's attack, 2026-11-29: a cell lifted
 its pids limit, took the run's process ids and failed other students).  Each sandbox, cold
 or forked from a zygote, sets its user namespace's namespace limits to 0 before it drops
 its capabilities; ``isolate.make`` refuses a sandbox where a cell could still nest one.
+Keyrings and inotify instances are counted per uid whatever the namespace (round 3: a cell
+read a key of the grader's and left one for the next student, and took every inotify
+instance root had): a system call filter (``tree.deny_calls``) refuses them, and rlimits
+bound the signals and message queues a sandbox may take of its uid's share.
 
 Also here: a private folder that does not exist yet when the sandbox is made (an output
 folder inside a bound one) is made then, and covered."""
@@ -23,14 +27,18 @@ from course.grading.wall import isolate
 pytestmark = pytest.mark.xdist_group("grade-sandbox")
 
 NEST = """
-import ctypes, os
+import ctypes, os, platform, resource
 libc = ctypes.CDLL(None, use_errno=True)
 made = {}
+calls = {"x86_64": (250, 294), "aarch64": (219, 26)}[platform.machine()]
+made["keyring"] = libc.syscall(calls[0], 0, -4, 0) >= 0   # keyctl: the uid's user keyring
+made["inotify"] = libc.syscall(calls[1], 0) >= 0
 for name, flag in (("user", 0x10000000), ("mount", 0x20000), ("cgroup", 0x02000000)):
     made[name] = libc.unshare(flag) == 0
 limits = {n: open("/proc/sys/user/" + n).read().strip()
           for n in os.listdir("/proc/sys/user") if n.endswith("_namespaces")}
-result = {"made": made, "limits": limits}
+rlimits = [resource.getrlimit(r)[0] for r in (resource.RLIMIT_SIGPENDING, resource.RLIMIT_MSGQUEUE)]
+result = {"made": made, "limits": limits, "rlimits": rlimits}
 """
 
 
@@ -50,7 +58,9 @@ def _sandbox(run: Path):
 
 
 def _nothing_nests(got: dict, user_namespace: bool) -> None:
-    assert got["made"] == {"user": False, "mount": False, "cgroup": False}, got
+    assert set(got["made"]) == {"keyring", "inotify", "user", "mount", "cgroup"}
+    assert not any(got["made"].values()), got
+    assert got["rlimits"] == [256, 0], got  # signals queued, POSIX queues: the uid's, shared
     if user_namespace:
         assert got["limits"]["max_user_namespaces"] == "0", got
         assert set(got["limits"].values()) == {"0"}, got
@@ -119,3 +129,93 @@ def test_a_private_folder_made_after_the_sandbox_is_covered_all_the_same(tmp_pat
         assert seen == [], seen
     finally:
         shutil.rmtree(later, ignore_errors=True)
+
+
+def _run_filter(prog, arch: int, nr: int) -> int:
+    """What the classic BPF program ``prog`` returns for a call (arch, nr)."""
+    acc, pc = 0, 0
+    while True:
+        code, jt, jf, k = prog[pc]
+        if code == 0x20:
+            acc = {0: nr, 4: arch}[k]
+            pc += 1
+        elif code in (0x15, 0x35):
+            hit = acc == k if code == 0x15 else acc >= k
+            pc += 1 + (jt if hit else jf)
+        else:
+            assert code == 0x06
+            return k
+
+
+def test_the_filter_refuses_keyrings_inotify_and_other_abis_and_nothing_else():
+    from course.grading.wall import tree
+
+    for machine, calls in tree.DENIED.items():
+        prog = tree.seccomp_program(machine)
+        arch = tree.AUDIT_ARCH[machine]
+        for nr in calls.values():
+            assert _run_filter(prog, arch, nr) == tree.RET_EPERM, (machine, nr)
+        allowed = set(range(0, 460)) - set(calls.values())
+        assert {_run_filter(prog, arch, nr) for nr in allowed} == {tree.RET_ALLOW}, machine
+        assert _run_filter(prog, 0x40000003, 288) == tree.RET_EPERM  # i386's keyctl (int 0x80)
+        assert _run_filter(prog, arch, tree.X32_BIT | 250) == tree.RET_EPERM  # x32's
+    assert tree.seccomp_program("sparc64") is None
+
+
+def test_the_grader_reads_only_the_end_of_a_sandboxs_log(tmp_path):
+    """A worker may write 64 MB of log; the grader keeps its last line, not 64 MB of str."""
+    import tracemalloc
+    from types import SimpleNamespace
+
+    from course.grading.wall.child import LOG_TAIL, Child
+
+    log = tmp_path / "log.txt"
+    with open(log, "w") as f:
+        f.write("ab\n" * (4 << 20))  # 12 MB of short lines
+        f.write("the last words\n")
+    child = object.__new__(Child)
+    child.proc, child.log_path = SimpleNamespace(returncode=None), log  # alive, silent
+    tracemalloc.start()
+    said = child.last_words()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert said == "the last words"
+    assert peak < 64 * LOG_TAIL, peak  # its lines as str: ~1.5 MB; the whole log: ~300 MB
+
+
+@pytest.mark.timeout(180)
+def test_the_graders_folder_inside_a_bound_one_and_nested_private_folders_are_hidden(
+    tmp_path, monkeypatch
+):
+    """Round 3: graded from a folder inside ``data/`` (bound), a cell read the grades kept
+    there; and a private folder inside another (a class in data/, its roster beside it)
+    failed every sandbox: the inner cover's mount point lay under the outer one."""
+    tag = f".course-test-{tmp_path.name}"
+    work, outer = REPO / "data" / f"{tag}-work", REPO / "data" / f"{tag}-outer"
+    inner = outer / "class"
+    public = next(p for p in sorted((REPO / "data").rglob("*")) if p.is_file())
+    try:
+        for d in (work, inner):
+            d.mkdir(parents=True)
+        (work / "grades-week1.csv").write_text("alice,6")
+        (inner / "alice.ipynb").write_text("{}")
+        monkeypatch.chdir(work)
+        run = tmp_path / "run"
+        run.mkdir()
+        iso, said = isolate.for_grading([outer, inner], run)
+        if iso is None and not _host_has_user_namespaces():
+            pytest.skip(said)
+        assert iso is not None, said
+        cells = Cells(iso, run)
+        try:
+            where = {"work": str(work / "grades-week1.csv"), "class": str(inner / "alice.ipynb")}
+            where["public"] = str(public)
+            seen = cells(
+                f"import os\nresult = {{k: os.path.exists(p) for k, p in {where!r}.items()}}"
+            )
+        finally:
+            cells.child.stop()
+        assert seen == {"work": False, "class": False, "public": True}, seen
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(outer, ignore_errors=True)

@@ -1,8 +1,8 @@
 """The wall: every process that reads, compiles or runs what a submission controls.
 
 Three children stand behind it, each started from an empty environment in a fresh mount
-tree (``isolate``, ``tree``; limits from ``cgroup``) that holds only the Python
-installation, the course package and its own scratch: the ``worker`` runs the student's
+tree (``isolate``, ``tree``, checked on this machine by ``probe``; limits from ``cgroup``)
+that holds only the Python installation, the course package and its own scratch: the ``worker`` runs the student's
 cells and sends back what they defined, the ``gate`` compiles a kernel's unit with
 numba-cuda's compiler, the ``measurer`` rebuilds the gated kernel and launches it on
 guarded buffers (``launch``) under the GPU's measuring lock (``platform/gpu_lock``).  ``child``

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ...platform.resources import IMPORT_ROOT as REPO
+from . import tree
 from .wire import Channel, widen
 
 # A child's whole environment: nothing of the grader's (its cloud keys, hub and service
@@ -249,16 +250,27 @@ class Child:
 
     def last_words(self) -> str:
         rc = self.proc.returncode
-        crash = _signal_name(rc) if rc else ""
-        try:
-            tail = [l for l in self.log_path.read_text(errors="replace").splitlines() if l.strip()]
-        except OSError:
-            tail = []
-        if crash:
-            return crash
+        if rc:
+            return _signal_name(rc)
         if rc == 0:
             return "the worker exited before grading was over (os._exit or sys.exit?)"
+        try:
+            tail = [l for l in log_tail(self.log_path).splitlines() if l.strip()]
+        except OSError:
+            tail = []
         return tail[-1][:200] if tail else ""
+
+
+LOG_TAIL = 64 << 10  # bytes of a sandbox's log the grader reads: its end, never its 64 MB
+
+
+def log_tail(path: Path) -> str:
+    """The last :data:`LOG_TAIL` bytes of a log a sandboxed process wrote (what it writes is
+    the submission's to choose: the grader never holds more of it than this)."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - LOG_TAIL))
+        return f.read(LOG_TAIL).decode(errors="replace")
 
 
 # ---------------------------------------------------------------------------------------
@@ -284,6 +296,7 @@ def _limits(timeout: float, memory_mb: int, procs=()):
             (resource.RLIMIT_CORE, 0),
             (resource.RLIMIT_CPU, int(2 * timeout) + 30),
             (resource.RLIMIT_FSIZE, 64 << 20),
+            *tree.PER_UID_LIMITS,
         ]
         if memory_mb:
             wanted.append((resource.RLIMIT_AS, memory_mb << 20))

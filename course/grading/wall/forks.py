@@ -6,7 +6,7 @@ submission.  With :class:`Forks` on an :class:`isolate.Isolation` (``grade`` tur
 ``--cold`` keeps every child cold, as before), ``child.Child`` asks a zygote instead: one
 per kind (``run``: worker and measurer; ``gate``: the compiler), started once per grading
 process with the children's own environment, tried once with the sandbox's probe
-(``isolate.PROBE``, plus no capability left) before its first real fork.  A zygote that
+(``probe.PROBE``, plus no capability left) before its first real fork.  A zygote that
 cannot start, or whose probe fails, is not used again: its children start cold, and the
 run says so once.
 
@@ -241,7 +241,7 @@ class Forks:
         return z
 
     def _probe(self, z: Zygote, env: dict) -> str:
-        """Why a fork of ``z`` is not the sandbox it must be (``isolate.PROBE``), or ''."""
+        """Why a fork of ``z`` is not the sandbox it must be (``probe.PROBE``), or ''."""
         from ...platform.resources import PACKAGE
 
         with (

@@ -60,6 +60,7 @@ from pathlib import Path
 
 from .cgroup import Cgroup
 from .counter import ncu_home
+from .probe import PLANTED, PROBE
 
 SCRATCH_MB = 256  # the writable tmpfs of one sandbox (/tmp and scratch together)
 SHM_MB = 64  # its /dev/shm
@@ -220,6 +221,13 @@ def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
         dirs.append(repo / "notebooks")
 
     covers = [h for h in {*hide, repo, home} if any(_inside(h, b) for b in binds)]
+    # the grader's working folder, where it lies inside a bound one (data/, a prefix) and is
+    # not bound itself (a Python prefix run from stays whole)
+    here = [c for c in _existing([os.getcwd()]) if c not in binds]
+    covers += [c for c in here if any(_inside(c, b) for b in binds)]
+    # a folder inside another covered one is hidden with it (its own cover could not be
+    # mounted: the outer tmpfs hides its mount point)
+    covers = [c for c in set(covers) if not any(c != o and _inside(c, o) for o in covers)]
 
     def inside(p):
         return any(_inside(p, b) and p != b for b in binds) and not any(
@@ -262,40 +270,6 @@ _PREFIXES = (
     ],
 )
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-PLANTED = "COURSE_SANDBOX_PROBE_PLANTED"
-# run in the sandbox by make(): argv = secret file, socket, course package, scratch
-PROBE = r"""
-import os, socket, sys
-secret, sock, course, scratch = sys.argv[1:5]
-bad = []
-if os.path.lexists(secret):
-    bad.append("a file outside the tree is there")
-s = socket.socket(socket.AF_UNIX)
-try:
-    s.connect(sock)
-    bad.append("a Unix socket outside the tree connects")
-except OSError:
-    pass
-if any(k.startswith("COURSE_SANDBOX_PROBE") for k in os.environ):
-    bad.append("the grader's environment got in")
-for line in open("/proc/self/mountinfo"):
-    f = line.split()
-    point, opts = f[4], f[5].split(",")
-    rw = point in ("/tmp", "/dev/shm", scratch, "/proc")   # not /proc/sys: read-only
-    if "ro" not in opts and not rw:
-        bad.append(point + " is writable")
-with open(os.path.join(scratch, "ok"), "w") as f:
-    f.write("ok")
-if sum(p.isdigit() for p in os.listdir("/proc")) >= 5:
-    bad.append("other processes are visible")
-if not os.path.isdir(course):
-    bad.append("the course package is missing")
-import ctypes
-if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) == 0:   # last: it changes this process
-    bad.append("a user namespace can be made in it (and every capability regained there)")
-print("; ".join(bad))
-sys.exit(1 if bad else 0)
-"""
 
 
 def make(hide: list[Path], run_dir: Path) -> tuple[Isolation | None, str]:
@@ -317,7 +291,7 @@ def make(hide: list[Path], run_dir: Path) -> tuple[Isolation | None, str]:
         listener.listen(4)
         env = dict(os.environ, **{PLANTED: "planted"})
         for prefix in _PREFIXES:
-            probe = Isolation(prefix, [], probe_run)
+            probe = Isolation(prefix, hide, probe_run)  # the run's own tree, covers and all
             cmd = probe.wrap(
                 [
                     os.path.abspath(sys.executable),

@@ -91,10 +91,13 @@ def drop_capabilities() -> None:
 def _limits(cpu_s: int, memory_mb: int) -> None:
     import resource
 
+    from .tree import PER_UID_LIMITS
+
     wanted = [
         (resource.RLIMIT_CORE, 0),
         (resource.RLIMIT_CPU, cpu_s),
         (resource.RLIMIT_FSIZE, 64 << 20),
+        *PER_UID_LIMITS,
     ]
     if memory_mb:
         wanted.append((resource.RLIMIT_AS, memory_mb << 20))
@@ -131,6 +134,7 @@ def _first(req: dict, pipes: tuple[int, int], log: int) -> None:
     os.dup2(log, 2)
     _only_fds({0, 1, 2, *pipes})
     drop_capabilities()
+    tree.deny_calls()
     _limits(int(req["cpu_s"]), int(req["memory_mb"]))
     os.environ.clear()
     os.environ.update(req["plan"]["env"])
@@ -145,7 +149,7 @@ def _first(req: dict, pipes: tuple[int, int], log: int) -> None:
         pass
     if req.get("probe"):
         sys.argv = ["probe", *req["probe"]]
-        from .isolate import PROBE
+        from .probe import PROBE
 
         try:
             exec(compile(PROBE, "<probe>", "exec"), {"__name__": "__main__"})  # noqa: S102
