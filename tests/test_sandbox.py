@@ -627,14 +627,16 @@ def test_the_tree_binds_no_home_root_or_checkout(tmp_path):
     from course.grading.wall import isolate
     from course.platform import resources
 
-    hide = [REPO / "data", tmp_path]  # inside a mounted folder / outside all
+    hide = [REPO / "data" / "faces", tmp_path]  # inside a mounted folder / outside all
     ops = isolate.plan(hide, tmp_path / "run")
     binds = [p for kind, p, _ in ops if kind == "bind"]
     for p in binds:
         for kept in (Path("/"), Path.home().resolve(), REPO, tmp_path):
             assert p != kept and not isolate._inside(kept, p), (p, kept)
     assert resources.PACKAGE in binds and Path(sys.base_prefix).resolve() in binds
-    assert [p for kind, p, _ in ops if kind == "cover"] == [(REPO / "data").resolve()]
+    assert [p for kind, p, _ in ops if kind == "cover"] == [(REPO / "data" / "faces").resolve()]
+    with pytest.raises(isolate.PrivateBound, match="every sandbox reads that folder"):
+        isolate.plan([REPO / "data"], tmp_path / "run")  # a folder it binds: refused
     assert not any(str(p).startswith(("/home", "/run", "/var")) for p in binds)
     assert not any(
         p == Path("/etc")

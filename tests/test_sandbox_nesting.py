@@ -30,13 +30,14 @@ NEST = """
 import ctypes, os, platform, resource
 libc = ctypes.CDLL(None, use_errno=True)
 made = {}
-calls = {"x86_64": (250, 294), "aarch64": (219, 26)}[platform.machine()]
+calls = {"x86_64": (250, 294, 300), "aarch64": (219, 26, 262)}[platform.machine()]
 made["keyring"] = libc.syscall(calls[0], 0, -4, 0) >= 0   # keyctl: the uid's user keyring
 made["inotify"] = libc.syscall(calls[1], 0) >= 0
+made["fanotify"] = libc.syscall(calls[2], 0x200, 0) >= 0   # FAN_REPORT_FID: no capability
 for name, flag in (("user", 0x10000000), ("mount", 0x20000), ("cgroup", 0x02000000)):
     made[name] = libc.unshare(flag) == 0
 limits = {n: open("/proc/sys/user/" + n).read().strip()
-          for n in os.listdir("/proc/sys/user") if n.endswith("_namespaces")}
+          for n in os.listdir("/proc/sys/user") if n.startswith("max_")}
 rlimits = [resource.getrlimit(r)[0] for r in (resource.RLIMIT_SIGPENDING, resource.RLIMIT_MSGQUEUE)]
 result = {"made": made, "limits": limits, "rlimits": rlimits}
 """
@@ -58,7 +59,7 @@ def _sandbox(run: Path):
 
 
 def _nothing_nests(got: dict, user_namespace: bool) -> None:
-    assert set(got["made"]) == {"keyring", "inotify", "user", "mount", "cgroup"}
+    assert set(got["made"]) == {"keyring", "inotify", "fanotify", "user", "mount", "cgroup"}
     assert not any(got["made"].values()), got
     assert got["rlimits"] == [256, 0], got  # signals queued, POSIX queues: the uid's, shared
     if user_namespace:
@@ -219,3 +220,82 @@ def test_the_graders_folder_inside_a_bound_one_and_nested_private_folders_are_hi
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(outer, ignore_errors=True)
+
+
+def test_a_private_path_in_a_folder_every_sandbox_reads_is_refused_with_a_sentence(tmp_path):
+    """Round 4: a roster in data/ made data/ private while every sandbox binds it; the tree
+    failed its check and the grader went on without a sandbox.  Now no sandbox is made,
+    and the message says which folder and why."""
+    run = tmp_path / "run"
+    run.mkdir()
+    iso, said = isolate.make([REPO / "data"], run)
+    assert iso is None and f"{REPO / 'data'} holds a path named on the command line" in said
+
+
+@pytest.mark.timeout(300)
+def test_grade_with_no_sandbox_grades_nothing_unless_told_to(tmp_path):
+    """``--isolation auto`` where no sandbox holds: nothing is graded (before, the class ran
+    unsandboxed with a warning); ``--isolation none`` is the instructor's explicit choice."""
+    import sys
+
+    from conftest import REPO as repo
+
+    roster = REPO / "data" / f".course-test-roster-{tmp_path.name}.csv"  # data/: refused
+    roster.write_text("submission,id\n")
+    sub = repo / "tests" / "fixtures" / "submissions" / "correct" / "01_vector_add.ipynb"
+    try:
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "course",
+                "grade",
+                str(sub),
+                "--out",
+                str(tmp_path / "g.csv"),
+                "--roster",
+                str(roster),
+                "--timeout",
+                "120",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=280,
+            cwd=tmp_path,
+        )
+    finally:
+        roster.unlink()
+    assert r.returncode != 0 and "nothing was graded" in r.stderr, r.stdout[-600:] + r.stderr
+    assert "worker sandbox: NONE" in r.stdout and not (tmp_path / "g.csv").exists()
+
+
+@pytest.mark.timeout(120)
+def test_the_leaderboard_with_no_sandbox_does_not_start(tmp_path):
+    import sys
+
+    roster = REPO / "data" / f".course-test-roster-{tmp_path.name}.csv"  # data/: refused
+    roster.write_text("submission,id\nalice,1\n")
+    try:
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "course",
+                "leaderboard",
+                "serve",
+                "--db",
+                str(tmp_path / "lb.db"),
+                "--port",
+                "0",
+                "--roster",
+                str(roster),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=100,
+            cwd=tmp_path,
+        )
+    finally:
+        roster.unlink()
+    assert r.returncode == 2 and "did not start" in r.stdout, r.stdout[-600:] + r.stderr
+    assert "worker sandbox: NONE" in r.stdout

@@ -121,6 +121,9 @@ def serve(opts) -> int:
     if opts.isolation != "none":
         isolation, lost = runner.sandbox(private)
         print(lost)
+        if isolation is None and not opts.scheduler:  # fail closed: no submission unsandboxed
+            print("error: the service did not start (no sandbox on this machine: above)")
+            return 2
     judge = _judge(opts.judge)
     q: queues.DaskQueue | queues.LocalQueue
     if opts.scheduler:

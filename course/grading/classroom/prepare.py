@@ -67,6 +67,8 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
 
         isolation, said = for_grading(private_folders(opts), run_dir)
         print(said)
+        if isolation is None and not getattr(opts, "scheduler", None):  # fail closed
+            raise SystemExit("grade: nothing was graded (no sandbox on this machine: above)")
         if isolation is not None and not getattr(opts, "cold", False) and not remote:
             lessons = {s.lesson for s in subs}
             warm = len(subs) >= WARM_IMPORTS_FROM  # ~3 s of a zygote: worth it for a class

@@ -60,7 +60,7 @@ from pathlib import Path
 
 from .cgroup import Cgroup
 from .counter import ncu_home
-from .probe import PLANTED, PROBE
+from .probe import NONE_MESSAGE, PLANTED, PROBE
 
 SCRATCH_MB = 256  # the writable tmpfs of one sandbox (/tmp and scratch together)
 SHM_MB = 64  # its /dev/shm
@@ -220,6 +220,13 @@ def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
             add(repo / name)
         dirs.append(repo / "notebooks")
 
+    clash = sorted(h for h in hide if h in binds)
+    if clash:
+        raise PrivateBound(
+            f"{clash[0]} holds a path named on the command line, and every sandbox reads "
+            "that folder (Python, the course package or its public data): keep the "
+            "class, its outputs and rosters elsewhere"
+        )
     covers = [h for h in {*hide, repo, home} if any(_inside(h, b) for b in binds)]
     # the grader's working folder, where it lies inside a bound one (data/, a prefix) and is
     # not bound itself (a Python prefix run from stays whole)
@@ -291,7 +298,10 @@ def make(hide: list[Path], run_dir: Path) -> tuple[Isolation | None, str]:
         listener.listen(4)
         env = dict(os.environ, **{PLANTED: "planted"})
         for prefix in _PREFIXES:
-            probe = Isolation(prefix, hide, probe_run)  # the run's own tree, covers and all
+            try:
+                probe = Isolation(prefix, hide, probe_run)  # the run's own tree, covers and all
+            except PrivateBound as exc:
+                return None, NONE_MESSAGE.format(why=str(exc))
             cmd = probe.wrap(
                 [
                     os.path.abspath(sys.executable),
@@ -321,12 +331,8 @@ def make(hide: list[Path], run_dir: Path) -> tuple[Isolation | None, str]:
     )
 
 
-NONE_MESSAGE = (
-    "worker sandbox: NONE ({why}). Verdicts are still decided only by the "
-    "grader, but student code runs as you: it can read and write your files, "
-    "the hidden cases included, and signal your processes. Grade inside a "
-    "container (instructor/README.md) for a class."
-)
+class PrivateBound(ValueError):
+    """A private path (named on the command line) is a folder every sandbox must read."""
 
 
 def command_line_folders(opts) -> list[Path]:

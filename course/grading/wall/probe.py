@@ -12,6 +12,12 @@ capability).  argv: the secret file, the socket, the course package, the scratch
 """
 
 PLANTED = "COURSE_SANDBOX_PROBE_PLANTED"
+NONE_MESSAGE = (  # where no sandbox holds: nothing is graded
+    "worker sandbox: NONE ({why}). Without it student code would run as you: it could "
+    "read and write your files, the hidden cases included, and signal your processes. "
+    "Nothing is graded so: grade inside a container (instructor/README.md), or pass "
+    "--isolation none to accept that."
+)
 PROBE = r"""
 import os, socket, sys
 secret, sock, course, scratch = sys.argv[1:5]

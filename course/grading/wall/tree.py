@@ -109,10 +109,10 @@ def main(argv):
     os.execvpe(cmd[0], cmd, plan["env"])
 
 
-# system calls no sandbox makes: the kernel's keyrings and inotify are counted and kept per
-# uid, not per namespace, and a sandbox runs as the grader's own uid - through them a cell
-# could read the grader's keys, leave a key for the next student, or use up the uid's
-# inotify instances for every process of it on the host
+# system calls no sandbox makes: the kernel's keyrings, inotify and fanotify are counted and
+# kept per uid, not per namespace, and a sandbox runs as the grader's own uid - through them
+# a cell could read the grader's keys, leave a key for the next student, or use up the
+# uid's inotify instances or fanotify groups for every process of it on the host
 DENIED = {
     "x86_64": {
         "add_key": 248,
@@ -120,8 +120,15 @@ DENIED = {
         "keyctl": 250,
         "inotify_init": 253,
         "inotify_init1": 294,
+        "fanotify_init": 300,
     },
-    "aarch64": {"add_key": 217, "request_key": 218, "keyctl": 219, "inotify_init1": 26},
+    "aarch64": {
+        "add_key": 217,
+        "request_key": 218,
+        "keyctl": 219,
+        "inotify_init1": 26,
+        "fanotify_init": 262,
+    },
 }
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # what else the kernel counts per uid, across namespaces: a sandbox may queue few signals
@@ -172,7 +179,8 @@ def deny_calls():
 
 def no_more_namespaces():
     """In the sandbox's own user namespace (root there, its capabilities not yet dropped):
-    no process of the sandbox may make a namespace of any kind again.  A process without
+    no process of the sandbox may make a namespace of any kind again (nor an inotify or
+    fanotify instance: every ``max_*`` limit of the namespace is 0).  A process without
     capabilities may still make a user namespace of its own, and in it regain every
     capability: mount the host's cgroups and rewrite its own limits, freeze other
     processes (a red team did).  These limits belong to the user namespace written in;
@@ -180,7 +188,7 @@ def no_more_namespaces():
     ``isolate.make`` refuses it where it could nest one)."""
     folder = "/proc/sys/user"
     for name in sorted(os.listdir(folder)):
-        if name.startswith("max_") and name.endswith("_namespaces"):
+        if name.startswith("max_"):  # namespaces; inotify, fanotify (refused by the filter too)
             with open(os.path.join(folder, name), "w") as f:
                 f.write("0")
 
