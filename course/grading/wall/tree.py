@@ -2,15 +2,19 @@
 
 ``python -I -S tree.py PLAN -- COMMAND...`` is what ``isolate.Isolation.wrap`` runs as the
 first process of the sandbox's namespaces (root in its user namespace, before any student
-code).  PLAN (JSON, made by the grader: ``isolate.plan``) says which host paths to bind
+code).  First it sets every ``max_*`` limit of its user namespace to 0 (no namespace,
+inotify or fanotify instance made in it again: :func:`no_more_namespaces`).  PLAN (JSON,
+made by the grader: ``isolate.plan``) says which host paths to bind
 read-only at the same place, which folders to cover with an empty tmpfs, which symlinks and
 empty folders to make; this script mounts a tmpfs on the run folder as the new root, builds
 the tree there, makes every mount of it read-only, adds the writable scratch (``/tmp``, the
 scratch folder) and ``/dev/shm``, the namespace's own ``/proc`` (its ``sys``, ``irq``,
 ``bus``, ``fs`` and ``sysrq-trigger`` read-only: as root's own uid a process could write
 the host's kernel settings through them, capabilities or not), then ``pivot_root`` into it
-and detaches the host's tree, and finally execs COMMAND (``setpriv`` dropping every
-capability, then the worker) with exactly the plan's environment.
+and detaches the host's tree, installs a system call filter (:func:`deny_calls`: no
+keyrings, inotify or fanotify, nothing of another ABI), and finally execs COMMAND
+(``setpriv`` dropping every capability, then the worker) with exactly the plan's
+environment.  A zygote's fork does the same in-process (``zygote._first``).
 
 It imports nothing of the course and runs as one process with plain system calls: a
 sandbox starts in tens of milliseconds, not the hundreds a shell script of ``mount``
