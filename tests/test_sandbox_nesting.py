@@ -233,7 +233,10 @@ def test_a_private_path_in_a_folder_every_sandbox_reads_is_refused_with_a_senten
 
 
 @pytest.mark.timeout(300)
-def test_grade_with_no_sandbox_grades_nothing_unless_told_to(tmp_path):
+@pytest.mark.parametrize(
+    "executor", [[], ["--executor", "local", "--scheduler", "tcp://127.0.0.1:9"]]
+)
+def test_grade_with_no_sandbox_grades_nothing_unless_told_to(tmp_path, executor):
     """``--isolation auto`` where no sandbox holds: nothing is graded (before, the class ran
     unsandboxed with a warning); ``--isolation none`` is the instructor's explicit choice."""
     import sys
@@ -257,6 +260,7 @@ def test_grade_with_no_sandbox_grades_nothing_unless_told_to(tmp_path):
                 str(roster),
                 "--timeout",
                 "120",
+                *executor,  # a --scheduler with the local executor: graded here all the same
             ],
             capture_output=True,
             text=True,

@@ -67,7 +67,8 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
 
         isolation, said = for_grading(private_folders(opts), run_dir)
         print(said)
-        if isolation is None and not getattr(opts, "scheduler", None):  # fail closed
+        # fail closed: only another machine's Dask workers (which refuse on their own) grade
+        if isolation is None and not (remote and getattr(opts, "scheduler", None)):
             raise SystemExit("grade: nothing was graded (no sandbox on this machine: above)")
         if isolation is not None and not getattr(opts, "cold", False) and not remote:
             lessons = {s.lesson for s in subs}
