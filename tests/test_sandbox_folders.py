@@ -14,7 +14,7 @@ import pytest
 from test_sandbox import Cells
 
 from course.grading.classroom import dask_workers
-from course.grading.judging.settings import GradeSettings, private_folders
+from course.grading.judging.settings import GradeSettings
 from course.grading.wall import isolate
 from course.platform.resources import PACKAGE
 
@@ -73,7 +73,7 @@ def test_the_private_folders_are_every_path_the_command_line_names(tmp_path):
     opts.roster = top / "lms" / "roster.csv"
     opts.profile = top / "later" / "profile.json"  # not made yet
     opts.lesson, opts.jobs, opts.scheduler = "01_vector_add", 2, "tcp://x"  # not paths
-    got = set(private_folders(opts))
+    got = set(isolate.command_line_folders(opts))
     assert got == {
         top / "class",
         top / "out",
@@ -101,7 +101,7 @@ def test_a_dask_workers_sandbox_hides_the_class_wherever_it_lies(tmp_path, monke
         seed=1,
         mode="sim",
         isolation_choice="auto",
-        private=tuple(str(p) for p in private_folders(_command_line(top))),
+        private=tuple(str(p) for p in isolate.command_line_folders(_command_line(top))),
     )
     run = tmp_path / "run"
     run.mkdir()

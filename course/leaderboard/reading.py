@@ -180,18 +180,13 @@ class Reader:
     """One reader process and the service's end of its pipes."""
 
     def __init__(self, isolation=None):
+        from ..grading.wall.child import PYTHON
         from ..grading.wall.wire import Channel
 
         to_child, from_parent = os.pipe()
         to_parent, from_child = os.pipe()
         env = {k: v for k, v in os.environ.items() if not k.startswith("COURSE_LEADERBOARD")}
-        cmd = [
-            os.path.abspath(sys.executable),
-            "-m",
-            "course.leaderboard.reading",
-            str(to_child),
-            str(from_child),
-        ]
+        cmd = [PYTHON, "-m", "course.leaderboard.reading", str(to_child), str(from_child)]
         if isolation is not None:  # the grading sandbox: no database, tokens, /proc or env
             from pathlib import Path
 

@@ -3,13 +3,15 @@ worker does with a submission's bytes.
 
 **The cluster** (no ``--scheduler``): ``--jobs`` worker processes spread over ``--gpus`` of
 this machine's GPUs (default: every one it sees).  Worker *i* grades on GPU ``i % gpus``
-(``CUDA_VISIBLE_DEVICES`` set for its process, so its sandboxes see that GPU alone) and runs
+(``CUDA_VISIBLE_DEVICES`` set for its process and so its sandboxes'; every GPU's device
+node is still bound into a sandbox, so a cell that unsets it reaches the others) and runs
 on that GPU's share of the cores: the cores this process may use, cut into one share per
-GPU the machine has (its sandboxes' cgroups hold them there: ``cgroup.maker_cpus``).  The
-workers' sandboxes share this run's one memory and process budget (``cgroup.OWNER_ENV``).  So one GPU graded on a two-GPU machine gets half the cores, what a
-one-GPU machine of the same kind would have, and a class's rate on 2 GPUs is compared with
-1 GPU's on equal terms (``bench grading --gpus 1,2``).  In the simulator there is no GPU:
-the workers share every core.
+GPU the machine has (its sandboxes' cgroups hold them there: ``cgroup.maker_cpus``; the
+workers' sandboxes share this run's one memory and process budget: ``cgroup.OWNER_ENV``).
+So one GPU graded on a two-GPU machine gets half the cores, what a one-GPU machine of the
+same kind would have, and a class's rate on 2 GPUs is compared with 1 GPU's on equal terms
+(``bench grading --gpus 1,2``).  In the simulator there is no GPU: the workers share every
+core.
 
 **A worker** (this machine's or another's): before the first submission, :func:`ready`
 makes its sandbox with warm zygotes (``forks.py``) and measures its GPU's ceilings (the
@@ -206,7 +208,7 @@ def _sandbox(folder: Path, opts):
 def worker_folders() -> list[Path]:
     """This Dask worker's scratch space (its folder and its siblings': what a client
     uploads, what a worker spills to disk), which Dask puts on ``sys.path``: hidden from
-    its sandboxes like the run's own folders.  None outside a Dask worker."""
+    its sandboxes like the run's own folders.  An empty list outside a Dask worker."""
     try:
         from distributed import get_worker
 

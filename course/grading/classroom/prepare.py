@@ -62,10 +62,9 @@ def before_workers(opts, plans: dict) -> tuple[list, list[str], GradeSettings]:
     atexit.register(shutil.rmtree, run_dir, True)
     isolation = None
     if opts.isolation_choice != "none":
-        from ..judging.settings import private_folders
-        from ..wall.isolate import for_grading
+        from ..wall.isolate import command_line_folders, for_grading
 
-        isolation, said = for_grading(private_folders(opts), run_dir)
+        isolation, said = for_grading(command_line_folders(opts), run_dir)
         print(said)
         # fail closed: only another machine's Dask workers (which refuse on their own) grade
         if isolation is None and not (remote and getattr(opts, "scheduler", None)):

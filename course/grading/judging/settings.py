@@ -10,7 +10,6 @@ grades with a copy that holds its own machine's sandbox and ceilings (:meth:`her
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from ..wall.launch import TIME_LIMIT_S
@@ -33,7 +32,7 @@ class GradeSettings:
     warm: bool = True  # sandboxes forked from zygotes (``forks.py``); False: ``--cold``
     shared_inputs: bool = False  # cases' inputs and references made once a run (``preps.py``)
     starters: frozenset | None = None  # tune exercises whose given kernels a run times (None: all)
-    private: tuple = ()  # folders no sandbox may see: the run's submissions, outputs, solutions
+    private: tuple = ()  # every path the command line names: no sandbox sees it, wherever
 
     @property
     def limit(self) -> float:
@@ -51,6 +50,8 @@ class GradeSettings:
         whose driver maps a lot)."""
         import secrets
 
+        from ..wall.isolate import command_line_folders
+
         memory = opts.memory_mb if opts.memory_mb is not None else (0 if mode == "gpu" else 16384)
         return cls(
             seed=secrets.randbits(31) if opts.seed is None else opts.seed,
@@ -66,16 +67,5 @@ class GradeSettings:
             warm=not getattr(opts, "cold", False),
             shared_inputs=True,  # one seed for the class: every judge reads the same inputs
             starters=frozenset(starters) if starters is not None else None,
-            private=tuple(str(p) for p in private_folders(opts)),
+            private=tuple(str(p) for p in command_line_folders(opts)),
         )
-
-
-def private_folders(opts) -> list[Path]:
-    """The folders of ``grade``'s command line that no sandbox may see, wherever they lie:
-    every path it names (``isolate.command_line_folders``: the submissions, the outputs,
-    the instructor folder and notebooks, the roster...).  The grader's own sandboxes and
-    every Dask worker's hide them alike (``GradeSettings.private``; a path another
-    machine lacks is skipped there)."""
-    from ..wall.isolate import command_line_folders
-
-    return command_line_folders(opts)

@@ -103,7 +103,6 @@ def run_parent(root: Path, files: dict[str, str], controller: str | None = None)
                     _remove_tree(d)
                 continue
             if not seen and owner == os.getpid():  # the run's first process removes it
-                atexit.register(_remove_parent, key, os.getpid())
                 _remove_at_exit()
             _RUN[key] = d
             return d
@@ -181,7 +180,7 @@ def _remove_at_exit() -> None:
 
 
 def _remove_everywhere(pid: int) -> None:
-    if os.getpid() != pid:
+    if os.getpid() != pid:  # a forked child's exit: the parents are its creator's
         return
     hierarchies = [(Cgroup.V2, None), *((r, c) for c, r in Cgroup.V1.items())]
     for root, controller in [*hierarchies, (Cgroup.V1_CPUSET, "cpuset")]:
@@ -189,14 +188,6 @@ def _remove_everywhere(pid: int) -> None:
             for base in {own_place(root, controller), root}:
                 if (base / f"course-run-{pid}").is_dir():
                     _remove_tree(base / f"course-run-{pid}")
-
-
-def _remove_parent(key: tuple[Path, int], pid: int) -> None:
-    if os.getpid() != pid:  # a forked child's exit: the parent cgroup is its creator's
-        return
-    d = _RUN.get(key)
-    if d:
-        _remove_tree(d)
 
 
 class Cgroup:

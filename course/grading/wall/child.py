@@ -26,6 +26,10 @@ from ...platform.resources import IMPORT_ROOT as REPO
 from . import tree
 from .wire import Channel, widen
 
+# this interpreter by a path every sandbox's tree has: ``..`` resolved (``../.venv/bin/python``
+# names a folder the tree lacks); what the grader starts in a sandbox runs this
+PYTHON = os.path.abspath(sys.executable)
+
 # A child's whole environment: nothing of the grader's (its cloud keys, hub and service
 # tokens) but these names, read from the grader's environment when set ...
 PASSED = (
@@ -124,7 +128,7 @@ class Child:
             widen(fd)
         scratch = Path(isolation.scratch) if isolation is not None else tmp
         env = child_env(scratch, env_extra)  # e.g. the compile gate: NUMBA_ENABLE_CUDASIM=0
-        cmd = [os.path.abspath(sys.executable), "-m", module, str(req_r), str(rep_w)]
+        cmd = [PYTHON, "-m", module, str(req_r), str(rep_w)]
         if isolation is not None:
             cmd = isolation.wrap(cmd, env)
         (tmp / "cwd").mkdir()

@@ -93,13 +93,7 @@ def main(argv=None) -> int:
     if not ncu or not os.path.isfile(ncu):
         error = "Nsight Compute (ncu) is not installed on this machine"
     else:
-        target = [
-            os.path.abspath(sys.executable),
-            "-m",
-            "course.grading.wall.measurer",
-            str(req),
-            str(rep),
-        ]
+        target = [sys.executable, "-m", "course.grading.wall.measurer", str(req), str(rep)]
         try:
             with open(said, "wb") as out:  # ncu's own lines (and the measurer's, if any)
                 rc = subprocess.run(

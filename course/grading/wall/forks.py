@@ -24,11 +24,12 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+from .child import PYTHON
 
 START_S = 180.0  # a zygote's imports (and compiler warm-up) on a busy machine
 ANSWER_S = 30.0  # one reply of a zygote
@@ -116,7 +117,7 @@ class Zygote:
             with open(self.log, "wb") as log:
                 self.proc = subprocess.Popen(
                     [
-                        os.path.abspath(sys.executable),
+                        PYTHON,
                         "-m",
                         "course.grading.wall.zygote",
                         str(theirs.fileno()),

@@ -59,6 +59,7 @@ import tempfile
 from pathlib import Path
 
 from .cgroup import Cgroup
+from .child import PYTHON
 from .counter import ncu_home
 from .probe import NONE_MESSAGE, PLANTED, PROBE
 
@@ -108,7 +109,7 @@ class Isolation:
         builds the tree and enters it, ``setpriv`` drops every capability."""
         return [
             *self.prefix,
-            os.path.abspath(sys.executable),  # a path the tree has (no "..")
+            PYTHON,
             "-I",
             "-S",
             TREE,
@@ -169,7 +170,8 @@ def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
     hide = _existing(hide)
     # the folder the grader runs in (``python -m`` puts it first on sys.path, and a Dask
     # worker inherits that path): it holds the class and the outputs more often than not
-    avoid = [repo, home, Path(run_dir).resolve(), *_existing([os.getcwd()]), *hide]
+    cwd = _existing([os.getcwd()])
+    avoid = [repo, home, Path(run_dir).resolve(), *cwd, *hide]
     binds: dict[Path, None] = {}
     links: dict[Path, str] = {}
     dirs: list[Path] = []
@@ -230,7 +232,7 @@ def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
     covers = [h for h in {*hide, repo, home} if any(_inside(h, b) for b in binds)]
     # the grader's working folder, where it lies inside a bound one (data/, a prefix) and is
     # not bound itself (a Python prefix run from stays whole)
-    here = [c for c in _existing([os.getcwd()]) if c not in binds]
+    here = [c for c in cwd if c not in binds]
     covers += [c for c in here if any(_inside(c, b) for b in binds)]
     # a folder inside another covered one is hidden with it (its own cover could not be
     # mounted: the outer tmpfs hides its mount point)
@@ -304,7 +306,7 @@ def make(hide: list[Path], run_dir: Path) -> tuple[Isolation | None, str]:
                 return None, NONE_MESSAGE.format(why=str(exc))
             cmd = probe.wrap(
                 [
-                    os.path.abspath(sys.executable),
+                    PYTHON,
                     "-I",
                     "-S",
                     "-c",
