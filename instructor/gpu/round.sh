@@ -13,6 +13,8 @@
 # cpu: #45's CPU by kind of process while one GPU grades 96 lesson-01 notebooks on Dask,
 #      then contention.py on this machine (~5 min).
 # quick: #45's two headline runs only (25 lesson-01 notebooks, the rehearsal), under 5 min.
+# wall: each GPU's grading sandbox reaches that GPU alone (gpu_nodes.py; 2+ GPUs), then
+#       quick: the wall's first run on this card, under 6 min.
 # probe: the rehearsal and the 200-class at --jobs 16, under 9 min.
 # counted: #47's counted tune targets with the GPU's own counters: both counts of the
 #          solutions, given kernels and attackers (counted_debug.py), checktimes as if on an
@@ -87,6 +89,12 @@ PY
   quick)
     OUT="$OUT" GRADING_PART=quick timeout 300 bash instructor/gpu/grading.sh
     ;;
+  wall)
+    echo "=== a grading sandbox reaches only its maker's GPU ($(date +%T))"
+    timeout 200 python instructor/gpu/gpu_nodes.py \
+      "$OUT/gpu-nodes-$DEV-x$(nvidia-smi -L | wc -l)-$DAY.md" 2>&1 | grep -v Warn
+    OUT="$OUT" GRADING_PART=quick timeout 330 bash instructor/gpu/grading.sh
+    ;;
   probe)
     OUT="$OUT" GRADING_PART=probe timeout 560 bash instructor/gpu/grading.sh
     ;;
@@ -138,7 +146,7 @@ PY
     grep -h -e "^- B=4 T=1024: optimized" -e "^- v6 at 4096" "$OUT"/*.md 2>/dev/null
     ;;
   checktimes) checktimes ;;
-  *) echo "usage: round.sh cards|notebooks|class|quick|probe|dask|checktimes|counted|gpt2"
+  *) echo "usage: round.sh cards|notebooks|class|quick|wall|probe|dask|checktimes|counted|gpt2"
      exit 2 ;;
 esac
 echo "done ($(date +%T)): $(ls "$OUT")"

@@ -61,6 +61,7 @@ from pathlib import Path
 from .cgroup import Cgroup
 from .child import PYTHON
 from .counter import ncu_home
+from .gpus import Selection, nodes, sandbox_env, visible
 from .probe import NONE_MESSAGE, PLANTED, PROBE
 
 SCRATCH_MB = 256  # the writable tmpfs of one sandbox (/tmp and scratch together)
@@ -100,7 +101,8 @@ class Isolation:
     def __init__(self, prefix: list[str], hide: list[Path], run_dir: Path):
         self.prefix, self.run_dir = prefix, Path(run_dir)
         self.scratch = str(self.run_dir / "scratch")
-        self.ops = plan(hide, self.run_dir)
+        self.gpus = visible()  # the GPUs its maker sees: only their nodes are bound
+        self.ops = plan(hide, self.run_dir, self.gpus)
         self.hide = [p for kind, p, _ in self.ops if kind == "cover"]
         self.forks = None  # warm sandboxes (``forks.Forks``) when the run asks for them
 
@@ -132,7 +134,7 @@ class Isolation:
             "scratch": self.scratch,
             "scratch_mb": SCRATCH_MB,
             "shm_mb": SHM_MB,
-            "env": {k: str(v) for k, v in (env or {}).items()},
+            "env": {k: str(v) for k, v in sandbox_env(env or {}, self.gpus).items()},
             "early": [(k, str(p), t) for k, p, t in self.ops if not _inside(p, tmp)],
             "late": [(k, str(p), t) for k, p, t in self.ops if _inside(p, tmp)],
         }
@@ -156,11 +158,11 @@ class Isolation:
             f"allowlist, a {SCRATCH_MB} MB scratch tmpfs as /tmp and home, no "
             f"capabilities, no namespace of its own making ("
             + ("a user namespace of its own" if self.user_namespace else "no user namespace")
-            + f"); {cg}"
+            + f"); {self.gpus.describe()}; {cg}"
         )
 
 
-def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
+def plan(hide: list, run_dir: Path, gpus: Selection | None = None) -> list:
     """The tree as (kind, path, link target) in the order to build it: ``bind`` (read-only,
     at the same path), ``cover`` (an empty tmpfs over a folder inside a bound one),
     ``link`` (a symlink as the host has it), ``dir`` (an empty folder)."""
@@ -212,7 +214,7 @@ def plan(hide: list, run_dir: Path) -> list[tuple[str, Path, str]]:
         add(Path("/etc") / name)
     for name in DEVICES:
         add(Path("/dev") / name)
-    for dev in sorted(Path("/dev").glob("nvidia*")):
+    for dev in nodes(gpus or visible()):  # the shared NVIDIA nodes and the selected GPUs' own
         add(dev)
     for name, target in DEV_LINKS.items():
         links[Path("/dev") / name] = target

@@ -1,0 +1,163 @@
+"""Check on a machine of 2+ GPUs that a grading sandbox reaches only its maker's GPU
+(``course/grading/wall/gpus.py``).  For each GPU, as a Dask worker would
+(``CUDA_VISIBLE_DEVICES`` set to it), it makes the grading sandbox and, inside it, lists
+``/dev/nvidia*``, starts CUDA (count and PCI address of each device), runs a numba kernel,
+does it again in a process with ``CUDA_VISIBLE_DEVICES`` cleared (a cell's way to other
+GPUs), and tries to make another GPU's node with ``mknod``.  Writes a Markdown report.
+
+    python instructor/gpu/gpu_nodes.py OUT.md
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+INSIDE = r"""
+import ctypes, json, os, stat, subprocess, sys
+def cuda():
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        return {"libcuda": str(exc)[:200]}
+    n = ctypes.c_int(0)
+    r = lib.cuInit(0)
+    if r:
+        return {"cuInit": r}
+    lib.cuDeviceGetCount(ctypes.byref(n))
+    buses = []
+    for i in range(n.value):
+        d, b = ctypes.c_int(0), ctypes.create_string_buffer(64)
+        lib.cuDeviceGet(ctypes.byref(d), i)
+        lib.cuDeviceGetPCIBusId(b, 64, d)
+        buses.append(b.value.decode())
+    return {"count": n.value, "buses": buses}
+if sys.argv[1:] == ["bare"]:
+    print(json.dumps(cuda()))
+    sys.exit()
+out = {"nodes": sorted(n for n in os.listdir("/dev") if n.startswith("nvidia")),
+       "visible": os.environ.get("CUDA_VISIBLE_DEVICES"), "cuda": cuda()}
+env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+r = subprocess.run([sys.executable, "-c", os.environ["NODES_CODE"], "bare"], env=env,
+                   capture_output=True, text=True, timeout=60)
+out["cleared"] = json.loads(r.stdout) if r.returncode == 0 else r.stderr[-300:]
+try:
+    os.mknod("/tmp/nv", stat.S_IFCHR | 0o666, os.makedev(195, int(sys.argv[1])))
+    fd = os.open("/tmp/nv", os.O_RDWR)
+    out["mknod"] = "made and opened another GPU's node"
+except OSError as exc:
+    out["mknod"] = "refused: " + exc.strerror
+try:
+    import numpy as np
+    from numba import cuda as nc
+    @nc.jit
+    def add_one(a):
+        i = nc.grid(1)
+        if i < a.size:
+            a[i] += 1.0
+    x = np.random.default_rng(1).random(100_003).astype(np.float32)
+    d = nc.to_device(x)
+    add_one[(x.size + 255) // 256, 256](d)
+    out["kernel"] = bool(np.allclose(d.copy_to_host(), x + 1))
+except Exception as exc:
+    out["kernel"] = repr(exc)[:300]
+print(json.dumps(out))
+"""
+
+
+def one(index: str, other_minor: int) -> dict:
+    """In a fresh process whose CUDA_VISIBLE_DEVICES is ``index``: the sandbox's view."""
+    from course.grading.wall import gpus, isolate
+    from course.grading.wall.child import PYTHON, child_env
+
+    outside = gpus.cuda_devices() or []
+    sel = gpus.visible()
+    with tempfile.TemporaryDirectory() as t:
+        iso, said = isolate.for_grading([], Path(t))
+        if iso is None:
+            return {"index": index, "error": said}
+        env = child_env(Path(iso.scratch), {"NODES_CODE": INSIDE})
+        cmd = iso.wrap([PYTHON, "-c", INSIDE, str(other_minor)], env)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=t)
+    try:
+        inside = json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        inside = {"error": (r.stdout + r.stderr)[-600:]}
+    return {
+        "index": index,
+        "outside": outside,
+        "selection": sel.describe(),
+        "described": said,
+        "inside": inside,
+    }
+
+
+def verdict(r: dict) -> list[str]:
+    """What is wrong with one GPU's result (nothing: it holds)."""
+    i, want = r.get("inside", {}), [b for b, _ in r.get("outside", [])]
+    bad = []
+    if "error" in r or "error" in i:
+        return [str(r.get("error") or i.get("error"))]
+    gpu_nodes = [n for n in i["nodes"] if n[len("nvidia") :].isdigit()]
+    if len(gpu_nodes) != 1:
+        bad.append(f"GPU nodes inside: {gpu_nodes}")
+    for key in ("cuda", "cleared"):
+        got = i[key].get("buses") if isinstance(i[key], dict) else i[key]
+        if got != want:
+            bad.append(f"{key}: CUDA shows {got}, the maker sees {want}")
+    if not i["mknod"].startswith("refused"):
+        bad.append(i["mknod"])
+    if i["kernel"] is not True:
+        bad.append(f"kernel: {i['kernel']}")
+    return bad
+
+
+def main(out: Path) -> int:
+    if len(sys.argv) > 2 and sys.argv[2] == "--one":
+        print(json.dumps(one(os.environ["CUDA_VISIBLE_DEVICES"], int(sys.argv[3]))))
+        return 0
+    q = subprocess.run(
+        ["nvidia-smi", "--query-gpu=index,minor_number,name", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    rows = [[c.strip() for c in line.split(",")] for line in q.splitlines()]
+    minors = [int(m) for _, m, _ in rows]
+    lines = [f"# A grading sandbox's GPUs, {rows[0][2] if rows else 'no GPU'} x{len(rows)}", ""]
+    failed = 0
+    for index, minor, _ in rows:
+        other = next((m for m in minors if m != int(minor)), int(minor))
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=index)
+        p = subprocess.run(
+            [sys.executable, __file__, str(out), "--one", str(other)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        try:
+            r = json.loads(p.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            r = {"index": index, "error": (p.stdout + p.stderr)[-600:]}
+        bad = verdict(r)
+        failed += bool(bad)
+        lines += [
+            f"## CUDA_VISIBLE_DEVICES={index} (minor {minor}): "
+            + ("holds" if not bad else "FAILS: " + "; ".join(bad)),
+            "",
+            "```json",
+            json.dumps(r, indent=1),
+            "```",
+            "",
+        ]
+    out.write_text("\n".join(lines))
+    print("\n".join(line for line in lines if line.startswith("#")))
+    return 1 if failed or not rows else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))
