@@ -45,12 +45,15 @@ env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
 r = subprocess.run([sys.executable, "-c", os.environ["NODES_CODE"], "bare"], env=env,
                    capture_output=True, text=True, timeout=60)
 out["cleared"] = json.loads(r.stdout) if r.returncode == 0 else r.stderr[-300:]
-try:
-    os.mknod("/tmp/nv", stat.S_IFCHR | 0o666, os.makedev(195, int(sys.argv[1])))
-    fd = os.open("/tmp/nv", os.O_RDWR)
-    out["mknod"] = "made and opened another GPU's node"
-except OSError as exc:
-    out["mknod"] = "refused: " + exc.strerror
+others = [m for m in sys.argv[1].split(",") if m and "nvidia" + m not in out["nodes"]]
+out["mknod"] = "refused: no other GPU"
+for m in others:
+    try:
+        os.mknod("/tmp/nv" + m, stat.S_IFCHR | 0o666, os.makedev(195, int(m)))
+        fd = os.open("/tmp/nv" + m, os.O_RDWR)
+        out["mknod"] = "made and opened another GPU's node"
+    except OSError as exc:
+        out["mknod"] = "refused: " + exc.strerror
 try:
     import numpy as np
     from numba import cuda as nc
@@ -69,7 +72,7 @@ print(json.dumps(out))
 """
 
 
-def one(index: str, other_minor: int) -> dict:
+def one(index: str, all_minors: str) -> dict:
     """In a fresh process whose CUDA_VISIBLE_DEVICES is ``index``: the sandbox's view."""
     from course.grading.wall import gpus, isolate
     from course.grading.wall.child import PYTHON, child_env
@@ -81,7 +84,7 @@ def one(index: str, other_minor: int) -> dict:
         if iso is None:
             return {"index": index, "error": said}
         env = child_env(Path(iso.scratch), {"NODES_CODE": INSIDE})
-        cmd = iso.wrap([PYTHON, "-c", INSIDE, str(other_minor)], env)
+        cmd = iso.wrap([PYTHON, "-c", INSIDE, all_minors], env)
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=t)
     try:
         inside = json.loads(r.stdout.strip().splitlines()[-1])
@@ -118,22 +121,20 @@ def verdict(r: dict) -> list[str]:
 
 def main(out: Path) -> int:
     if len(sys.argv) > 2 and sys.argv[2] == "--one":
-        print(json.dumps(one(os.environ["CUDA_VISIBLE_DEVICES"], int(sys.argv[3]))))
+        print(json.dumps(one(os.environ["CUDA_VISIBLE_DEVICES"], sys.argv[3])))
         return 0
-    q = subprocess.run(
-        ["nvidia-smi", "--query-gpu=index,minor_number,name", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    rows = [[c.strip() for c in line.split(",")] for line in q.splitlines()]
-    minors = [int(m) for _, m, _ in rows]
-    lines = [f"# A grading sandbox's GPUs, {rows[0][2] if rows else 'no GPU'} x{len(rows)}", ""]
+    from course.grading.wall import gpus
+
+    q = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+    names = [line.split(":")[1].split("(")[0].strip() for line in q.strip().splitlines()]
+    minors = ",".join(str(m) for m in sorted(gpus.minors(gpus.PROC).values()))
+    lines = [f"# A grading sandbox's GPUs, {names[0] if names else 'no GPU'} x{len(names)}", ""]
+    lines += [f"The driver's minor numbers: {minors}.", ""]
     failed = 0
-    for index, minor, _ in rows:
-        other = next((m for m in minors if m != int(minor)), int(minor))
+    for index in map(str, range(len(names))):
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=index)
         p = subprocess.run(
-            [sys.executable, __file__, str(out), "--one", str(other)],
+            [sys.executable, __file__, str(out), "--one", minors],
             env=env,
             capture_output=True,
             text=True,
@@ -146,7 +147,7 @@ def main(out: Path) -> int:
         bad = verdict(r)
         failed += bool(bad)
         lines += [
-            f"## CUDA_VISIBLE_DEVICES={index} (minor {minor}): "
+            f"## CUDA_VISIBLE_DEVICES={index}: "
             + ("holds" if not bad else "FAILS: " + "; ".join(bad)),
             "",
             "```json",
@@ -156,7 +157,7 @@ def main(out: Path) -> int:
         ]
     out.write_text("\n".join(lines))
     print("\n".join(line for line in lines if line.startswith("#")))
-    return 1 if failed or not rows else 0
+    return 1 if failed or not names else 0
 
 
 if __name__ == "__main__":
