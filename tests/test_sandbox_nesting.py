@@ -4,9 +4,10 @@ its own limits or freeze other processes (the red team's attack, 2026-11-29: a c
 its pids limit, took the run's process ids and failed other students).  Each sandbox, cold
 or forked from a zygote, sets its user namespace's namespace limits to 0 before it drops
 its capabilities; ``isolate.make`` refuses a sandbox where a cell could still nest one.
-Keyrings and inotify instances are counted per uid whatever the namespace (round 3: a cell
-read a key of the grader's and left one for the next student, and took every inotify
-instance root had): a system call filter (``tree.deny_calls``) refuses them, and rlimits
+Keyrings, inotify instances and epoll watches are counted per uid whatever the namespace
+(round 3: a cell read a key of the grader's and left one for the next student, and took
+every inotify instance root had; round 4 added a million epoll watches to root's count):
+a system call filter (``tree.deny_calls``) refuses them and io_uring, and rlimits
 bound the signals and message queues a sandbox may take of its uid's share.
 
 Also here: a private folder that does not exist yet when the sandbox is made (an output
@@ -30,10 +31,12 @@ NEST = """
 import ctypes, os, platform, resource
 libc = ctypes.CDLL(None, use_errno=True)
 made = {}
-calls = {"x86_64": (250, 294, 300), "aarch64": (219, 26, 262)}[platform.machine()]
+calls = {"x86_64": (250, 294, 300, 291), "aarch64": (219, 26, 262, 20)}[platform.machine()]
 made["keyring"] = libc.syscall(calls[0], 0, -4, 0) >= 0   # keyctl: the uid's user keyring
 made["inotify"] = libc.syscall(calls[1], 0) >= 0
 made["fanotify"] = libc.syscall(calls[2], 0x200, 0) >= 0   # FAN_REPORT_FID: no capability
+made["epoll"] = libc.syscall(calls[3], 0) >= 0   # epoll_create1: watches count per uid
+made["io_uring"] = libc.syscall(425, 8, ctypes.create_string_buffer(120)) >= 0   # setup
 for name, flag in (("user", 0x10000000), ("mount", 0x20000), ("cgroup", 0x02000000)):
     made[name] = libc.unshare(flag) == 0
 limits = {n: open("/proc/sys/user/" + n).read().strip()
@@ -59,7 +62,10 @@ def _sandbox(run: Path):
 
 
 def _nothing_nests(got: dict, user_namespace: bool) -> None:
-    assert set(got["made"]) == {"keyring", "inotify", "fanotify", "user", "mount", "cgroup"}
+    assert set(got["made"]) == {
+        *("keyring", "inotify", "fanotify", "epoll", "io_uring"),
+        *("user", "mount", "cgroup"),
+    }
     assert not any(got["made"].values()), got
     assert got["rlimits"] == [256, 0], got  # signals queued, POSIX queues: the uid's, shared
     if user_namespace:

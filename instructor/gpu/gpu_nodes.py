@@ -3,7 +3,8 @@
 (``CUDA_VISIBLE_DEVICES`` set to it), it makes the grading sandbox and, inside it, lists
 ``/dev/nvidia*``, starts CUDA (count and PCI address of each device), runs a numba kernel,
 does it again in a process with ``CUDA_VISIBLE_DEVICES`` cleared (a cell's way to other
-GPUs), and tries to make another GPU's node with ``mknod``.  Writes a Markdown report.
+GPUs), tries to make another GPU's node with ``mknod``, and an epoll and an io_uring
+instance (``tree.DENIED``: refused, while CUDA still runs).  Writes a Markdown report.
 
     python instructor/gpu/gpu_nodes.py OUT.md
 """
@@ -41,6 +42,9 @@ if sys.argv[1:] == ["bare"]:
     sys.exit()
 out = {"nodes": sorted(n for n in os.listdir("/dev") if n.startswith("nvidia")),
        "visible": os.environ.get("CUDA_VISIBLE_DEVICES"), "cuda": cuda()}
+libc = ctypes.CDLL(None, use_errno=True)
+out["epoll made"] = libc.syscall(291, 0) >= 0   # x86_64's epoll_create1: refused
+out["io_uring made"] = libc.syscall(425, 8, ctypes.create_string_buffer(120)) >= 0
 env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
 r = subprocess.run([sys.executable, "-c", os.environ["NODES_CODE"], "bare"], env=env,
                    capture_output=True, text=True, timeout=60)
@@ -112,6 +116,7 @@ def verdict(r: dict) -> list[str]:
         got = i[key].get("buses") if isinstance(i[key], dict) else i[key]
         if got != want:
             bad.append(f"{key}: CUDA shows {got}, the maker sees {want}")
+    bad += [k for k in ("epoll made", "io_uring made") if i.get(k) is not False]
     if not i["mknod"].startswith("refused"):
         bad.append(i["mknod"])
     if i["kernel"] is not True:

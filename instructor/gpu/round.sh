@@ -14,7 +14,7 @@
 #      then contention.py on this machine (~5 min).
 # quick: #45's two headline runs only (25 lesson-01 notebooks, the rehearsal), under 5 min.
 # wall: each GPU's grading sandbox reaches that GPU alone (gpu_nodes.py; 2+ GPUs), then
-#       quick: the wall's first run on this card, under 6 min.
+#       quick, then lesson 10 graded (Nsight Compute in the sandbox), under 8 min.
 # probe: the rehearsal and the 200-class at --jobs 16, under 9 min.
 # counted: #47's counted tune targets with the GPU's own counters: both counts of the
 #          solutions, given kernels and attackers (counted_debug.py), checktimes as if on an
@@ -94,6 +94,11 @@ PY
     timeout 200 python instructor/gpu/gpu_nodes.py \
       "$OUT/gpu-nodes-$DEV-x$(nvidia-smi -L | wc -l)-$DAY.md" 2>&1 | grep -v Warn
     OUT="$OUT" GRADING_PART=quick timeout 330 bash instructor/gpu/grading.sh
+    echo "=== 10_profiling graded on this card: Nsight Compute in the sandbox ($(date +%T))"
+    CUDA_VISIBLE_DEVICES=0 timeout 150 python -m course bench grading --students 6 \
+      --lessons 10_profiling --jobs 6 --label wall-lesson10 --out "$OUT" 2>&1 \
+      | grep -e "\] " -e "graded "
+    rm -f "$OUT"/*.log
     ;;
   probe)
     OUT="$OUT" GRADING_PART=probe timeout 560 bash instructor/gpu/grading.sh

@@ -5,7 +5,7 @@ fails any check is not used (the grader says why, once, at the start).
 It checks, as a cell would try them: a file and a listening Unix socket outside the tree
 are not there; a variable planted in the grader's environment did not get in; every mount
 but the scratch, ``/dev/shm`` and ``/proc`` is read-only; the scratch takes a file; no
-other process is visible; the course package is there; the kernel's keyrings and inotify
+other process is visible; the course package is there; the kernel's keyrings, inotify and epoll
 (kept per uid, across namespaces) are refused (``tree.deny_calls``); and, last, no user
 namespace can be made in it (``tree.no_more_namespaces``: in one a process regains every
 capability).  argv: the secret file, the socket, the course package, the scratch.
@@ -46,13 +46,15 @@ if not os.path.isdir(course):
     bad.append("the course package is missing")
 import ctypes, platform
 libc = ctypes.CDLL(None, use_errno=True)
-calls = {"x86_64": (250, 294), "aarch64": (219, 26)}.get(platform.machine())
+calls = {"x86_64": (250, 294, 291), "aarch64": (219, 26, 20)}.get(platform.machine())
 if calls is None:
     bad.append("no system call filter for " + platform.machine())
 elif libc.syscall(calls[0], 0, -4, 0) >= 0:   # keyctl(GET_KEYRING_ID, the user's keyring)
     bad.append("the keyrings of its uid are reachable")
 elif libc.syscall(calls[1], 0) >= 0:   # inotify_init1: instances its uid shares with the host
     bad.append("inotify instances can be made")
+elif libc.syscall(calls[2], 0) >= 0:   # epoll_create1: watches its uid shares with the host
+    bad.append("epoll instances can be made")
 if libc.unshare(0x10000000) == 0:   # last: it changes this process
     bad.append("a user namespace can be made in it (and every capability regained there)")
 print("; ".join(bad))

@@ -12,7 +12,7 @@ scratch folder) and ``/dev/shm``, the namespace's own ``/proc`` (its ``sys``, ``
 ``bus``, ``fs`` and ``sysrq-trigger`` read-only: as root's own uid a process could write
 the host's kernel settings through them, capabilities or not), then ``pivot_root`` into it
 and detaches the host's tree, installs a system call filter (:func:`deny_calls`: no
-keyrings, inotify or fanotify, nothing of another ABI), and finally execs COMMAND
+keyrings, inotify, fanotify, epoll or io_uring, nothing of another ABI), then execs COMMAND
 (``setpriv`` dropping every capability, then the worker) with exactly the plan's
 environment.  A zygote's fork does the same in-process (``zygote._first``).
 
@@ -113,25 +113,38 @@ def main(argv):
     os.execvpe(cmd[0], cmd, plan["env"])
 
 
-# system calls no sandbox makes: the kernel's keyrings, inotify and fanotify are counted and
-# kept per uid, not per namespace, and a sandbox runs as the grader's own uid - through them
-# a cell could read the grader's keys, leave a key for the next student, or use up the
-# uid's inotify instances or fanotify groups for every process of it on the host
+# system calls no sandbox makes: the kernel's keyrings, inotify, fanotify and epoll watches
+# are counted and kept per uid, not per namespace, and a sandbox runs as the grader's own
+# uid - through them a cell could read the grader's keys, leave a key for the next student,
+# or use up the uid's inotify instances, fanotify groups or epoll watches for every process
+# of it on the host (a Dask worker or the leaderboard could then watch no new connection).
+# io_uring is refused as container runtimes refuse it: a second way into the kernel that
+# a filter of system calls does not see.  Nothing the sandbox runs needs them (Python's
+# subprocess waits with poll; CUDA and Nsight Compute were checked on an H200).
 DENIED = {
     "x86_64": {
+        "epoll_create": 213,
         "add_key": 248,
         "request_key": 249,
         "keyctl": 250,
         "inotify_init": 253,
+        "epoll_create1": 291,
         "inotify_init1": 294,
         "fanotify_init": 300,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
     },
     "aarch64": {
+        "epoll_create1": 20,
+        "inotify_init1": 26,
         "add_key": 217,
         "request_key": 218,
         "keyctl": 219,
-        "inotify_init1": 26,
         "fanotify_init": 262,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
     },
 }
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
