@@ -15,6 +15,7 @@ folder inside a bound one) is made then, and covered."""
 
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,55 @@ def test_the_leaderboard_with_no_sandbox_does_not_start(tmp_path):
         roster.unlink()
     assert r.returncode == 2 and "did not start" in r.stdout, r.stdout[-600:] + r.stderr
     assert "worker sandbox: NONE" in r.stdout
+
+
+EPOLL = """
+import ctypes, platform, sys
+nr = {"x86_64": 291, "aarch64": 20}[platform.machine()]
+sys.exit(0 if ctypes.CDLL(None, use_errno=True).syscall(nr, 0) >= 0 else 3)
+"""
+
+
+def test_the_filter_keeps_epoll_for_the_profiler_alone():
+    """Nsight Compute waits with epoll (boost.asio; without it ``ncu`` failed to start on an
+    H200): a sandbox running it keeps epoll_create, and nothing else of the list."""
+    from course.grading.wall import tree
+
+    for machine, calls in tree.DENIED.items():
+        prog = tree.seccomp_program(machine, tree.PROFILER)
+        arch = tree.AUDIT_ARCH[machine]
+        for name, nr in calls.items():
+            want = tree.RET_ALLOW if name in tree.PROFILER else tree.RET_EPERM
+            assert _run_filter(prog, arch, nr) == want, (machine, name)
+        assert any(name in calls for name in tree.PROFILER), machine
+
+
+@pytest.mark.timeout(180)
+def test_only_the_counters_sandbox_makes_epoll(tmp_path):
+    """A real cold sandbox: epoll refused, unless wrapped with ``tree.PROFILER``; and
+    ``child.Child`` asks for it for the counter (``ncu``) alone."""
+    from course.grading.wall import tree
+    from course.grading.wall.child import PYTHON, Child, child_env
+
+    iso = _sandbox(tmp_path)
+    env = child_env(Path(iso.scratch))
+    for allow, want in (((), 3), (tree.PROFILER, 0)):
+        r = subprocess.run(iso.wrap([PYTHON, "-c", EPOLL], env, allow), cwd=tmp_path, timeout=60)
+        assert r.returncode == want, allow
+
+    asked = {}
+
+    class Recording:
+        scratch, forks = iso.scratch, None
+
+        def wrap(self, cmd, env=None, allow=()):
+            asked[cmd[2]] = tuple(allow)
+            return iso.wrap([PYTHON, "-c", "pass"], env, allow)
+
+    for i, module in enumerate(("course.grading.wall.counter", "course.grading.wall.worker")):
+        c = Child(module, tmp_path / f"c{i}", time.monotonic() + 60, 1024, 60, Recording())
+        c.stop()
+    assert asked == {
+        "course.grading.wall.counter": tree.PROFILER,
+        "course.grading.wall.worker": (),
+    }

@@ -129,8 +129,9 @@ class Child:
         scratch = Path(isolation.scratch) if isolation is not None else tmp
         env = child_env(scratch, env_extra)  # e.g. the compile gate: NUMBA_ENABLE_CUDASIM=0
         cmd = [PYTHON, "-m", module, str(req_r), str(rep_w)]
-        if isolation is not None:
-            cmd = isolation.wrap(cmd, env)
+        if isolation is not None:  # Nsight Compute waits with epoll (``tree.PROFILER``)
+            keep = tree.PROFILER if module == "course.grading.wall.counter" else ()
+            cmd = isolation.wrap(cmd, env, keep)
         (tmp / "cwd").mkdir()
         self.log_path = tmp / "log.txt"
         self.cgroup = None

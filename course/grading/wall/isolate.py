@@ -106,16 +106,17 @@ class Isolation:
         self.hide = [p for kind, p, _ in self.ops if kind == "cover"]
         self.forks = None  # warm sandboxes (``forks.Forks``) when the run asks for them
 
-    def wrap(self, cmd: list[str], env: dict | None = None) -> list[str]:
+    def wrap(self, cmd: list[str], env: dict | None = None, allow=()) -> list[str]:
         """``cmd`` in the sandbox, with exactly ``env`` as its environment: ``tree.py``
-        builds the tree and enters it, ``setpriv`` drops every capability."""
+        builds the tree and enters it, ``setpriv`` drops every capability; ``allow``: the
+        refused calls it keeps (``tree.PROFILER``, for ``ncu``)."""
         return [
             *self.prefix,
             PYTHON,
             "-I",
             "-S",
             TREE,
-            json.dumps(self.tree_plan(env)),
+            json.dumps({**self.tree_plan(env), "allow": list(allow)}),
             "--",
             "setpriv",
             "--no-new-privs",

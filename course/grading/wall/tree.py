@@ -109,7 +109,7 @@ def pivot_into(new):
 def main(argv):
     plan, cmd = json.loads(argv[1]), argv[3:]
     enter(plan)
-    deny_calls()  # kept through setpriv and the worker
+    deny_calls([c for c in plan.get("allow", ()) if c in PROFILER])  # kept through exec
     os.execvpe(cmd[0], cmd, plan["env"])
 
 
@@ -119,8 +119,11 @@ def main(argv):
 # or use up the uid's inotify instances, fanotify groups or epoll watches for every process
 # of it on the host (a Dask worker or the leaderboard could then watch no new connection).
 # io_uring is refused as container runtimes refuse it: a second way into the kernel that
-# a filter of system calls does not see.  Nothing the sandbox runs needs them (Python's
-# subprocess waits with poll; CUDA and Nsight Compute were checked on an H200).
+# a filter of system calls does not see.  Nothing a sandbox runs needs them (Python's
+# subprocess waits with poll; CUDA, numba and NVVM checked on an H200) but Nsight Compute:
+# its host and the library it injects into the profiled process wait with epoll
+# (boost.asio), and fail or hang without it (instructor/gpu/ncu_filter.py, an H200,
+# 2026-11-29).  The counter's sandbox (``counter.py``) alone keeps epoll: :data:`PROFILER`.
 DENIED = {
     "x86_64": {
         "epoll_create": 213,
@@ -147,6 +150,7 @@ DENIED = {
         "io_uring_register": 427,
     },
 }
+PROFILER = ("epoll_create", "epoll_create1")  # what a sandbox running ``ncu`` keeps
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # what else the kernel counts per uid, across namespaces: a sandbox may queue few signals
 # and make no POSIX message queue, so it cannot use up the uid's share for the host
@@ -169,24 +173,24 @@ class _Prog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Insn))]
 
 
-def seccomp_program(machine):
+def seccomp_program(machine, allow=()):
     """The filter, as (code, jt, jf, k): another ABI's calls (i386's int 0x80, x32) and
-    :data:`DENIED`'s fail with EPERM; every other call is allowed.  None for a machine
-    it does not know."""
+    :data:`DENIED`'s but those named in ``allow`` fail with EPERM; every other call is
+    allowed.  None for a machine it does not know."""
     if machine not in DENIED:
         return None
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, RET|K
-    nrs = sorted(DENIED[machine].values())
+    nrs = sorted(nr for name, nr in DENIED[machine].items() if name not in allow)
     prog = [(ld, 0, 0, 4), (jeq, 1, 0, AUDIT_ARCH[machine]), (ret, 0, 0, RET_EPERM)]
     prog += [(ld, 0, 0, 0), (jge, 0, 1, X32_BIT), (ret, 0, 0, RET_EPERM)]
     prog += [(jeq, len(nrs) - i, 0, nr) for i, nr in enumerate(nrs)]
     return prog + [(ret, 0, 0, RET_ALLOW), (ret, 0, 0, RET_EPERM)]
 
 
-def deny_calls():
+def deny_calls(allow=()):
     """Install :func:`seccomp_program` on this process (its children and ``exec`` keep it);
     a machine it does not know keeps every call (``isolate.make``'s probe then says so)."""
-    prog = seccomp_program(platform.machine())
+    prog = seccomp_program(platform.machine(), allow)
     if prog is None:
         return
     insns = (_Insn * len(prog))(*[_Insn(*i) for i in prog])
