@@ -16,7 +16,8 @@ containers that allow it, JupyterHub nodes), each sandbox gets
   ``LD_LIBRARY_PATH``/``CUDA_HOME`` (a GPU host's driver and toolkit) and Nsight Compute's
   (``counter.py``), a few files of
   ``/etc`` (the loader's cache, fonts; never ``/etc`` whole: no shadow, no ssh keys),
-  and a ``/dev`` of null, zero, full, random, urandom and the NVIDIA nodes.  Nothing else
+  and a ``/dev`` of null, zero, full, random, urandom and the NVIDIA nodes (of the GPUs
+  the grader sees alone: ``gpus.py``).  Nothing else
   exists in it: no ``/home``, ``/root``, ``/run``, ``/var``, no host ``/tmp``, no checkout
   root (``instructor/``, the solution notebooks), no submissions, outputs (grades, feedback,
   a leaderboard's database and tokens), lock files or sockets, wherever they lie.  Folders
