@@ -60,7 +60,6 @@ def test_both_gpus_in_cudas_order(machine):
     [
         ([("00000000:99:00.0", "GPU-c")], "no device node found"),  # an address not listed
         ([("not an address", "GPU-c")], "no device node found"),
-        ([], "no GPU"),
     ],
 )
 def test_anything_unmatched_binds_every_node(machine, devices, why):
@@ -115,3 +114,12 @@ def test_no_driver_here_binds_what_there_is(monkeypatch):
     if any(gpus.ONE_GPU.match(p.name) for p in Path("/dev").glob("nvidia*")):
         pytest.skip("this machine has GPU nodes")
     assert sel.describe() == "no GPU node"
+
+
+def test_a_grader_shown_no_gpu_binds_none(machine):
+    """CUDA_VISIBLE_DEVICES="": a cell that cleared it must not find the machine's GPUs."""
+    sel = gpus.select([])
+    assert sel.restricted and sel.nodes == () and "none of the 2" in sel.describe()
+    names = {p.name for p in gpus.nodes(sel)}
+    assert "nvidia0" not in names and "nvidia3" not in names and "nvidiactl" in names
+    assert gpus.sandbox_env({"CUDA_VISIBLE_DEVICES": ""}, sel)["CUDA_VISIBLE_DEVICES"] == ""

@@ -49,7 +49,9 @@ class Selection:
             return "no GPU node"
         if not self.restricted:
             return f"every GPU node ({self.why})"
-        return f"the GPU node(s) {', '.join(self.nodes) or 'none'} of {self.of}"
+        if not self.nodes:
+            return f"none of the {self.of} GPU nodes (its grader sees no GPU)"
+        return f"the GPU node(s) {', '.join(self.nodes)} of {self.of}"
 
 
 def address(bus_id: str) -> tuple[int, int, int, int]:
@@ -80,8 +82,8 @@ def select(
     """The selection for CUDA's ``devices`` ((PCI address, UUID) in its order)."""
     proc, dev = proc or PROC, dev or DEV
     of = sum(1 for p in dev.glob("nvidia*") if ONE_GPU.match(p.name))
-    if not devices:
-        return Selection(of=of, why="CUDA shows this process no GPU")
+    if not devices:  # CUDA shows the grader no GPU (CUDA_VISIBLE_DEVICES=""): none
+        return Selection(of=of)
     known = minors(proc)
     nodes = []
     for bus_id, _ in devices:
