@@ -123,3 +123,44 @@ def test_a_grader_shown_no_gpu_binds_none(machine):
     names = {p.name for p in gpus.nodes(sel)}
     assert "nvidia0" not in names and "nvidia3" not in names and "nvidiactl" in names
     assert gpus.sandbox_env({"CUDA_VISIBLE_DEVICES": ""}, sel)["CUDA_VISIBLE_DEVICES"] == ""
+
+
+class FakeCuda:
+    """libcuda's few calls ``gpus.cuda_devices`` makes, for ``devices`` (bus, 16 bytes)."""
+
+    def __init__(self, init: int, devices):
+        self.init, self.devices = init, devices
+
+    def cuInit(self, flags):
+        return self.init
+
+    def cuDeviceGetCount(self, count):
+        count._obj.value = len(self.devices)
+        return 0
+
+    def cuDeviceGet(self, dev, i):
+        dev._obj.value = i
+        return 0
+
+    def cuDeviceGetPCIBusId(self, buf, size, dev):
+        buf.value = self.devices[dev.value][0].encode()
+        return 0
+
+    def cuDeviceGetUuid_v2(self, raw, dev):
+        raw[:] = self.devices[dev.value][1]
+        return 0
+
+
+def test_cuda_lists_its_devices_by_address_and_uuid(monkeypatch):
+    from course.platform import runtime
+
+    two = [(A1, bytes(range(16))), (A0, bytes(16))]
+    monkeypatch.setattr(runtime, "_libcuda", lambda: FakeCuda(0, two))
+    assert gpus.cuda_devices() == [
+        (A1, "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"),
+        (A0, "GPU-00000000-0000-0000-0000-000000000000"),
+    ]
+    monkeypatch.setattr(runtime, "_libcuda", lambda: FakeCuda(gpus.NO_DEVICE, two))
+    assert gpus.cuda_devices() == []  # CUDA_VISIBLE_DEVICES="": no GPU, none bound
+    monkeypatch.setattr(runtime, "_libcuda", lambda: FakeCuda(3, two))
+    assert gpus.cuda_devices() is None  # the driver cannot say: every node, as before

@@ -28,6 +28,7 @@ from pathlib import Path
 PROC = Path("/proc/driver/nvidia/gpus")
 DEV = Path("/dev")
 ONE_GPU = re.compile(r"nvidia\d+$")  # a GPU's own node; the rest are shared
+NO_DEVICE = 100  # CUDA_ERROR_NO_DEVICE
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,10 @@ def cuda_devices() -> list[tuple[str, str]] | None:
         return None
     count, out = ctypes.c_int(0), []
     try:
-        if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        started = lib.cuInit(0)
+        if started == NO_DEVICE:  # what cuInit says where CUDA_VISIBLE_DEVICES hides all
+            return []
+        if started != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
             return None
         get_uuid = getattr(lib, "cuDeviceGetUuid_v2", None) or lib.cuDeviceGetUuid
         for i in range(count.value):
