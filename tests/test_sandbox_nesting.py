@@ -38,12 +38,24 @@ made["inotify"] = libc.syscall(calls[1], 0) >= 0
 made["fanotify"] = libc.syscall(calls[2], 0x200, 0) >= 0   # FAN_REPORT_FID: no capability
 made["epoll"] = libc.syscall(calls[3], 0) >= 0   # epoll_create1: watches count per uid
 made["io_uring"] = libc.syscall(425, 8, ctypes.create_string_buffer(120)) >= 0   # setup
+aio = {"x86_64": 206, "aarch64": 0}[platform.machine()]   # io_setup: fs.aio-max-nr, shared
+made["aio"] = libc.syscall(aio, 1, ctypes.byref(ctypes.c_ulong(0))) >= 0
+try:   # raising the open-file limit past its hard one (fs.file-max is the whole system's)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1 << 20, 1 << 20))
+    made["files"] = True
+except (ValueError, OSError):
+    made["files"] = False
+masked = {n: open("/proc/" + n, "rb").read(64).decode() for n in ("keys", "key-users")
+          if os.path.exists("/proc/" + n)}
+tmp_opts = [l.split()[5] for l in open("/proc/self/mountinfo") if l.split()[4] == "/tmp"]
 for name, flag in (("user", 0x10000000), ("mount", 0x20000), ("cgroup", 0x02000000)):
     made[name] = libc.unshare(flag) == 0
 limits = {n: open("/proc/sys/user/" + n).read().strip()
           for n in os.listdir("/proc/sys/user") if n.startswith("max_")}
-rlimits = [resource.getrlimit(r)[0] for r in (resource.RLIMIT_SIGPENDING, resource.RLIMIT_MSGQUEUE)]
-result = {"made": made, "limits": limits, "rlimits": rlimits}
+rlimits = [resource.getrlimit(r) for r in (resource.RLIMIT_SIGPENDING, resource.RLIMIT_MSGQUEUE,
+           resource.RLIMIT_MEMLOCK, resource.RLIMIT_NOFILE)]
+result = {"made": made, "limits": limits, "rlimits": rlimits, "masked": masked,
+          "tmp": tmp_opts}
 """
 
 
@@ -64,11 +76,15 @@ def _sandbox(run: Path):
 
 def _nothing_nests(got: dict, user_namespace: bool) -> None:
     assert set(got["made"]) == {
-        *("keyring", "inotify", "fanotify", "epoll", "io_uring"),
+        *("keyring", "inotify", "fanotify", "epoll", "io_uring", "aio", "files"),
         *("user", "mount", "cgroup"),
     }
     assert not any(got["made"].values()), got
-    assert got["rlimits"] == [256, 0], got  # signals queued, POSIX queues: the uid's, shared
+    # signals queued, POSIX queues, locked memory: the uid's, shared; open files (the
+    # simulator's sandboxes: 256 a process), soft and hard alike
+    assert [tuple(r) for r in got["rlimits"]] == [(256, 256), (0, 0), (0, 0), (256, 256)], got
+    assert got["masked"] and set(got["masked"].values()) == {""}, got  # root's key names
+    assert got["tmp"] and {"nosuid", "nodev"} <= set(got["tmp"][0].split(",")), got
     if user_namespace:
         assert got["limits"]["max_user_namespaces"] == "0", got
         assert set(got["limits"].values()) == {"0"}, got
@@ -362,3 +378,44 @@ def test_only_the_counters_sandbox_makes_epoll(tmp_path):
         "course.grading.wall.counter": tree.PROFILER,
         "course.grading.wall.worker": (),
     }
+
+
+@pytest.mark.timeout(120)
+def test_a_gpu_sandbox_may_run_fewer_tasks_than_a_simulator_one(tmp_path):
+    """fs.file-max is the whole system's: a sandbox holds at most its tasks times its open
+    files a process (round 6: 200 processes of 19,900 files each filled it, and other
+    students' sandboxes failed). The simulator needs a task per CUDA thread; a GPU does not."""
+    from course.grading.wall import cgroup, tree
+    from course.grading.wall.child import PYTHON, Child
+
+    iso = _sandbox(tmp_path)
+
+    class Sleeper:
+        scratch, forks = iso.scratch, None
+
+        def wrap(self, cmd, env=None, allow=()):
+            return iso.wrap([PYTHON, "-c", "import time; time.sleep(30)"], env, allow)
+
+    seen = {}
+    for mode, sim in (("sim", "1"), ("gpu", "0")):
+        extra = {"NUMBA_ENABLE_CUDASIM": sim}
+        c = Child(
+            "course.grading.wall.worker",
+            tmp_path / mode,
+            time.monotonic() + 60,
+            1024,
+            60,
+            Sleeper(),
+            env_extra=extra,
+        )
+        try:
+            pids = [d / "pids.max" for d in c.cgroup.dirs if (d / "pids.max").exists()]
+            if not pids:
+                pytest.skip("no cgroup can be made here")
+            seen[mode] = int(pids[0].read_text())
+        finally:
+            c.stop()
+    assert seen == {"sim": cgroup.PIDS_MAX, "gpu": cgroup.GPU_PIDS_MAX}
+    assert tree.limits({"NUMBA_ENABLE_CUDASIM": "0"})[-1] == (tree.RLIMIT_NOFILE, 1024)
+    assert cgroup.GPU_PIDS_MAX * tree.NOFILE["gpu"] <= 1 << 19  # a sandbox's files at most
+    assert cgroup.PIDS_MAX * tree.NOFILE["sim"] <= 1 << 20

@@ -33,6 +33,12 @@ def _libcuda():
     return None
 
 
+def libcuda():
+    """The NVIDIA driver's library (ctypes), or None: what ``grading/wall/gpus.py`` asks
+    which GPUs this process sees."""
+    return _libcuda()
+
+
 def gpu_count() -> int:
     """How many GPUs this process sees (``CUDA_VISIBLE_DEVICES`` applied by the driver):
     cuInit + cuDeviceGetCount, no CUDA context made; 0 without a usable driver."""

@@ -27,6 +27,7 @@ MEMORY_MB = 8192  # a cgroup's memory limit (all processes of one sandbox)
 PIDS_MAX = (
     4096  # a cgroup's task limit: the simulator runs a thread per CUDA thread (1,024 a block)
 )
+GPU_PIDS_MAX = 512  # ... and a GPU sandbox's: CUDA's few threads (times ``tree.NOFILE``: files)
 RUN_SHARE = 0.75  # every sandbox of one run together: at most this share of the memory
 OWNER_ENV = "COURSE_CGROUP_OWNER"  # the pid whose parent cgroup a run's workers share
 _RUN_LOCK = threading.Lock()
@@ -198,7 +199,7 @@ class Cgroup:
     V1 = {"memory": Path("/sys/fs/cgroup/memory"), "pids": Path("/sys/fs/cgroup/pids")}
     V1_CPUSET = Path("/sys/fs/cgroup/cpuset")
 
-    def __init__(self, name: str, memory_mb: int | None = None):
+    def __init__(self, name: str, memory_mb: int | None = None, pids: int = PIDS_MAX):
         self.dirs: list[Path] = []
         memory = (memory_mb or MEMORY_MB) << 20
         cpus = maker_cpus()
@@ -211,13 +212,13 @@ class Cgroup:
                 d.mkdir()
                 self.dirs.append(d)
                 (d / "memory.max").write_text(str(memory))
-                (d / "pids.max").write_text(str(PIDS_MAX))
+                (d / "pids.max").write_text(str(pids))
                 if cpus and (d / "cpuset.cpus").exists():
                     _try_write(d / "cpuset.cpus", cpus)
             elif all(p.is_dir() for p in self.V1.values()):
                 for ctl, limit_file, value in (
                     ("memory", "memory.limit_in_bytes", memory),
-                    ("pids", "pids.max", PIDS_MAX),
+                    ("pids", "pids.max", pids),
                 ):
                     parent = run_parent(self.V1[ctl], {limit_file: ctl}, ctl)
                     d = (parent or self.V1[ctl]) / name

@@ -136,11 +136,12 @@ class Child:
         self.log_path = tmp / "log.txt"
         self.cgroup = None
         if isolation is not None:
-            from .cgroup import Cgroup
+            from .cgroup import GPU_PIDS_MAX, PIDS_MAX, Cgroup
 
             self.cgroup = Cgroup(
                 f"course-{os.getpid()}-{tmp.parent.name}-{tmp.name}",
                 sandbox_mb or memory_mb or None,
+                PIDS_MAX if env.get("NUMBA_ENABLE_CUDASIM") == "1" else GPU_PIDS_MAX,
             )
         procs = self.cgroup.procs_files() if self.cgroup is not None else []
         forks = getattr(isolation, "forks", None)
@@ -181,7 +182,7 @@ class Child:
             stderr=log,
             start_new_session=True,
             pass_fds=(req_r, rep_w),
-            preexec_fn=_limits(timeout, memory_mb, procs) if os.name == "posix" else None,
+            preexec_fn=_limits(timeout, memory_mb, procs, env) if os.name == "posix" else None,
         )
 
     def greeted(self) -> None:
@@ -282,7 +283,7 @@ def log_tail(path: Path) -> str:
 # the worker process: limits, killing, exit codes
 
 
-def _limits(timeout: float, memory_mb: int, procs=()):
+def _limits(timeout: float, memory_mb: int, procs=(), env=None):
     """preexec_fn: join the sandbox's cgroup (``procs``: its ``cgroup.procs`` files, opened
     here) and set the resource limits (POSIX only; best effort).
 
@@ -301,7 +302,7 @@ def _limits(timeout: float, memory_mb: int, procs=()):
             (resource.RLIMIT_CORE, 0),
             (resource.RLIMIT_CPU, int(2 * timeout) + 30),
             (resource.RLIMIT_FSIZE, 64 << 20),
-            *tree.PER_UID_LIMITS,
+            *tree.limits(env or {}),
         ]
         if memory_mb:
             wanted.append((resource.RLIMIT_AS, memory_mb << 20))

@@ -119,7 +119,7 @@ def cuda_devices() -> list[tuple[str, str]] | None:
     cannot say."""
     from ...platform import runtime
 
-    lib = runtime._libcuda()
+    lib = runtime.libcuda()
     if lib is None:
         return None
     count, out = ctypes.c_int(0), []

@@ -41,6 +41,21 @@ LOCKED = {
 }
 # /proc entries that write to the host's kernel, read-only as a container runtime keeps them
 PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+# /proc files a container runtime masks: root's key names (the sandbox is root's uid),
+# other processes' pages and the kernel's memory and timers - /dev/null over each
+PROC_MASKED = (
+    "keys",
+    "key-users",
+    "kcore",
+    "kpageflags",
+    "kpagecount",
+    "kpagecgroup",
+    "timer_list",
+    "sched_debug",
+    "slabinfo",
+    "vmallocinfo",
+    "pagetypeinfo",
+)
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -119,13 +134,15 @@ def main(argv):
 # or use up the uid's inotify instances, fanotify groups or epoll watches for every process
 # of it on the host (a Dask worker or the leaderboard could then watch no new connection).
 # io_uring is refused as container runtimes refuse it: a second way into the kernel that
-# a filter of system calls does not see.  Nothing a sandbox runs needs them (Python's
+# a filter of system calls does not see; io_setup, since its events (fs.aio-max-nr) are
+# the whole system's, root's processes' too.  Nothing a sandbox runs needs them (Python's
 # subprocess waits with poll; CUDA, numba and NVVM checked on an H200) but Nsight Compute:
 # its host and the library it injects into the profiled process wait with epoll
 # (boost.asio), and fail or hang without it (instructor/gpu/ncu_filter.py, an H200,
 # 2026-11-29).  The counter's sandbox (``counter.py``) alone keeps epoll: :data:`PROFILER`.
 DENIED = {
     "x86_64": {
+        "io_setup": 206,
         "epoll_create": 213,
         "add_key": 248,
         "request_key": 249,
@@ -139,6 +156,7 @@ DENIED = {
         "io_uring_register": 427,
     },
     "aarch64": {
+        "io_setup": 0,
         "epoll_create1": 20,
         "inotify_init1": 26,
         "add_key": 217,
@@ -152,9 +170,23 @@ DENIED = {
 }
 PROFILER = ("epoll_create", "epoll_create1")  # what a sandbox running ``ncu`` keeps
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-# what else the kernel counts per uid, across namespaces: a sandbox may queue few signals
-# and make no POSIX message queue, so it cannot use up the uid's share for the host
-PER_UID_LIMITS = ((11, 256), (12, 0))  # (RLIMIT_SIGPENDING, RLIMIT_MSGQUEUE) on Linux
+# what else the kernel counts per uid, across namespaces: a sandbox may queue few signals,
+# make no POSIX message queue and lock no memory (SHM_LOCK is counted per uid), so it
+# cannot use up the uid's share for the host; and what it counts for the whole system:
+# open files (fs.file-max, which only CAP_SYS_ADMIN may pass - a red team's cell filled it
+# from 200 processes and other students' sandboxes failed): at most NOFILE a process, and
+# a cgroup's processes (``cgroup.pids_max``) times that a sandbox
+PER_UID_LIMITS = ((11, 256), (12, 0), (8, 0))  # RLIMIT_SIGPENDING, _MSGQUEUE, _MEMLOCK
+RLIMIT_NOFILE = 7
+NOFILE = {"sim": 256, "gpu": 1024}  # the simulator's sandboxes: 4,096 tasks, mostly threads
+
+
+def limits(env: dict) -> list[tuple[int, int]]:
+    """The rlimits of a sandbox whose environment is ``env`` (both values: no raising)."""
+    mode = "sim" if env.get("NUMBA_ENABLE_CUDASIM") == "1" else "gpu"
+    return [*PER_UID_LIMITS, (RLIMIT_NOFILE, NOFILE[mode])]
+
+
 X32_BIT = 0x40000000
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 RET_ALLOW, RET_EPERM = 0x7FFF0000, 0x00050001
@@ -226,7 +258,8 @@ def enter(plan):
     for p in (tmp, "/proc", "/dev/shm") + (() if under_tmp else (scratch,)):
         os.makedirs(new + p, exist_ok=True)
     readonly(new, True)
-    mount("course-scratch", new + tmp, "tmpfs", 0, f"size={plan['scratch_mb']}m,mode=1777")
+    safe = MS_NOSUID | MS_NODEV  # no device node or set-uid file where it may write
+    mount("course-scratch", new + tmp, "tmpfs", safe, f"size={plan['scratch_mb']}m,mode=1777")
     if under_tmp:
         os.makedirs(new + scratch, mode=0o1777)
         os.chmod(new + scratch, 0o1777)
@@ -235,13 +268,17 @@ def enter(plan):
     if plan["late"]:  # what lies under /tmp: bound onto the scratch tmpfs
         build(new, plan["late"])
         readonly(new + tmp, False)
-    mount("course-shm", new + "/dev/shm", "tmpfs", 0, f"size={plan['shm_mb']}m,mode=1777")
+    mount("course-shm", new + "/dev/shm", "tmpfs", safe, f"size={plan['shm_mb']}m,mode=1777")
     mount("/proc", new + "/proc", None, MS_BIND | MS_REC)  # unshare's own, fresh /proc
     for name in PROC_READONLY:  # the host's knobs: root's own uid may write them by mode
         at = f"{new}/proc/{name}"
         if os.path.lexists(at):
             mount(at, at, None, MS_BIND | MS_REC)
             readonly(at, True)
+    for name in PROC_MASKED:
+        at = f"{new}/proc/{name}"
+        if os.path.isfile(at):
+            mount(new + "/dev/null", at, None, MS_BIND)
     pivot_into(new)
     os.chdir(scratch)
 

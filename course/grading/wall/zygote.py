@@ -88,16 +88,16 @@ def drop_capabilities() -> None:
         raise OSError("capabilities are left after dropping them")
 
 
-def _limits(cpu_s: int, memory_mb: int) -> None:
+def _limits(cpu_s: int, memory_mb: int, env: dict) -> None:
     import resource
 
-    from .tree import PER_UID_LIMITS
+    from .tree import limits
 
     wanted = [
         (resource.RLIMIT_CORE, 0),
         (resource.RLIMIT_CPU, cpu_s),
         (resource.RLIMIT_FSIZE, 64 << 20),
-        *PER_UID_LIMITS,
+        *limits(env),
     ]
     if memory_mb:
         wanted.append((resource.RLIMIT_AS, memory_mb << 20))
@@ -135,7 +135,7 @@ def _first(req: dict, pipes: tuple[int, int], log: int) -> None:
     _only_fds({0, 1, 2, *pipes})
     drop_capabilities()
     tree.deny_calls()
-    _limits(int(req["cpu_s"]), int(req["memory_mb"]))
+    _limits(int(req["cpu_s"]), int(req["memory_mb"]), req["plan"]["env"])
     os.environ.clear()
     os.environ.update(req["plan"]["env"])
     import random
