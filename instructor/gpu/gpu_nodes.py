@@ -45,6 +45,8 @@ out = {"nodes": sorted(n for n in os.listdir("/dev") if n.startswith("nvidia")),
 libc = ctypes.CDLL(None, use_errno=True)
 out["epoll made"] = libc.syscall(291, 0) >= 0   # x86_64's epoll_create1: refused
 out["io_uring made"] = libc.syscall(425, 8, ctypes.create_string_buffer(120)) >= 0
+out["aio made"] = libc.syscall(206, 1, ctypes.byref(ctypes.c_ulong(0))) >= 0   # io_setup
+out["/proc/keys"] = open("/proc/keys").read(200)
 env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
 r = subprocess.run([sys.executable, "-c", os.environ["NODES_CODE"], "bare"], env=env,
                    capture_output=True, text=True, timeout=60)
@@ -116,7 +118,9 @@ def verdict(r: dict) -> list[str]:
         got = i[key].get("buses") if isinstance(i[key], dict) else i[key]
         if got != want:
             bad.append(f"{key}: CUDA shows {got}, the maker sees {want}")
-    bad += [k for k in ("epoll made", "io_uring made") if i.get(k) is not False]
+    bad += [k for k in ("epoll made", "io_uring made", "aio made") if i.get(k) is not False]
+    if i.get("/proc/keys") != "":
+        bad.append("/proc/keys is not masked")
     if not i["mknod"].startswith("refused"):
         bad.append(i["mknod"])
     if i["kernel"] is not True:
