@@ -247,10 +247,14 @@ def _descendants(pid: int) -> list[int]:
 
 
 @pytest.mark.timeout(300)
-def test_a_fork_bomb_and_a_hung_fork_end_with_the_fork(warm):
+def test_a_fork_bomb_and_a_hung_fork_end_with_the_fork(warm, monkeypatch):
     """Processes a fork starts (a bomb, a child that ignores SIGTERM and keeps the pipes)
     end when the grader stops it; the zygote keeps none of them, stays one thread, and
-    forks the next sandbox at once."""
+    forks the next sandbox at once.  (A GPU's sandboxes may start processes; a simulator's
+    may not, ``tree.SPAWN``.)"""
+    from test_sandbox import gpu_like
+
+    gpu_like(monkeypatch)
     iso, run_dir, _ = warm
     zygote = iso.forks.zygotes["run"]
     cells = Cells(iso, run_dir)

@@ -137,6 +137,7 @@ class Isolation:
             "scratch_mb": SCRATCH_MB,
             "shm_mb": SHM_MB,
             "env": {k: str(v) for k, v in sandbox_env(env or {}, self.gpus).items()},
+            "processes": (env or {}).get("NUMBA_ENABLE_CUDASIM") != "1",  # tree.SPAWN
             "early": [(k, str(p), t) for k, p, t in self.ops if not _inside(p, tmp)],
             "late": [(k, str(p), t) for k, p, t in self.ops if _inside(p, tmp)],
         }

@@ -134,7 +134,7 @@ def _first(req: dict, pipes: tuple[int, int], log: int) -> None:
     os.dup2(log, 2)
     _only_fds({0, 1, 2, *pipes})
     drop_capabilities()
-    tree.deny_calls()
+    tree.deny_calls((), req["plan"].get("processes", True) is not False)
     _limits(int(req["cpu_s"]), int(req["memory_mb"]), req["plan"]["env"])
     os.environ.clear()
     os.environ.update(req["plan"]["env"])
