@@ -12,7 +12,8 @@ scratch folder) and ``/dev/shm``, the namespace's own ``/proc`` (its ``sys``, ``
 ``bus``, ``fs`` and ``sysrq-trigger`` read-only: as root's own uid a process could write
 the host's kernel settings through them, capabilities or not), then ``pivot_root`` into it
 and detaches the host's tree, installs a system call filter (:func:`deny_calls`: no
-keyrings, inotify, fanotify, epoll or io_uring, nothing of another ABI), then execs COMMAND
+keyrings, inotify, fanotify, epoll, io_uring or async I/O, nothing of another ABI, and in a
+simulator's sandbox no new process), masks a few ``/proc`` files, then execs COMMAND
 (``setpriv`` dropping every capability, then the worker) with exactly the plan's
 environment.  A zygote's fork does the same in-process (``zygote._first``).
 
@@ -185,7 +186,7 @@ AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # cannot use up the uid's share for the host; and what it counts for the whole system:
 # open files (fs.file-max, which only CAP_SYS_ADMIN may pass - a red team's cell filled it
 # from 200 processes and other students' sandboxes failed): at most NOFILE a process, and
-# a cgroup's processes (``cgroup.pids_max``) times that a sandbox
+# its cgroup's tasks (``cgroup.PIDS_MAX``, ``GPU_PIDS_MAX``) times that a sandbox
 PER_UID_LIMITS = ((11, 256), (12, 0), (8, 0))  # RLIMIT_SIGPENDING, _MSGQUEUE, _MEMLOCK
 RLIMIT_NOFILE = 7
 NOFILE = {"sim": 256, "gpu": 1024}  # the simulator's sandboxes: 4,096 tasks, mostly threads
