@@ -40,6 +40,7 @@ made["epoll"] = libc.syscall(calls[3], 0) >= 0   # epoll_create1: watches count 
 made["io_uring"] = libc.syscall(425, 8, ctypes.create_string_buffer(120)) >= 0   # setup
 aio = {"x86_64": 206, "aarch64": 0}[platform.machine()]   # io_setup: fs.aio-max-nr, shared
 made["aio"] = libc.syscall(aio, 1, ctypes.byref(ctypes.c_ulong(0))) >= 0
+made["own files"] = libc.unshare(0x400) == 0   # CLONE_FILES: a table of 256 more
 try:   # a process of its own: each may map vm.max_map_count files (the simulator's: none)
     pid = os.fork()
     if pid == 0:
@@ -90,6 +91,7 @@ def _sandbox(run: Path):
 def _nothing_nests(got: dict, user_namespace: bool) -> None:
     assert set(got["made"]) == {
         *("keyring", "inotify", "fanotify", "epoll", "io_uring", "aio", "files", "process"),
+        "own files",
         *("user", "mount", "cgroup"),
     }
     assert not any(got["made"].values()), got
@@ -454,6 +456,9 @@ def test_a_simulator_sandbox_makes_threads_and_no_process():
             assert _run_filter(prog, arch, clone, 0x11) == allowed  # fork's SIGCHLD
             assert _run_filter(prog, arch, clone, 0x4111) == allowed  # posix_spawn's vfork
             assert _run_filter(prog, arch, clone, thread) == tree.RET_ALLOW
+            # round 8: a thread with a file table of its own (no CLONE_FILES), 256 each
+            assert _run_filter(prog, arch, clone, thread & ~0x400) == allowed
+            # without CLONE_VM the kernel itself refuses CLONE_THREAD (EINVAL), as round 8 saw
             want3 = tree.RET_ALLOW if processes else tree.RET_ENOSYS
             assert _run_filter(prog, arch, clone3) == want3
             for nr in forks:

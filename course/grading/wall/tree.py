@@ -177,8 +177,12 @@ PROFILER = ("epoll_create", "epoll_create1")  # what a sandbox running ``ncu`` k
 # sandbox (where nothing of the course starts a process) makes threads, never a process:
 # (clone, clone3, fork-like calls) refused there.  A GPU one still may: a cell's count in the
 # simulator starts one (sim/counting.py), and the counter's ncu starts its target.
-SPAWN = {"x86_64": (56, 435, (57, 58)), "aarch64": (220, 435, ())}
-CLONE_THREAD = 0x00010000
+# A thread must share its process's file table too (CLONE_FILES; round 8 held 1.09 million
+# files from one process, a private table of 256 in each of 4,096 threads), and unshare is
+# refused (a thread's unshare(CLONE_FILES) copies the table).
+SPAWN = {"x86_64": (56, 435, (57, 58, 272)), "aarch64": (220, 435, (97,))}
+CLONE_THREAD, CLONE_FILES = 0x00010000, 0x00000400
+THREAD = CLONE_THREAD | CLONE_FILES
 RET_ENOSYS = 0x00050026
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # what else the kernel counts per uid, across namespaces: a sandbox may queue few signals,
@@ -219,8 +223,9 @@ class _Prog(ctypes.Structure):
 def seccomp_program(machine, allow=(), processes=True):
     """The filter, as (code, jt, jf, k): another ABI's calls (i386's int 0x80, x32) and
     :data:`DENIED`'s but those named in ``allow`` fail with EPERM; with ``processes``
-    False a new process too (:data:`SPAWN`: threads only; clone3 says ENOSYS, so that the C
-    library makes its threads with clone); every other call is allowed.  None for a
+    False a new process, or a thread with a file table of its own, too (:data:`SPAWN`;
+    clone3 says ENOSYS, so that the C library makes its threads with clone); every other
+    call is allowed.  None for a
     machine it does not know."""
     if machine not in DENIED:
         return None
@@ -234,10 +239,10 @@ def seccomp_program(machine, allow=(), processes=True):
         else [
             (jeq, 0, 1, clone3),
             (ret, 0, 0, RET_ENOSYS),
-            (jeq, 0, 3, clone),  # not clone: allowed; clone: a thread (CLONE_THREAD) or nothing
+            (jeq, 0, 3, clone),  # not clone: allowed; clone: a thread of this table or nothing
             (ld, 0, 0, 16),  # the low half of its flags (args[0])
-            (0x54, 0, 0, CLONE_THREAD),  # BPF_ALU|AND|K
-            (jeq, 0, 1, CLONE_THREAD),
+            (0x54, 0, 0, THREAD),  # BPF_ALU|AND|K
+            (jeq, 0, 1, THREAD),
         ]
     )
     prog = [(ld, 0, 0, 4), (jeq, 1, 0, AUDIT_ARCH[machine]), (ret, 0, 0, RET_EPERM)]
