@@ -141,7 +141,7 @@ class Child:
             self.cgroup = Cgroup(
                 f"course-{os.getpid()}-{tmp.parent.name}-{tmp.name}",
                 sandbox_mb or memory_mb or None,
-                PIDS_MAX if env.get("NUMBA_ENABLE_CUDASIM") == "1" else GPU_PIDS_MAX,
+                PIDS_MAX if tree.simulated(env) else GPU_PIDS_MAX,
             )
         procs = self.cgroup.procs_files() if self.cgroup is not None else []
         forks = getattr(isolation, "forks", None)
@@ -296,16 +296,7 @@ def _limits(timeout: float, memory_mb: int, procs=(), env=None):
         import resource
     except ImportError:
         resource = None
-    wanted = []
-    if resource is not None:
-        wanted = [
-            (resource.RLIMIT_CORE, 0),
-            (resource.RLIMIT_CPU, int(2 * timeout) + 30),
-            (resource.RLIMIT_FSIZE, 64 << 20),
-            *tree.limits(env or {}),
-        ]
-        if memory_mb:
-            wanted.append((resource.RLIMIT_AS, memory_mb << 20))
+    wanted = [] if resource is None else tree.rlimits(env or {}, int(2 * timeout) + 30, memory_mb)
     procs = tuple(procs)
 
     def apply():

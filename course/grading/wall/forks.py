@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from .child import PYTHON
+from .tree import simulated
 
 START_S = 180.0  # a zygote's imports (and compiler warm-up) on a busy machine
 ANSWER_S = 30.0  # one reply of a zygote
@@ -38,11 +39,6 @@ KINDS = ("run", "gate")  # a worker's and measurer's zygote, the compile gate's
 # a zygote must stay one thread to fork safely: numpy's BLAS starts a pool at import
 # unless told not to (its forks then keep one BLAS thread, as a job slot should)
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-def _sim(env) -> bool:
-    """True when ``env`` makes numba the CUDA simulator."""
-    return env.get("NUMBA_ENABLE_CUDASIM", "") == "1"
 
 
 class ZygoteError(Exception):
@@ -306,7 +302,7 @@ class Forks:
         if module not in MODULES:  # a process a zygote does not start (``counter.py``)
             return None
         kind = KINDS[1] if module == "course.grading.wall.gate" else KINDS[0]
-        if kind == KINDS[0] and _sim(env) != _sim(os.environ):
+        if kind == KINDS[0] and simulated(env) != simulated(os.environ):
             return None  # numba's mode is the zygote's (the grader's): the other one starts cold
         z = self.zygote(kind, env)
         if z is None:

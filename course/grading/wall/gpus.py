@@ -77,12 +77,17 @@ def minors(proc: Path) -> dict[tuple[int, int, int, int], int]:
     return out
 
 
+def gpu_nodes(dev: Path) -> int:
+    """How many GPUs' own nodes (``nvidiaN``) ``dev`` holds."""
+    return sum(1 for p in dev.glob("nvidia*") if ONE_GPU.match(p.name))
+
+
 def select(
     devices: list[tuple[str, str]], proc: Path | None = None, dev: Path | None = None
 ) -> Selection:
     """The selection for CUDA's ``devices`` ((PCI address, UUID) in its order)."""
     proc, dev = proc or PROC, dev or DEV
-    of = sum(1 for p in dev.glob("nvidia*") if ONE_GPU.match(p.name))
+    of = gpu_nodes(dev)
     if not devices:  # CUDA shows the grader no GPU (CUDA_VISIBLE_DEVICES=""): none
         return Selection(of=of)
     known = minors(proc)
@@ -146,7 +151,7 @@ def cuda_devices() -> list[tuple[str, str]] | None:
 
 @functools.lru_cache(maxsize=4)
 def _visible(named: str | None) -> Selection:
-    of = sum(1 for p in DEV.glob("nvidia*") if ONE_GPU.match(p.name))
+    of = gpu_nodes(DEV)
     if of == 0:
         return Selection(why="this machine has no GPU node")
     if named and any(d.strip().upper().startswith("MIG") for d in named.split(",")):

@@ -14,11 +14,10 @@ containers that allow it, JupyterHub nodes), each sandbox gets
   public ``data/`` and ``assets/`` (plus ``pyproject.toml`` and an empty ``notebooks/``,
   so the package still knows it sits in a checkout), the folders named in
   ``LD_LIBRARY_PATH``/``CUDA_HOME`` (a GPU host's driver and toolkit) and Nsight Compute's
-  (``counter.py``), a few files of
-  ``/etc`` (the loader's cache, fonts; never ``/etc`` whole: no shadow, no ssh keys),
-  and a ``/dev`` of null, zero, full, random, urandom and the NVIDIA nodes (of the GPUs
-  the grader sees alone: ``gpus.py``).  Nothing else
-  exists in it: no ``/home``, ``/root``, ``/run``, ``/var``, no host ``/tmp``, no checkout
+  (``counter.py``), a few files of ``/etc`` (the loader's cache, fonts; never ``/etc``
+  whole: no shadow, no ssh keys), and a ``/dev`` of null, zero, full, random, urandom and
+  the NVIDIA nodes (of the GPUs the grader sees alone: ``gpus.py``).  Nothing else exists
+  in it: no ``/home``, ``/root``, ``/run``, ``/var``, no host ``/tmp``, no checkout
   root (``instructor/``, the solution notebooks), no submissions, outputs (grades, feedback,
   a leaderboard's database and tokens), lock files or sockets, wherever they lie.  Folders
   of that kind that lie *inside* a mounted one (a wheel's hidden cases in site-packages,
@@ -64,6 +63,7 @@ from .child import PYTHON
 from .counter import ncu_home
 from .gpus import Selection, nodes, sandbox_env, visible
 from .probe import NONE_MESSAGE, PLANTED, PROBE
+from .tree import simulated
 
 SCRATCH_MB = 256  # the writable tmpfs of one sandbox (/tmp and scratch together)
 SHM_MB = 64  # its /dev/shm
@@ -137,7 +137,7 @@ class Isolation:
             "scratch_mb": SCRATCH_MB,
             "shm_mb": SHM_MB,
             "env": {k: str(v) for k, v in sandbox_env(env or {}, self.gpus).items()},
-            "processes": (env or {}).get("NUMBA_ENABLE_CUDASIM") != "1",  # tree.SPAWN
+            "processes": not simulated(env or {}),  # tree.SPAWN
             "early": [(k, str(p), t) for k, p, t in self.ops if not _inside(p, tmp)],
             "late": [(k, str(p), t) for k, p, t in self.ops if _inside(p, tmp)],
         }

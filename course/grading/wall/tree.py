@@ -196,10 +196,28 @@ RLIMIT_NOFILE = 7
 NOFILE = {"sim": 256, "gpu": 1024}  # the simulator's sandboxes: 4,096 tasks, mostly threads
 
 
-def limits(env: dict) -> list[tuple[int, int]]:
-    """The rlimits of a sandbox whose environment is ``env`` (both values: no raising)."""
-    mode = "sim" if env.get("NUMBA_ENABLE_CUDASIM") == "1" else "gpu"
-    return [*PER_UID_LIMITS, (RLIMIT_NOFILE, NOFILE[mode])]
+def simulated(env) -> bool:
+    """Whether a sandbox whose environment is ``env`` runs numba's CUDA simulator."""
+    return env.get("NUMBA_ENABLE_CUDASIM", "") == "1"
+
+
+def rlimits(env: dict, cpu_s: int, memory_mb: int) -> list[tuple[int, int]]:
+    """A sandboxed process's rlimits (soft and hard alike: no raising): no core file, its
+    CPU seconds, 64 MB a file, :data:`PER_UID_LIMITS`, :data:`NOFILE` for its mode, and
+    ``memory_mb`` of address space where given (a cold child's ``child._limits``, a fork's
+    ``zygote._limits``)."""
+    import resource
+
+    wanted = [
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_CPU, cpu_s),
+        (resource.RLIMIT_FSIZE, 64 << 20),
+        *PER_UID_LIMITS,
+        (RLIMIT_NOFILE, NOFILE["sim" if simulated(env) else "gpu"]),
+    ]
+    if memory_mb:
+        wanted.append((resource.RLIMIT_AS, memory_mb << 20))
+    return wanted
 
 
 X32_BIT = 0x40000000

@@ -91,17 +91,9 @@ def drop_capabilities() -> None:
 def _limits(cpu_s: int, memory_mb: int, env: dict) -> None:
     import resource
 
-    from .tree import limits
+    from .tree import rlimits
 
-    wanted = [
-        (resource.RLIMIT_CORE, 0),
-        (resource.RLIMIT_CPU, cpu_s),
-        (resource.RLIMIT_FSIZE, 64 << 20),
-        *limits(env),
-    ]
-    if memory_mb:
-        wanted.append((resource.RLIMIT_AS, memory_mb << 20))
-    for which, value in wanted:
+    for which, value in rlimits(env, cpu_s, memory_mb):
         try:
             resource.setrlimit(which, (value, value))
         except (ValueError, OSError):
